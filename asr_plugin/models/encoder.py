@@ -1,0 +1,98 @@
+"""Conformer encoder: convolutional subsampling followed by torchaudio's Conformer blocks."""
+
+from __future__ import annotations
+
+import torch
+import torchaudio
+from torch import nn
+
+from asr_plugin.models.subsampling import Conv2dSubsampling
+
+
+def _masked_convolution(conv_module: nn.Module, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """torchaudio's convolution module with padded frames zeroed before the depthwise convolution.
+
+    (B, T, D) -> (B, T, D); keep: (B, 1, T) bool, True on valid frames.
+    """
+    x = conv_module.layer_norm(x).transpose(1, 2)  # (B, D, T)
+    pointwise_glu, rest = conv_module.sequential[:2], conv_module.sequential[2:]
+    x = pointwise_glu(x).masked_fill(~keep, 0.0)
+    return rest(x).transpose(1, 2)
+
+
+def _conformer_layer(layer: nn.Module, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """One torchaudio ConformerLayer (convolution after attention) on (T, B, D), padding kept out of the convolution."""
+    x = x + 0.5 * layer.ffn1(x)
+    attn_in = layer.self_attn_layer_norm(x)
+    attn, _ = layer.self_attn(attn_in, attn_in, attn_in, key_padding_mask=padding_mask, need_weights=False)
+    x = x + layer.self_attn_dropout(attn)
+    keep = ~padding_mask.unsqueeze(1)  # (B, 1, T)
+    x = x + _masked_convolution(layer.conv_module, x.transpose(0, 1), keep).transpose(0, 1)
+    x = x + 0.5 * layer.ffn2(x)
+    return layer.final_layer_norm(x)
+
+
+class ConformerEncoder(nn.Module):
+    """Log-mel features -> encoder frames.
+
+    Uses torchaudio's Conformer blocks (macaron feed-forward, self-attention, depthwise convolution
+    module) and their parameters, but runs each block's forward here: torchaudio's convolution module
+    does not mask padding, so a batch's padded frames leaked into its shorter utterances through the
+    depthwise convolution and results depended on what else was in the batch.
+
+    Args:
+        input_dim: F, feature bins (80).
+        d_model: D, model dimension (also the output dimension).
+        num_layers, num_heads, ffn_dim, conv_kernel_size: Conformer block sizes.
+        dropout: dropout inside the Conformer blocks.
+        subsampling_factor: time reduction of the front-end (4 -> 40 ms frames).
+    """
+
+    def __init__(
+        self,
+        input_dim: int = 80,
+        d_model: int = 144,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        ffn_dim: int = 576,
+        conv_kernel_size: int = 31,
+        dropout: float = 0.1,
+        subsampling_factor: int = 4,
+    ) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.output_dim = d_model
+        self.subsampling = Conv2dSubsampling(input_dim, d_model, factor=subsampling_factor)
+        self.conformer = torchaudio.models.Conformer(
+            input_dim=d_model,
+            num_heads=num_heads,
+            ffn_dim=ffn_dim,
+            num_layers=num_layers,
+            depthwise_conv_kernel_size=conv_kernel_size,
+            dropout=dropout,
+        )
+
+    def output_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Exact encoder frames for (B,) feature lengths."""
+        return self.subsampling.output_lengths(lengths)
+
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T, F) float features, (B,) int64 lengths -> (B, T', D) frames, (B,) int64 lengths.
+
+        Raises ValueError when an utterance is too short to leave one frame after subsampling.
+        """
+        too_short = lengths < self.subsampling.min_input_length()
+        if bool(too_short.any()):
+            index = int(too_short.nonzero()[0])
+            raise ValueError(
+                f"utterance {index} has {int(lengths[index])} feature frames; the encoder needs at least "
+                f"{self.subsampling.min_input_length()} to produce one output frame"
+            )
+        features = features[:, : int(lengths.max())]  # Conformer's padding mask is sized by max(lengths)
+        x, out_lengths = self.subsampling(features, lengths)  # (B, T', D)
+        padding_mask = torch.arange(x.shape[1], device=x.device) >= out_lengths.unsqueeze(1)  # (B, T')
+        x = x.transpose(0, 1)  # (T', B, D)
+        for layer in self.conformer.conformer_layers:
+            x = _conformer_layer(layer, x, padding_mask)
+        return x.transpose(0, 1), out_lengths
