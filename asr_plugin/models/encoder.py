@@ -89,7 +89,12 @@ class ConformerEncoder(nn.Module):
                 f"utterance {index} has {int(lengths[index])} feature frames; the encoder needs at least "
                 f"{self.subsampling.min_input_length()} to produce one output frame"
             )
-        features = features[:, : int(lengths.max())]  # Conformer's padding mask is sized by max(lengths)
+        features = features[:, : int(lengths.max())]  # so that T' == max(output lengths)
+        return self.encode_padded(features, lengths)
+
+    def encode_padded(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` without its two data-dependent steps (length check, trim to max(lengths)), which
+        `torch.export` cannot trace. (B, T, F), (B,) -> (B, T', D), (B,)."""
         x, out_lengths = self.subsampling(features, lengths)  # (B, T', D)
         padding_mask = torch.arange(x.shape[1], device=x.device) >= out_lengths.unsqueeze(1)  # (B, T')
         x = x.transpose(0, 1)  # (T', B, D)

@@ -47,7 +47,7 @@ class LSTMPredictor(nn.Module):
 
         Output position u summarises the start symbol and the first u labels.
         """
-        start = torch.full_like(targets[:, :1], self.blank_id)
+        start = targets.new_full((targets.shape[0], 1), self.blank_id)  # also right for U = 0
         x = self.dropout(self.embedding(torch.cat([start, targets], dim=1)))  # (B, U+1, E)
         out, _ = self.lstm(x)
         return out  # (B, U+1, H_p)

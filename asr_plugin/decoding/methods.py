@@ -1,0 +1,34 @@
+"""Decoding methods by name, as configured in ``conf/eval.yaml`` (``decoding.methods``)."""
+
+from __future__ import annotations
+
+import torch
+
+from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.greedy import greedy_search
+from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
+from asr_plugin.models import Transducer
+
+METHODS = ("greedy", "beam")
+
+
+def decode(
+    model: Transducer,
+    encoder_out: torch.Tensor,
+    encoder_lengths: torch.Tensor,
+    method: str,
+    tokenizer: TokenDecoder | None = None,
+    beam: int = 4,
+    max_symbols_per_frame: int = 4,
+) -> list[Hypothesis]:
+    """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
+
+    Args:
+        method: "greedy" (`greedy_search` with `max_symbols_per_frame`) or "beam"
+            (`modified_beam_search` with `beam`).
+    """
+    if method == "greedy":
+        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
+    if method == "beam":
+        return modified_beam_search(model, encoder_out, encoder_lengths, beam, tokenizer)
+    raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

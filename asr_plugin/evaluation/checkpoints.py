@@ -1,0 +1,97 @@
+"""Choosing checkpoints, averaging their weights and rebuilding the model they hold."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+
+from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
+from asr_plugin.models import Transducer
+
+log = logging.getLogger(__name__)
+
+_NUMBER = {"epoch": re.compile(r"epoch[=_-]?(\d+)"), "step": re.compile(r"step[=_-]?(\d+)")}
+
+
+def checkpoint_order(path: Path) -> tuple[int, int, float]:
+    """Sort key: (epoch, step) from the file name ("epoch=3-step=900.ckpt", "epoch003-wer0.1.ckpt"), then mtime."""
+    numbers = [int(m.group(1)) if (m := pattern.search(path.name)) else -1 for pattern in _NUMBER.values()]
+    return numbers[0], numbers[1], path.stat().st_mtime
+
+
+def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
+    """The checkpoints to average, oldest first.
+
+    Args:
+        path: a checkpoint file, or a directory of ``*.ckpt`` files.
+        avg: how many. For a directory: its last `avg` checkpoints by `checkpoint_order`, leaving out
+            ``last*.ckpt`` (a copy of one of them) unless nothing else is there. For a file: the file
+            and the `avg - 1` checkpoints that precede it in its directory.
+    """
+    path = Path(path)
+    if avg < 1:
+        raise ValueError(f"avg={avg} must be >= 1")
+    if path.is_file():
+        if avg == 1:
+            return [path]
+        candidates = sorted((p for p in path.parent.glob("*.ckpt") if not p.name.startswith("last")), key=checkpoint_order)
+        candidates = [p for p in candidates if checkpoint_order(p) <= checkpoint_order(path) and p != path] + [path]
+    elif path.is_dir():
+        every = sorted(path.glob("*.ckpt"), key=checkpoint_order)
+        candidates = [p for p in every if not p.name.startswith("last")] or every
+    else:
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if len(candidates) < avg:
+        raise ValueError(f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}")
+    return candidates[-avg:]
+
+
+def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of floating tensors (accumulated in float64); other tensors (e.g. batch-norm
+    ``num_batches_tracked``) are taken from the last state. All states must have the same keys and shapes."""
+    if not states:
+        raise ValueError("average_state_dicts: no state dict given")
+    keys = set(states[-1])
+    for index, state in enumerate(states):
+        if set(state) != keys:
+            raise ValueError(f"state dict {index} has different keys: {sorted(set(state) ^ keys)[:5]}")
+    averaged = {}
+    for key, last in states[-1].items():
+        if not last.is_floating_point():
+            averaged[key] = last.clone()
+            continue
+        total = torch.zeros_like(last, dtype=torch.float64)
+        for index, state in enumerate(states):
+            if state[key].shape != last.shape:
+                raise ValueError(f"{key}: shape {tuple(state[key].shape)} in state dict {index}, {tuple(last.shape)} in the last")
+            total += state[key].double()
+        averaged[key] = (total / len(states)).to(last.dtype)
+    return averaged
+
+
+def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, dict[str, Any]]:
+    """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
+
+    Returns the model in eval mode on `device` and the last checkpoint's ``hyper_parameters``. Files are only read.
+    """
+    if not paths:
+        raise ValueError("load_model: no checkpoint path given")
+    states, hparams = [], {}
+    for path in paths:
+        obj = load_checkpoint_file(path)
+        states.append(extract_model_state(obj, str(path)))
+        hparams = obj.get("hyper_parameters", {}) if isinstance(obj, dict) else {}
+    model_cfg = hparams.get("model")
+    if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
+        raise ValueError(f"{paths[-1]}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
+    model: Transducer = instantiate(model_cfg)
+    model.load_state_dict(average_state_dicts(states) if len(states) > 1 else states[0])
+    log.info("model from %s", ", ".join(str(p) for p in paths))
+    return model.to(device).eval(), hparams

@@ -1,0 +1,113 @@
+"""Decoding evaluation sets with several methods, timing them, and writing the result files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asr_plugin.data.batch import Batch
+from asr_plugin.decoding import METHODS, decode
+from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_recogs
+from asr_plugin.models import Transducer
+
+log = logging.getLogger(__name__)
+SUMMARY_COLUMNS = ("set", "method", "wer", "errors", "ref_words", "substitutions", "deletions", "insertions",
+                   "utterances", "audio_seconds", "decode_seconds", "rtf")
+
+
+@dataclass
+class SetResult:
+    """One (set, method): recognitions and timing (encoder time is shared by the methods and added to each)."""
+
+    recognitions: list[Recognition] = field(default_factory=list)
+    audio_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+
+@torch.no_grad()
+def decode_batches(
+    model: Transducer,
+    batches: Iterable[Batch],
+    methods: Iterable[str],
+    tokenizer: TokenDecoder,
+    frame_shift: float,
+    device: str | torch.device = "cpu",
+    beam: int = 4,
+    max_symbols_per_frame: int = 4,
+) -> dict[str, SetResult]:
+    """Encodes every batch once and decodes it with each method; returns {method: SetResult}.
+
+    Args:
+        frame_shift: seconds per feature frame (audio duration = feature frames * frame_shift).
+    """
+    methods = list(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"decoding.methods={methods}; choose from {METHODS}")
+    results = {method: SetResult() for method in methods}
+    for batch in batches:
+        batch = batch.to(device)
+        start = time.perf_counter()
+        encoder_out, encoder_lengths = model.encode(batch.features, batch.feature_lengths)
+        encode_seconds = time.perf_counter() - start
+        audio = float(batch.feature_lengths.sum()) * frame_shift
+        for method in methods:
+            start = time.perf_counter()
+            hyps = decode(model, encoder_out, encoder_lengths, method, tokenizer, beam, max_symbols_per_frame)
+            result = results[method]
+            result.decode_seconds += encode_seconds + time.perf_counter() - start
+            result.audio_seconds += audio
+            result.recognitions += [Recognition(i, ref, hyp.text or "") for i, ref, hyp in zip(batch.ids, batch.texts, hyps)]
+    return results
+
+
+def write_set_results(results: Mapping[str, SetResult], set_name: str, out_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """recogs-<set>-<method>.txt and errs-<set>-<method>.txt per method; returns summary rows."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for method, result in results.items():
+        write_recogs(result.recognitions, out_dir / f"recogs-{set_name}-{method}.txt")
+        write_errs(result.recognitions, out_dir / f"errs-{set_name}-{method}.txt")
+        counts = score(result.recognitions)
+        rows.append({
+            "set": set_name, "method": method, "wer": round(counts.wer, 2), "errors": counts.errors,
+            "ref_words": counts.ref_words, "substitutions": counts.substitutions, "deletions": counts.deletions,
+            "insertions": counts.insertions, "utterances": len(result.recognitions),
+            "audio_seconds": round(result.audio_seconds, 2), "decode_seconds": round(result.decode_seconds, 3),
+            "rtf": round(result.decode_seconds / result.audio_seconds, 4) if result.audio_seconds else 0.0,
+        })
+    return rows
+
+
+def write_summary(rows: list[dict[str, Any]], out_dir: str | os.PathLike, extra: Mapping[str, Any]) -> tuple[Path, Path]:
+    """wer-summary.tsv (one row per set and method) and wer-summary.json (rows plus `extra`, e.g. checkpoints)."""
+    out_dir = Path(out_dir)
+    tsv, js = out_dir / "wer-summary.tsv", out_dir / "wer-summary.json"
+    with tsv.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS, delimiter="\t")
+        writer.writeheader()
+        writer.writerows(rows)
+    js.write_text(json.dumps({**extra, "results": rows}, indent=1), encoding="utf-8")
+    return tsv, js
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A fixed-width table of set, method, WER, errors and RTF."""
+    header = f"{'set':<16} {'method':<8} {'WER%':>7} {'errors':>12} {'ins/del/sub':>14} {'RTF':>7}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        idsub = f"{r['insertions']}/{r['deletions']}/{r['substitutions']}"
+        lines.append(f"{r['set']:<16} {r['method']:<8} {r['wer']:>7.2f} {str(r['errors']) + '/' + str(r['ref_words']):>12} "
+                     f"{idsub:>14} {r['rtf']:>7.4f}")
+    return "\n".join(lines)

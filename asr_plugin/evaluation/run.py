@@ -1,0 +1,65 @@
+"""``evaluate(cfg)``: checkpoint(s) -> averaged model -> decode the configured sets -> result files (conf/eval.yaml)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, ListConfig
+
+from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
+from asr_plugin.evaluation.decode_sets import decode_batches, format_table, write_set_results, write_summary
+
+log = logging.getLogger(__name__)
+
+
+def _eval_sets(manifests: Any, datamodule: Any) -> dict[str, str]:
+    """{set name: manifest path or split name}: null -> the data config's test splits; a list of split
+    names or paths (name = split or file stem); or a mapping name -> path."""
+    if manifests is None:
+        return {name: str(path) for name, path in datamodule.test_manifests.items()}
+    if isinstance(manifests, (Mapping, DictConfig)):
+        return {str(k): str(v) for k, v in manifests.items()}
+    if isinstance(manifests, str):
+        manifests = [manifests]
+    if not isinstance(manifests, (list, tuple, ListConfig)) or not manifests:
+        raise ValueError(f"manifests={manifests!r}: give null, a list of split names/paths or a name -> path mapping")
+    return {Path(str(m)).stem if Path(str(m)).suffix else str(m): str(m) for m in manifests}
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """Decodes every evaluation set with every method and writes the result files to ``cfg.output_dir``.
+
+    Returns ``{"rows": summary rows, "checkpoints": [...], "output_dir": ...}``.
+    """
+    if not cfg.get("checkpoint"):
+        raise ValueError("checkpoint: set a checkpoint file or a directory of checkpoints (checkpoint=...)")
+    device = torch.device(cfg.get("device", "cpu"))
+    paths = select_checkpoints(cfg.checkpoint, int(cfg.get("avg", 1)))
+    model, _ = load_model(paths, device)
+
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    tokenizer = datamodule.tokenizer
+    if tokenizer.vocab_size != model.vocab_size:
+        raise ValueError(f"data tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's model {model.vocab_size}: "
+                         "evaluate with the data config the model was trained with")
+    frame_shift = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
+    decoding = cfg.decoding
+    out_dir = Path(cfg.output_dir)
+    rows = []
+    for name, manifest in _eval_sets(cfg.get("manifests"), datamodule).items():
+        results = decode_batches(
+            model, datamodule.eval_dataloader(manifest), list(decoding.methods), tokenizer, frame_shift, device,
+            beam=int(decoding.beam), max_symbols_per_frame=int(decoding.max_symbols_per_frame),
+        )
+        rows += write_set_results(results, name, out_dir)
+    write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "beam": int(decoding.beam),
+                                  "max_symbols_per_frame": int(decoding.max_symbols_per_frame)})
+    log.info("results in %s\n%s", out_dir, format_table(rows))
+    return {"rows": rows, "checkpoints": [str(p) for p in paths], "output_dir": str(out_dir)}

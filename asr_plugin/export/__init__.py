@@ -1,0 +1,37 @@
+"""Export for inference: encoder, predictor step and joint as three ``torch.export`` programs.
+
+    export_transducer(model, "exp/export", feature_dim=80)      # encoder.pt2, predictor.pt2, joint.pt2, transducer.json
+    exported = ExportedTransducer.load("exp/export")
+    hyps = greedy_search(exported, *exported.encode(features, lengths))
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
+from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces, save_pieces
+from asr_plugin.export.runtime import ExportedTransducer
+from asr_plugin.models import Transducer
+
+
+def export_transducer(
+    model: Transducer, out_dir: str | os.PathLike, feature_dim: int, overwrite: bool = False
+) -> dict[str, Path]:
+    """Exports and saves the three pieces of `model`; returns {piece or "metadata": path}."""
+    programs, meta = export_pieces(model, feature_dim)
+    return save_pieces(programs, meta, out_dir, overwrite=overwrite)
+
+
+__all__ = [
+    "EncoderPiece",
+    "ExportMetadata",
+    "ExportedTransducer",
+    "JointPiece",
+    "PredictorPiece",
+    "export_pieces",
+    "export_transducer",
+    "load_pieces",
+    "save_pieces",
+]

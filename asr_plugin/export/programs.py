@@ -1,0 +1,106 @@
+"""Exporting the three pieces with ``torch.export`` (dynamic batch, frames and hypotheses) and saving them."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch.export import Dim, ExportedProgram
+
+from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
+from asr_plugin.models import Transducer
+
+PIECES = ("encoder", "predictor", "joint")
+METADATA_FILE = "transducer.json"
+
+
+@dataclass(frozen=True)
+class ExportMetadata:
+    """What a runtime needs besides the programs (saved as transducer.json)."""
+
+    vocab_size: int
+    blank_id: int
+    feature_dim: int
+    joint_dim: int
+    predictor_layers: int
+    predictor_dim: int
+    min_feature_frames: int
+
+
+def export_pieces(model: Transducer, feature_dim: int) -> tuple[dict[str, ExportedProgram], ExportMetadata]:
+    """``torch.export`` programs of the encoder, predictor step and joint of `model` (put in eval mode).
+
+    Args:
+        feature_dim: F, the model's input feature size (``model.input_dim`` of the config).
+    Returns:
+        {"encoder", "predictor", "joint"} programs (see `asr_plugin.export.modules` for their
+        signatures; every batch/frame/hypothesis axis is dynamic) and the metadata.
+    """
+    model = model.eval()
+    meta = ExportMetadata(
+        vocab_size=model.vocab_size,
+        blank_id=model.blank_id,
+        feature_dim=feature_dim,
+        joint_dim=model.joint.hidden_dim,
+        predictor_layers=model.predictor.num_layers,
+        predictor_dim=model.predictor.hidden_dim,
+        min_feature_frames=model.encoder.subsampling.min_input_length(),
+    )
+    device = next(model.parameters()).device
+    frames = max(64, 4 * meta.min_feature_frames)  # the example size must not be special (0/1) for Dim.AUTO
+    features = torch.randn(2, frames, feature_dim, device=device)
+    lengths = torch.tensor([frames, frames - 3], device=device)
+    tokens = torch.tensor([meta.blank_id, 1], device=device)
+    state = torch.zeros(meta.predictor_layers, 2, meta.predictor_dim, device=device)
+    projected = torch.randn(2, meta.joint_dim, device=device)
+    auto = Dim.AUTO
+    with torch.no_grad(), warnings.catch_warnings():
+        # nn.LSTM re-assigns its flat weight list while tracing; the program is unaffected.
+        warnings.filterwarnings("ignore", message=".*_flat_weights.*")
+        programs = {
+            "encoder": torch.export.export(
+                EncoderPiece(model), (features, lengths), dynamic_shapes=({0: auto, 1: auto}, {0: auto})
+            ),
+            "predictor": torch.export.export(
+                PredictorPiece(model), (tokens, state, state.clone()), dynamic_shapes=({0: auto}, {1: auto}, {1: auto})
+            ),
+            "joint": torch.export.export(
+                JointPiece(model), (projected, projected.clone()), dynamic_shapes=({0: auto}, {0: auto})
+            ),
+        }
+    return programs, meta
+
+
+def save_pieces(
+    programs: dict[str, ExportedProgram], meta: ExportMetadata, out_dir: str | os.PathLike, overwrite: bool = False
+) -> dict[str, Path]:
+    """Writes <out_dir>/{encoder,predictor,joint}.pt2 and transducer.json; existing files are kept unless `overwrite`."""
+    out_dir = Path(out_dir)
+    paths = {name: out_dir / f"{name}.pt2" for name in PIECES}
+    paths["metadata"] = out_dir / METADATA_FILE
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{existing} exist; pass overwrite=True (--overwrite) to replace them")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in PIECES:
+        torch.export.save(programs[name], paths[name])
+    paths["metadata"].write_text(json.dumps(asdict(meta), indent=1), encoding="utf-8")
+    return paths
+
+
+def load_pieces(export_dir: str | os.PathLike) -> tuple[dict[str, torch.nn.Module], ExportMetadata]:
+    """The callable modules of a directory written by `save_pieces`, and its metadata."""
+    export_dir = Path(export_dir)
+    meta_path = export_dir / METADATA_FILE
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path} does not exist; is {export_dir} an export directory?")
+    try:
+        meta = ExportMetadata(**json.loads(meta_path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, TypeError) as err:
+        raise ValueError(f"{meta_path}: malformed export metadata ({err})") from None
+    modules = {name: torch.export.load(export_dir / f"{name}.pt2").module() for name in PIECES}
+    return modules, meta

@@ -1,0 +1,32 @@
+"""Exports a trained checkpoint for inference: ``python scripts/export_model.py --checkpoint X --out exp/export``.
+
+Writes encoder.pt2, predictor.pt2 and joint.pt2 (``torch.export`` programs with dynamic batch and
+time axes) plus transducer.json; load them with ``asr_plugin.export.ExportedTransducer.load`` and
+decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The checkpoint is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
+from asr_plugin.export import export_transducer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="a .ckpt file or a directory of them")
+    parser.add_argument("--avg", type=int, default=1, help="export the average of the last N checkpoints")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing export in --out")
+    args = parser.parse_args(argv)
+    model, hparams = load_model(select_checkpoints(args.checkpoint, args.avg))
+    feature_dim = int(hparams["model"].get("input_dim", 80))
+    for name, path in export_transducer(model, args.out, feature_dim, overwrite=args.overwrite).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
