@@ -1,0 +1,160 @@
+"""Duration-bucketed dynamic batch sampler: deterministic, DDP-aware and resumable mid-epoch.
+
+Each epoch (seed + epoch fixes every random choice):
+1. utterances are grouped into `num_buckets` buckets of similar duration (quantiles, fixed at init);
+2. each bucket is shuffled and cut greedily into batches whose padded duration
+   `len(batch) * longest utterance` stays <= `max_duration` (so the plain sum does too);
+3. with R replicas, the largest batches are halved until the batch count is a multiple of R, so every
+   rank gets the same number of steps and every utterance is still used exactly once;
+4. the batch order is shuffled and rank r takes batches r, r + R, r + 2R, ...
+
+Without shuffling (validation/test) utterances are sorted by duration and nothing is shuffled.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import torch.distributed as dist
+from torch.utils.data import Sampler
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+class DurationBatchSampler(Sampler[list[int]]):
+    """Yields lists of dataset indices.
+
+    Args:
+        durations: seconds per dataset index.
+        max_duration: limit on padded seconds per batch; a single longer utterance raises ValueError
+            (filter those out first, as `TransducerDataModule` does).
+        num_buckets: duration buckets used when shuffling.
+        shuffle: shuffle within buckets and batch order (training); False = sorted by duration.
+        seed: base seed; the order depends only on (seed, epoch, num_replicas).
+        num_replicas, rank: DDP layout; None = from torch.distributed (1 and 0 when not initialised).
+
+    Resuming: `state_dict(batches_consumed)` records how many of this rank's batches of the current epoch
+    were used; after `load_state_dict`, the next iteration of that epoch yields only the rest.
+    """
+
+    def __init__(self, durations: Sequence[float], max_duration: float, num_buckets: int = 10,
+                 shuffle: bool = True, seed: int = 0, num_replicas: int | None = None, rank: int | None = None):
+        super().__init__()
+        if max_duration <= 0:
+            raise ValueError(f"max_duration must be positive, got {max_duration}")
+        if num_buckets < 1:
+            raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
+        too_long = [i for i, d in enumerate(durations) if d > max_duration]
+        if too_long:
+            raise ValueError(f"durations: {len(too_long)} utterance(s) longer than max_duration={max_duration} s "
+                             f"(first index {too_long[0]}: {durations[too_long[0]]} s); filter them out first")
+        world_size, world_rank = _world()
+        self.num_replicas = world_size if num_replicas is None else num_replicas
+        self.rank = world_rank if rank is None else rank
+        if not 0 <= self.rank < self.num_replicas:
+            raise ValueError(f"rank must be in [0, num_replicas={self.num_replicas}), got {self.rank}")
+        if len(durations) < self.num_replicas:
+            raise ValueError(f"durations: {len(durations)} utterance(s) cannot feed {self.num_replicas} replicas")
+        self.durations = [float(d) for d in durations]
+        self.max_duration = float(max_duration)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        by_duration = sorted(range(len(self.durations)), key=lambda i: (self.durations[i], i))
+        size = -(-len(by_duration) // num_buckets)
+        self.buckets = [by_duration[i:i + size] for i in range(0, len(by_duration), size)]
+        self._resume: tuple[int, int] | None = None  # (epoch, batches already consumed)
+        self._cache: tuple[int, list[list[int]]] | None = None  # (epoch, all replicas' batches)
+
+    @property
+    def sampler(self) -> "DurationBatchSampler":
+        """Lightning calls `batch_sampler.sampler.set_epoch(epoch)` at each epoch; this lets it reach us."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch whose order the next iteration produces."""
+        self.epoch = epoch
+
+    def _pack(self, indices: list[int]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        longest = 0.0
+        for index in indices:
+            new_longest = max(longest, self.durations[index])
+            if current and new_longest * (len(current) + 1) > self.max_duration:
+                batches.append(current)
+                current, new_longest = [], self.durations[index]
+            current.append(index)
+            longest = new_longest
+        if current:
+            batches.append(current)
+        return batches
+
+    def _equalise(self, batches: list[list[int]]) -> list[list[int]]:
+        """Halves the largest batches (ties: earliest) until the count is a multiple of num_replicas.
+
+        Only when every batch holds a single utterance (max_duration below twice the shortest pair) are
+        the first batches repeated instead, as DistributedSampler does.
+        """
+        while len(batches) % self.num_replicas:
+            position = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))
+            batch = batches[position]
+            if len(batch) < 2:
+                return batches + batches[: self.num_replicas - len(batches) % self.num_replicas]
+            half = len(batch) // 2
+            batches[position:position + 1] = [batch[:half], batch[half:]]
+        return batches
+
+    def _all_batches(self) -> list[list[int]]:
+        """All replicas' batches of the current epoch, in order (cached: Lightning asks len() often)."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            self._cache = (self.epoch, self._build_batches())
+        return self._cache[1]
+
+    def _build_batches(self) -> list[list[int]]:
+        if not self.shuffle:
+            return self._equalise(self._pack([i for bucket in self.buckets for i in bucket]))
+        rng = random.Random(f"{self.seed}:{self.epoch}")
+        batches = []
+        for bucket in self.buckets:
+            bucket = list(bucket)
+            rng.shuffle(bucket)
+            batches += self._pack(bucket)
+        batches = self._equalise(batches)
+        rng.shuffle(batches)
+        return batches
+
+    def epoch_batches(self) -> list[list[int]]:
+        """This rank's batches of the current epoch (ignoring any resume point)."""
+        return self._all_batches()[self.rank::self.num_replicas]
+
+    def resume_offset(self) -> int:
+        """Batches of the current epoch that the next iteration skips (0 unless resuming)."""
+        return self._resume[1] if self._resume is not None and self._resume[0] == self.epoch else 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.epoch_batches()
+        skip = self.resume_offset()
+        self._resume = None
+        yield from batches[skip:]
+
+    def __len__(self) -> int:
+        return len(self._all_batches()) // self.num_replicas
+
+    def state_dict(self, batches_consumed: int = 0) -> dict:
+        """The resume point: this epoch and the number of this rank's batches already used."""
+        return {"epoch": self.epoch, "batches_consumed": int(batches_consumed), "seed": self.seed,
+                "num_replicas": self.num_replicas}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Makes the next iteration of `state["epoch"]` skip the batches already consumed."""
+        if state.get("seed", self.seed) != self.seed or state.get("num_replicas") != self.num_replicas:
+            raise ValueError(f"sampler state {state} was saved with another seed or num_replicas "
+                             f"(now seed={self.seed}, num_replicas={self.num_replicas})")
+        self.epoch = int(state["epoch"])
+        self._resume = (self.epoch, int(state["batches_consumed"]))

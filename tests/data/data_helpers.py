@@ -1,0 +1,32 @@
+"""Helpers shared by the data tests (a uniquely named module: several test folders have a conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+SMALL = dict(n_train=24, n_dev=8, n_test=8, seed=0)
+
+
+def write_flac(path: Path, seconds: float, sample_rate: int = 16000, seed: int = 0) -> Path:
+    """A noisy tone of `seconds` at `sample_rate` as 16-bit flac."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    audio = 0.3 * np.sin(2 * np.pi * 220 * t) + 0.01 * rng.standard_normal(t.shape)
+    sf.write(str(path), audio.astype("float32"), sample_rate, format="FLAC", subtype="PCM_16")
+    return path
+
+
+def write_chapter(split_dir: Path, speaker: int, chapter: int, texts: dict[int, str], seconds: float = 1.0,
+                  transcript: bool = True) -> Path:
+    """speaker/chapter folder with one flac per utterance number and (optionally) the trans.txt."""
+    chapter_dir = split_dir / str(speaker) / str(chapter)
+    for number in texts:
+        write_flac(chapter_dir / f"{speaker}-{chapter}-{number:04d}.flac", seconds + 0.1 * number, seed=number)
+    if transcript:
+        lines = "".join(f"{speaker}-{chapter}-{n:04d} {text}\n" for n, text in texts.items())
+        (chapter_dir / f"{speaker}-{chapter}.trans.txt").write_text(lines)
+    return chapter_dir

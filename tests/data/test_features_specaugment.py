@@ -1,0 +1,117 @@
+"""Log-mel shapes and frame counts, feature stats, SpecAugment in train vs eval, speed perturbation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asr_plugin.data import FeatureStats, GlobalNormalize, LogMelFeatures, SpecAugment, speed_perturb
+
+
+@pytest.mark.parametrize("num_samples", [1, 159, 160, 161, 400, 16000, 16079, 35_123])
+def test_frame_count_formula(num_samples):
+    featurizer = LogMelFeatures()
+    features = featurizer(torch.randn(num_samples))
+    assert features.shape == (num_samples // 160 + 1, 80)
+    assert featurizer.num_frames(num_samples) == num_samples // 160 + 1
+    assert features.dtype == torch.float32
+
+
+def test_batched_and_silent_input():
+    featurizer = LogMelFeatures(num_mel_bins=40, log_floor=1e-6)
+    waves = torch.randn(3, 8000)
+    batch = featurizer(waves)
+    assert batch.shape == (3, 51, 40)
+    torch.testing.assert_close(batch[1], featurizer(waves[1]))
+    silent = featurizer(torch.zeros(1600))
+    assert torch.isfinite(silent).all()
+    torch.testing.assert_close(silent, torch.full_like(silent, torch.tensor(1e-6).log().item()))
+    assert featurizer.win_length == 400 and featurizer.hop_length == 160
+
+
+def test_stats_from_sums_save_load_and_normalise(tmp_path):
+    frames = torch.randn(1000, 80, dtype=torch.float64) * 3 + 5
+    stats = FeatureStats.from_sums(frames.sum(0), frames.square().sum(0), frames.shape[0])
+    torch.testing.assert_close(stats.mean, frames.mean(0).float())
+    torch.testing.assert_close(stats.std, frames.std(0, unbiased=False).float())
+    loaded = FeatureStats.load(stats.save(tmp_path / "stats.json"))
+    torch.testing.assert_close(loaded.mean, stats.mean)
+    assert loaded.num_frames == 1000
+    normalised = GlobalNormalize(loaded)(frames.float())
+    torch.testing.assert_close(normalised.mean(0), torch.zeros(80), atol=1e-4, rtol=0)
+    torch.testing.assert_close(normalised.std(0, unbiased=False), torch.ones(80), atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="last dim 40"):
+        GlobalNormalize(loaded)(torch.zeros(5, 40))
+
+
+def test_bad_stats_file(tmp_path):
+    (tmp_path / "bad.json").write_text('{"mean": [0.0], "std": [0.0], "num_frames": 3}')
+    with pytest.raises(ValueError, match="bad.json"):
+        FeatureStats.load(tmp_path / "bad.json")
+    (tmp_path / "junk.json").write_text("{")
+    with pytest.raises(ValueError, match="junk.json: not a feature stats file"):
+        FeatureStats.load(tmp_path / "junk.json")
+    with pytest.raises(ValueError, match="num_frames"):
+        FeatureStats.from_sums(torch.zeros(2), torch.zeros(2), 0)
+
+
+def _batch():
+    features = torch.randn(3, 200, 80) + 10.0  # never 0, so masked cells are recognisable
+    lengths = torch.tensor([200, 120, 37])
+    for b, length in enumerate(lengths):
+        features[b, length:] = 0.0
+    return features, lengths
+
+
+def test_specaugment_eval_is_identity():
+    augment = SpecAugment().eval()
+    features, lengths = _batch()
+    assert augment(features, lengths) is features
+
+
+def test_specaugment_train_masks_inside_lengths_only():
+    torch.manual_seed(0)
+    augment = SpecAugment(num_freq_masks=2, freq_mask_width=15, num_time_masks=4, time_mask_width=20,
+                          max_time_mask_ratio=0.1).train()
+    features, lengths = _batch()
+    original = features.clone()
+    out = augment(features, lengths)
+    torch.testing.assert_close(features, original)  # the input is not modified
+    assert out.shape == features.shape
+    for b, length in enumerate(lengths.tolist()):
+        valid, pad = out[b, :length], out[b, length:]
+        assert (pad == 0).all()
+        masked = valid == 0
+        assert masked.any()
+        # masks are whole rows (time) or whole columns (frequency)
+        full_cols = masked.all(0)
+        full_rows = masked.all(1)
+        assert (masked == (full_cols.unsqueeze(0) | full_rows.unsqueeze(1))).all()
+        assert full_cols.sum() <= 2 * 15
+        assert full_rows.sum() <= 4 * max(1, int(length * 0.1))
+
+
+def test_specaugment_is_seeded_and_configurable():
+    features, lengths = _batch()
+    augment = SpecAugment().train()
+    torch.manual_seed(3)
+    first = augment(features, lengths)
+    torch.manual_seed(3)
+    torch.testing.assert_close(augment(features, lengths), first)
+    off = SpecAugment(num_freq_masks=0, num_time_masks=0).train()
+    torch.testing.assert_close(off(features, lengths), features)
+    with pytest.raises(ValueError, match="num_time_masks"):
+        SpecAugment(num_time_masks=-1)
+    with pytest.raises(ValueError, match="max_time_mask_ratio"):
+        SpecAugment(max_time_mask_ratio=0.0)
+    with pytest.raises(ValueError, match=r"\(B, T, F\)"):
+        augment(features[0], lengths)
+
+
+@pytest.mark.parametrize("factor", [0.9, 1.0, 1.1])
+def test_speed_perturb_length(factor):
+    wave = torch.randn(16000)
+    out = speed_perturb(wave, factor, 16000)
+    assert abs(out.shape[0] - 16000 / factor) <= 2
+    with pytest.raises(ValueError, match="speed factor"):
+        speed_perturb(wave, 0.0, 16000)

@@ -1,0 +1,121 @@
+"""DurationBatchSampler invariants: coverage, limits, DDP split, determinism, resume."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from asr_plugin.data import DurationBatchSampler
+
+
+def _durations(n=300, seed=0):
+    rng = random.Random(seed)
+    return [round(rng.uniform(0.5, 16.0), 2) for _ in range(n)]
+
+
+def _flat(batches):
+    return [i for batch in batches for i in batch]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_every_utterance_once_and_limit_respected(shuffle):
+    durations = _durations()
+    sampler = DurationBatchSampler(durations, max_duration=60.0, num_buckets=6, shuffle=shuffle, seed=1,
+                                   num_replicas=1, rank=0)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        assert sorted(_flat(batches)) == list(range(len(durations)))
+        for batch in batches:
+            assert len(batch) * max(durations[i] for i in batch) <= 60.0
+            assert sum(durations[i] for i in batch) <= 60.0
+
+
+def test_unshuffled_batches_are_sorted_by_duration():
+    durations = _durations()
+    order = _flat(DurationBatchSampler(durations, 40.0, shuffle=False, num_replicas=1, rank=0))
+    assert [durations[i] for i in order] == sorted(durations)
+
+
+def test_buckets_group_similar_durations():
+    durations = _durations(1000)
+    batches = list(DurationBatchSampler(durations, 100.0, num_buckets=10, num_replicas=1, rank=0))
+    spreads = [max(durations[i] for i in b) - min(durations[i] for i in b) for b in batches]
+    assert sum(spreads) / len(spreads) < 2.0  # about one bucket width (15.5 s / 10)
+
+
+def test_deterministic_per_seed_and_epoch():
+    durations = _durations()
+
+    def order(seed, epoch):
+        sampler = DurationBatchSampler(durations, 50.0, seed=seed, num_replicas=1, rank=0)
+        sampler.set_epoch(epoch)
+        return list(sampler)
+
+    assert order(0, 0) == order(0, 0)
+    assert order(0, 0) != order(0, 1)
+    assert order(0, 0) != order(1, 0)
+    assert order(3, 2) == order(3, 2)
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 4, 7])
+def test_ddp_ranks_disjoint_equal_length_and_complete(replicas):
+    durations = _durations(203)
+    for epoch in range(2):
+        per_rank = []
+        for rank in range(replicas):
+            sampler = DurationBatchSampler(durations, 45.0, seed=5, num_replicas=replicas, rank=rank)
+            sampler.set_epoch(epoch)
+            per_rank.append(list(sampler))
+            assert len(per_rank[-1]) == len(sampler)
+        assert len({len(batches) for batches in per_rank}) == 1
+        seen = [_flat(batches) for batches in per_rank]
+        assert sorted(i for s in seen for i in s) == list(range(len(durations)))
+        for a in range(replicas):
+            for b in range(a + 1, replicas):
+                assert not set(seen[a]) & set(seen[b])
+
+
+def test_ddp_with_only_single_utterance_batches_pads_by_repeating():
+    durations = [3.0] * 5  # each batch can hold one utterance only
+    lengths = [len(list(DurationBatchSampler(durations, 4.0, num_replicas=2, rank=r))) for r in range(2)]
+    assert lengths == [3, 3]
+
+
+def test_ddp_defaults_to_single_process():
+    sampler = DurationBatchSampler(_durations(10), 30.0)
+    assert (sampler.num_replicas, sampler.rank) == (1, 0)
+
+
+def test_resume_mid_epoch_yields_the_rest():
+    durations = _durations()
+    sampler = DurationBatchSampler(durations, 50.0, seed=2, num_replicas=2, rank=1)
+    sampler.set_epoch(4)
+    full = list(sampler)
+    state = sampler.state_dict(batches_consumed=7)
+    assert state["epoch"] == 4 and state["batches_consumed"] == 7
+
+    restored = DurationBatchSampler(durations, 50.0, seed=2, num_replicas=2, rank=1)
+    restored.load_state_dict(state)
+    restored.set_epoch(4)  # Lightning sets the epoch again after loading: the resume point survives
+    assert list(restored) == full[7:]
+    assert list(restored) == full  # only the first iteration after loading is shortened
+    restored.load_state_dict(state)
+    restored.set_epoch(5)  # a different epoch starts from its beginning
+    assert len(list(restored)) == len(restored)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="longer than max_duration"):
+        DurationBatchSampler([1.0, 30.0], 20.0)
+    with pytest.raises(ValueError, match="max_duration must be positive"):
+        DurationBatchSampler([1.0], 0.0)
+    with pytest.raises(ValueError, match="rank must be in"):
+        DurationBatchSampler([1.0, 2.0], 10.0, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="cannot feed 4 replicas"):
+        DurationBatchSampler([1.0, 2.0], 10.0, num_replicas=4, rank=0)
+    sampler = DurationBatchSampler([1.0, 2.0], 10.0, seed=0)
+    with pytest.raises(ValueError, match="another seed"):
+        sampler.load_state_dict({"epoch": 0, "batches_consumed": 1, "seed": 9, "num_replicas": 1})
