@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "transducer.h"
@@ -16,6 +17,39 @@ namespace {
 
 // Rows of the (N, Tc, U1) grid handed to one task of at::parallel_for.
 constexpr int64_t kRowGrain = 64;
+// exp(x) for x <= 0 (every softmax argument here is x - max or x - log-sum-exp), branch-free so the row
+// loops vectorise: Cephes' degree-6 polynomial on x - n ln2, scaled by 2^n (~2 ulp). Results below
+// exp(-87) are flushed to ~1.6e-38 instead of 0; NaN propagates.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f - 0.5f));
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+inline double exp_nonpositive(double x) { return std::exp(x); }
+
+// log-sum-exp of one row in the accumulation type. NaN or +inf anywhere make it NaN (via x - max).
+template <typename scalar_t, typename acc_t>
+acc_t row_denominator(const scalar_t* x, int64_t V) {
+  acc_t max_x = neg_inf<acc_t>();
+#pragma omp simd reduction(max : max_x)
+  for (int64_t v = 0; v < V; ++v) max_x = std::max(max_x, static_cast<acc_t>(x[v]));
+  acc_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t v = 0; v < V; ++v) sum += exp_nonpositive(static_cast<acc_t>(x[v]) - max_x);
+  return max_x + log(sum);
+}
 
 // (N, Tc, U1, V) logits -> log_probs (N, Tc, U1, 2) and denominators (N, Tc, U1).
 std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const at::Tensor& targets,
@@ -45,11 +79,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
           continue;
         }
         const scalar_t* x = x_all + row * V;
-        acc_t max_x = static_cast<acc_t>(x[0]);
-        for (int64_t v = 1; v < V; ++v) max_x = std::max(max_x, static_cast<acc_t>(x[v]));
-        acc_t sum = 0;
-        for (int64_t v = 0; v < V; ++v) sum += exp(static_cast<acc_t>(x[v]) - max_x);
-        const acc_t den = max_x + log(sum);
+        const acc_t den = row_denominator<scalar_t, acc_t>(x, V);
         den_all[row] = den;
         lp[0] = static_cast<acc_t>(x[blank]) - den;
         lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[tgt[r.n * U + r.u]]) - den : neg_inf<acc_t>();
@@ -142,11 +172,18 @@ void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, c
         const acc_t den = den_all[cell];
         const acc_t s = scale_all[r.n];
         const int64_t label = r.u < U_len[r.n] ? tgt[r.n * U + r.u] : -1;
-        for (int64_t v = 0; v < V; ++v) {
-          acc_t value = exp(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
-          if (v == blank) value -= flows.blank_flow;
-          if (v == label) value -= flows.label_flow;
+        // The blank and label entries are read before the (possibly in-place) softmax loop overwrites them.
+        const acc_t softmax_blank = exp_nonpositive(static_cast<acc_t>(x[blank]) - den);
+        const acc_t softmax_label = label >= 0 ? exp_nonpositive(static_cast<acc_t>(x[label]) - den) : acc_t(0);
+        _Pragma("omp simd") for (int64_t v = 0; v < V; ++v) {
+          const acc_t value = exp_nonpositive(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
           g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp_value, s));
+        }
+        g[blank] = static_cast<scalar_t>(
+            clamp_and_scale(softmax_blank * flows.occupancy - flows.blank_flow, clamp_value, s));
+        if (label >= 0) {
+          g[label] = static_cast<scalar_t>(
+              clamp_and_scale(softmax_label * flows.occupancy - flows.label_flow, clamp_value, s));
         }
       }
     });

@@ -1,0 +1,201 @@
+// CUDA kernels of the transducer (RNN-T) loss ops defined in ../transducer.cpp; same math as the CPU
+// kernels (shared through transducer.h). Row kernels use one warp per lattice row (t, u); the recursions use
+// one block per sample walking the anti-diagonals t + u = d, threads over u. All indexing is int64.
+#include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+#include <torch/types.h>
+
+#include <tuple>
+
+#include "transducer.h"
+
+namespace asr_plugin {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = 8;
+constexpr int kRowThreads = kWarp * kRowsPerBlock;
+constexpr int kDiagonalThreads = 256;
+
+inline dim3 row_blocks(int64_t rows) { return dim3(static_cast<unsigned int>((rows + kRowsPerBlock - 1) / kRowsPerBlock)); }
+
+// Merge two partial (max, sum of exp(x - max)) pairs; exact when a side is empty (max = -inf).
+template <typename acc_t>
+__device__ __forceinline__ void merge_max_sum(acc_t& m, acc_t& s, acc_t other_m, acc_t other_s) {
+  const acc_t new_m = m > other_m ? m : other_m;
+  const acc_t mine = m == neg_inf<acc_t>() ? acc_t(0) : s * exp(m - new_m);
+  const acc_t theirs = other_m == neg_inf<acc_t>() ? acc_t(0) : other_s * exp(other_m - new_m);
+  m = new_m;
+  s = mine + theirs;
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int64_t* __restrict__ targets,
+                                 const int64_t* __restrict__ T_len, const int64_t* __restrict__ U_len,
+                                 acc_t* __restrict__ log_probs, acc_t* __restrict__ denominators, int64_t rows,
+                                 int64_t Tc, int64_t U1, int64_t V, int64_t U, int64_t blank, int64_t t_offset) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const RowIndex r = row_index(row, Tc, U1, t_offset);
+  acc_t* lp = log_probs + 2 * row;
+  if (r.t >= T_len[r.n] || r.u > U_len[r.n]) {
+    if (lane == 0) lp[0] = lp[1] = denominators[row] = acc_t(0);
+    return;
+  }
+  const scalar_t* x = logits + row * V;
+  acc_t m = neg_inf<acc_t>(), s = acc_t(0);
+  for (int64_t v = lane; v < V; v += kWarp) merge_max_sum(m, s, static_cast<acc_t>(x[v]), acc_t(1));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  }
+  if (lane == 0) {
+    const acc_t den = m + log(s);
+    denominators[row] = den;
+    lp[0] = static_cast<acc_t>(x[blank]) - den;
+    lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[targets[r.n * U + r.u]]) - den : neg_inf<acc_t>();
+  }
+}
+
+// blockIdx.x = sample, blockIdx.y = 0 for alphas (diagonals ascending), 1 for betas (descending).
+template <typename acc_t>
+__global__ void alphas_betas_kernel(const acc_t* __restrict__ log_probs, const int64_t* __restrict__ T_len,
+                                    const int64_t* __restrict__ U_len, acc_t* __restrict__ alphas,
+                                    acc_t* __restrict__ betas, acc_t* __restrict__ nll, int64_t T, int64_t U1) {
+  const int64_t n = blockIdx.x;
+  const int64_t T_n = T_len[n], U_n = U_len[n];
+  const acc_t* lp = log_probs + n * T * U1 * 2;
+  const bool forward = blockIdx.y == 0;
+  acc_t* out = (forward ? alphas : betas) + n * T * U1;
+  for (int64_t step = 0; step < T_n + U_n; ++step) {
+    const int64_t d = forward ? step : T_n + U_n - 1 - step;
+    for (int64_t u = threadIdx.x; u <= U_n; u += blockDim.x) {
+      const int64_t t = d - u;
+      if (t < 0 || t >= T_n) continue;
+      const int64_t c = t * U1 + u;
+      acc_t value;
+      if (forward) {
+        value = (t == 0 && u == 0) ? acc_t(0) : neg_inf<acc_t>();
+        if (t > 0) value = log_add(value, out[c - U1] + lp[2 * (c - U1)]);
+        if (u > 0) value = log_add(value, out[c - 1] + lp[2 * (c - 1) + 1]);
+      } else {
+        value = (t == T_n - 1 && u == U_n) ? lp[2 * c] : neg_inf<acc_t>();
+        if (t + 1 < T_n) value = log_add(value, out[c + U1] + lp[2 * c]);
+        if (u < U_n) value = log_add(value, out[c + 1] + lp[2 * c + 1]);
+      }
+      out[c] = value;
+    }
+    __syncthreads();  // the next diagonal reads this one (global memory, same block)
+  }
+  if (!forward && threadIdx.x == 0) nll[n] = -out[0];
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void logits_grad_kernel(const scalar_t* __restrict__ logits, const acc_t* __restrict__ denominators,
+                                   const acc_t* __restrict__ log_probs, const acc_t* __restrict__ alphas,
+                                   const acc_t* __restrict__ betas, const acc_t* __restrict__ nll,
+                                   const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
+                                   const int64_t* __restrict__ U_len, const acc_t* __restrict__ scale,
+                                   scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t V, int64_t T,
+                                   int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const RowIndex r = row_index(row, Tc, U1, t_offset);
+  // `grad` may alias `logits`: every element is read once, by the lane that then writes it.
+  const scalar_t* x = logits + row * V;
+  scalar_t* g = grad + row * V;
+  if (r.t >= T_len[r.n] || r.u > U_len[r.n]) {
+    for (int64_t v = lane; v < V; v += kWarp) g[v] = scalar_t(0);
+    return;
+  }
+  const int64_t cell = (r.n * T + r.t) * U1 + r.u;
+  const CellFlows<acc_t> flows = cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u,
+                                            T_len[r.n], U_len[r.n], -nll[r.n]);
+  const acc_t den = denominators[cell];
+  const acc_t s = scale[r.n];
+  const int64_t label = r.u < U_len[r.n] ? targets[r.n * U + r.u] : -1;
+  for (int64_t v = lane; v < V; v += kWarp) {
+    acc_t value = exp(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
+    if (v == blank) value -= flows.blank_flow;
+    if (v == label) value -= flows.label_flow;
+    g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp, s));
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, const at::Tensor& targets,
+                                                  const at::Tensor& logit_lengths,
+                                                  const at::Tensor& target_lengths, int64_t blank,
+                                                  int64_t t_offset) {
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
+  const auto acc_dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto log_probs = at::empty({N, Tc, U1, 2}, logits.options().dtype(acc_dtype));
+  auto denominators = at::empty({N, Tc, U1}, logits.options().dtype(acc_dtype));
+  const int64_t rows = N * Tc * U1;
+  if (rows == 0) return {log_probs, denominators};
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, logits.scalar_type(), "transducer_log_probs_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    log_probs_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
+        logits.data_ptr<scalar_t>(), targets.data_ptr<int64_t>(), logit_lengths.data_ptr<int64_t>(),
+        target_lengths.data_ptr<int64_t>(), log_probs.data_ptr<acc_t>(), denominators.data_ptr<acc_t>(), rows, Tc,
+        U1, V, targets.size(1), blank, t_offset);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {log_probs, denominators};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cuda(const at::Tensor& log_probs,
+                                                                 const at::Tensor& logit_lengths,
+                                                                 const at::Tensor& target_lengths) {
+  const c10::cuda::CUDAGuard guard(log_probs.device());
+  const int64_t N = log_probs.size(0), T = log_probs.size(1), U1 = log_probs.size(2);
+  auto alphas = at::zeros({N, T, U1}, log_probs.options());
+  auto betas = at::zeros({N, T, U1}, log_probs.options());
+  auto nll = at::empty({N}, log_probs.options());
+  if (N == 0) return {alphas, betas, nll};
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(log_probs.scalar_type(), "transducer_alphas_betas_cuda", [&] {
+    alphas_betas_kernel<scalar_t><<<dim3(static_cast<unsigned int>(N), 2), kDiagonalThreads, 0, stream>>>(
+        log_probs.data_ptr<scalar_t>(), logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(),
+        alphas.data_ptr<scalar_t>(), betas.data_ptr<scalar_t>(), nll.data_ptr<scalar_t>(), T, U1);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {alphas, betas, nll};
+}
+
+void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, const at::Tensor& log_probs,
+                      const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
+                      const at::Tensor& targets, const at::Tensor& logit_lengths,
+                      const at::Tensor& target_lengths, int64_t blank, int64_t t_offset, const at::Tensor& scale,
+                      double clamp, const at::Tensor& grad) {
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
+  const int64_t rows = N * Tc * U1;
+  if (rows == 0) return;
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, logits.scalar_type(), "transducer_logits_grad_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    logits_grad_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
+        logits.data_ptr<scalar_t>(), denominators.data_ptr<acc_t>(), log_probs.data_ptr<acc_t>(),
+        alphas.data_ptr<acc_t>(), betas.data_ptr<acc_t>(), nll.data_ptr<acc_t>(), targets.data_ptr<int64_t>(),
+        logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), scale.data_ptr<acc_t>(),
+        grad.data_ptr<scalar_t>(), rows, Tc, U1, V, alphas.size(1), targets.size(1), blank, t_offset,
+        static_cast<acc_t>(clamp));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(asr_plugin, CUDA, m) {
+  m.impl("transducer_log_probs", &log_probs_cuda);
+  m.impl("transducer_alphas_betas", &alphas_betas_cuda);
+  m.impl("transducer_logits_grad", &logits_grad_cuda);
+}
+
+}  // namespace asr_plugin

@@ -1,0 +1,14 @@
+"""Transducer (RNN-T) losses backed by fused C++/CUDA kernels (built on first use, see docs/loss.md).
+
+- ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits.
+- ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
+  transient memory bounded by ``memory_budget``.
+- ``TransducerLoss``: nn.Module serving both modes with one call signature.
+"""
+
+from ._memory import parse_memory_budget
+from .batched import transducer_loss
+from .module import MODES, TransducerLoss
+from .samplewise import samplewise_transducer_loss
+
+__all__ = ["MODES", "TransducerLoss", "parse_memory_budget", "samplewise_transducer_loss", "transducer_loss"]

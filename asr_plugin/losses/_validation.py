@@ -1,0 +1,158 @@
+"""Input checks of the transducer losses: clear errors naming the argument and the sample, before any kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+REDUCTIONS = ("none", "sum", "mean")
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """Targets and lengths normalised to int64 on the compute device, plus host copies for planning."""
+
+    targets: torch.Tensor  # (B, U) int64
+    logit_lengths: torch.Tensor  # (B,) int64, T_b
+    target_lengths: torch.Tensor  # (B,) int64, U_b
+    frames: tuple[int, ...]  # T_b on the host
+    labels: tuple[int, ...]  # U_b on the host
+
+    def select(self, samples: tuple[int, ...], index: torch.Tensor) -> Lattice:
+        """The lattice of `samples` (host ids; `index` holds the same ids on the device), in that order."""
+        return Lattice(
+            targets=self.targets.index_select(0, index),
+            logit_lengths=self.logit_lengths.index_select(0, index),
+            target_lengths=self.target_lengths.index_select(0, index),
+            frames=tuple(self.frames[i] for i in samples),
+            labels=tuple(self.labels[i] for i in samples),
+        )
+
+
+def check_options(blank: int, reduction: str, clamp: float | None) -> None:
+    if isinstance(blank, bool) or not isinstance(blank, int):
+        raise TypeError(f"blank must be an int token id, got {blank!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if clamp is not None and not clamp > 0:
+        raise ValueError(f"clamp must be None (no clamping) or > 0, got {clamp!r}")
+
+
+def _check_tensor(name: str, value, ndim: int, shape_text: str) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor {shape_text}, got {type(value).__name__}")
+    if value.dim() != ndim:
+        raise ValueError(f"{name} must have shape {shape_text}, got {tuple(value.shape)}")
+
+
+def _check_integer(name: str, value: torch.Tensor) -> None:
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor, got {value.dtype}")
+
+
+def check_float_input(name: str, value, ndim: int, shape_text: str) -> None:
+    """`value` is a floating-point tensor with `ndim` dimensions (logits, encoder_out, predictor_out)."""
+    _check_tensor(name, value, ndim, shape_text)
+    if not value.is_floating_point():
+        raise TypeError(
+            f"{name} must be a floating-point tensor (float32, float16, bfloat16 or float64), got {value.dtype}"
+        )
+
+
+def check_same_device(device: torch.device, reference: str, **tensors: torch.Tensor) -> None:
+    for name, tensor in tensors.items():
+        if tensor.device != device:
+            raise ValueError(
+                f"{name} is on {tensor.device} but {reference} is on {device}: put all inputs on one device"
+            )
+
+
+def _first_bad(mask: torch.Tensor) -> int:
+    return int(mask.nonzero()[0, 0])
+
+
+def check_lattice(
+    targets,
+    logit_lengths,
+    target_lengths,
+    *,
+    batch: int,
+    frames: int,
+    labels_plus_one: int,
+    device: torch.device,
+    source: str,
+    labels_source: str | None = None,
+) -> Lattice:
+    """Shapes, dtypes and length ranges of the targets and lengths of a (B, T, U+1) lattice whose B and T come
+    from the tensor named `source` and U+1 from `labels_source` (default: the same tensor)."""
+    labels_source = labels_source or source
+    _check_tensor("targets", targets, 2, "(B, U)")
+    _check_tensor("logit_lengths", logit_lengths, 1, "(B,)")
+    _check_tensor("target_lengths", target_lengths, 1, "(B,)")
+    for name, value in (("targets", targets), ("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
+        _check_integer(name, value)
+        if value.shape[0] != batch:
+            raise ValueError(f"{name} has batch size {value.shape[0]} but {source} has B = {batch}")
+    check_same_device(device, source, targets=targets, logit_lengths=logit_lengths, target_lengths=target_lengths)
+    if targets.shape[1] != labels_plus_one - 1:
+        raise ValueError(
+            f"targets has U = {targets.shape[1]} labels per sample but {labels_source} has U+1 = {labels_plus_one} "
+            "label positions (expected U+1 = targets.shape[1] + 1)"
+        )
+    frames_host = logit_lengths.detach().to("cpu", torch.int64)
+    labels_host = target_lengths.detach().to("cpu", torch.int64)
+    for name, host, low, high, dim in (
+        ("logit_lengths", frames_host, 1, frames, f"T = {frames} of {source}"),
+        ("target_lengths", labels_host, 0, labels_plus_one - 1, f"U = {labels_plus_one - 1} of {labels_source}"),
+    ):
+        if (host < low).any():
+            b = _first_bad(host < low)
+            raise ValueError(f"{name}[{b}] = {int(host[b])} is below {low} (sample {b})")
+        if (host > high).any():
+            b = _first_bad(host > high)
+            raise ValueError(f"{name}[{b}] = {int(host[b])} exceeds {dim} (sample {b})")
+    return Lattice(
+        targets=targets.detach().to(device, torch.int64).contiguous(),
+        logit_lengths=frames_host.to(device),
+        target_lengths=labels_host.to(device),
+        frames=tuple(frames_host.tolist()),
+        labels=tuple(labels_host.tolist()),
+    )
+
+
+def check_vocabulary(lattice: Lattice, vocab: int, blank: int) -> None:
+    """V >= 2, blank in [0, V), and every target id within its sample's length in [0, V) and != blank."""
+    if vocab < 2:
+        raise ValueError(f"the vocabulary size V must be >= 2 (blank + one label), got V = {vocab}")
+    if not 0 <= blank < vocab:
+        raise ValueError(f"blank = {blank} is out of range [0, V = {vocab})")
+    targets = lattice.targets.to("cpu")
+    positions = torch.arange(targets.shape[1])
+    valid = positions.unsqueeze(0) < torch.tensor(lattice.labels).unsqueeze(1)
+    for bad, what in (((targets < 0) | (targets >= vocab)) & valid, f"out of range [0, V = {vocab})"), (
+        (targets == blank) & valid,
+        f"equal to blank = {blank}",
+    ):
+        if bad.any():
+            b, u = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"targets[{b}, {u}] = {int(targets[b, u])} is {what} (sample {b})")
+
+
+def non_finite_samples(log_probs: torch.Tensor, denominators: torch.Tensor) -> torch.Tensor:
+    """(N,) bool on the device: samples whose valid region is not finite after the fused log-softmax.
+
+    Invalid cells are written as zeros by the kernels, so only the valid region can fail. A log-probability
+    of -inf is legitimate (a masked token); +inf/NaN is not.
+    """
+    bad_rows = log_probs.isnan() | (log_probs == float("inf"))
+    return ~torch.isfinite(denominators).flatten(1).all(1) | bad_rows.flatten(1).any(1)
+
+
+def check_finite(bad: torch.Tensor) -> None:
+    """Raise naming the first sample flagged in `bad` (B,) by `non_finite_samples` (one device sync)."""
+    if bad.any():
+        raise ValueError(
+            f"logits of sample {_first_bad(bad.cpu())} are not finite in its valid region (inf/NaN in the "
+            "log-softmax denominator or log-probabilities); check the model output"
+        )

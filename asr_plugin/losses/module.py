@@ -1,0 +1,67 @@
+"""``TransducerLoss``: one nn.Module call signature for both loss modes, as used by the model code."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._memory import parse_memory_budget
+from ._validation import check_options
+from .batched import transducer_loss
+from .samplewise import Joint, samplewise_transducer_loss
+
+MODES = ("batched", "samplewise")
+
+
+class TransducerLoss(nn.Module):
+    """Transducer loss over (encoder_out, predictor_out, joint).
+
+    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) and calls
+    ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
+    (bytes or a string like "512MiB"/"2GB"; ignored in batched mode).
+    """
+
+    def __init__(
+        self,
+        mode: str = "batched",
+        blank: int = 0,
+        reduction: str = "mean",
+        clamp: float | None = None,
+        memory_budget: int | str | None = None,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        check_options(blank, reduction, clamp)
+        self.mode, self.blank, self.reduction, self.clamp = mode, blank, reduction, clamp
+        self.memory_budget = parse_memory_budget(memory_budget)
+
+    def extra_repr(self) -> str:
+        return (
+            f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
+            f"memory_budget={self.memory_budget}"
+        )
+
+    def forward(
+        self,
+        encoder_out: torch.Tensor,  # (B, T, H_e)
+        predictor_out: torch.Tensor,  # (B, U+1, H_p)
+        joint: Joint,  # (N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)
+        targets: torch.Tensor,  # (B, U)
+        logit_lengths: torch.Tensor,  # (B,)
+        target_lengths: torch.Tensor,  # (B,)
+    ) -> torch.Tensor:
+        options = dict(blank=self.blank, reduction=self.reduction, clamp=self.clamp)
+        if self.mode == "batched":
+            logits = joint(encoder_out, predictor_out)
+            return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)
+        return samplewise_transducer_loss(
+            encoder_out,
+            predictor_out,
+            joint,
+            targets,
+            logit_lengths,
+            target_lengths,
+            memory_budget=self.memory_budget,
+            **options,
+        )

@@ -1,0 +1,232 @@
+"""Benchmark the transducer losses: forward + backward of joint + loss, peak memory and median time.
+
+Modes: torchaudio batched (``torchaudio.functional.rnnt_loss`` on the full logits), ours batched
+(``transducer_loss``), ours sample-wise (``samplewise_transducer_loss``). The joint is
+Linear(tanh(enc_proj + pred_proj)) with hidden size H; encoder/predictor outputs have size H. Lengths vary
+per sample (T_b in [0.7 T, T], U_b in [0.7 U, U], the first sample at T and U).
+
+CPU: each (cell, mode) runs in a fresh subprocess; memory is the peak RSS above the RSS after the inputs
+were built and one warm-up step ran (the kernel's HWM is reset through /proc/self/clear_refs).
+CUDA: memory is torch.cuda.max_memory_allocated over the timed steps (inputs included) and time comes
+from CUDA events.
+
+    python scripts/benchmark_loss.py --device cpu --preset cpu-targets
+    python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast
+
+Results: a table on stdout, JSON (and a PNG when matplotlib is installed) under benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from asr_plugin.losses import samplewise_transducer_loss, transducer_loss  # noqa: E402
+
+MODES = ("torchaudio", "batched", "samplewise")
+PRESETS = {
+    "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES)],
+    "cpu-targets": [
+        dict(B=8, T=200, U=50, V=256, H=256, modes=MODES),
+        dict(B=32, T=300, U=60, V=512, H=256, modes=MODES),
+    ],
+    "gpu-targets": [
+        dict(B=32, T=250, U=50, V=1024, H=512, modes=MODES),
+        # > 2^31 logits: torchaudio's int32 indexing cannot run it
+        dict(B=32, T=1000, U=200, V=1024, H=512, modes=("batched", "samplewise")),
+        # fixed inputs + their gradients take ~3.9 GiB in fp32 (2 GiB in bf16): bound the rest
+        dict(B=1024, T=1000, U=200, V=1024, H=512, modes=("samplewise",), memory_budget="512MiB"),
+    ],
+}
+
+
+class Joint(nn.Module):
+    def __init__(self, hidden: int, vocab: int) -> None:
+        super().__init__()
+        self.hidden_dim = hidden
+        self.encoder_proj = nn.Linear(hidden, hidden)
+        self.predictor_proj = nn.Linear(hidden, hidden)
+        self.output = nn.Linear(hidden, vocab)
+
+    def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder_proj(encoder_out).unsqueeze(2) + self.predictor_proj(predictor_out).unsqueeze(1)
+        return self.output(torch.tanh(hidden))  # (N, T, U+1, V)
+
+
+def make_inputs(cell: dict, device: torch.device, dtype: str):
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    B, T, U, V, H = (cell[k] for k in "BTUVH")
+    # under bf16 autocast an encoder/predictor would hand over bf16 activations
+    input_dtype = torch.bfloat16 if dtype == "bf16-autocast" else torch.float32
+    encoder_out = torch.randn(B, T, H, generator=generator).to(device, input_dtype).requires_grad_()
+    predictor_out = torch.randn(B, U + 1, H, generator=generator).to(device, input_dtype).requires_grad_()
+    targets = torch.randint(1, V, (B, U), generator=generator).to(device)
+    logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
+    target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
+    logit_lengths[0], target_lengths[0] = T, U
+    return encoder_out, predictor_out, Joint(H, V).to(device), targets, logit_lengths.to(device), target_lengths.to(device)
+
+
+def step(mode: str, inputs, dtype: str, memory_budget) -> None:
+    """One forward + backward of joint + loss ("mean" reduction)."""
+    encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths = inputs
+    autocast = torch.autocast(encoder_out.device.type, dtype=torch.bfloat16) if dtype == "bf16-autocast" else contextlib.nullcontext()
+    with autocast:
+        if mode == "samplewise":
+            loss = samplewise_transducer_loss(
+                encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, memory_budget=memory_budget
+            )
+        elif mode == "batched":
+            loss = transducer_loss(joint(encoder_out, predictor_out), targets, logit_lengths, target_lengths)
+        else:
+            import torchaudio
+
+            logits = joint(encoder_out, predictor_out).float()  # torchaudio has no bfloat16 kernel
+            loss = torchaudio.functional.rnnt_loss(
+                logits, targets.int(), logit_lengths.int(), target_lengths.int(), blank=0, reduction="mean"
+            )
+    loss.backward()
+    for tensor in (encoder_out, predictor_out, *joint.parameters()):
+        tensor.grad = None
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
+    torch.set_num_threads(torch.get_num_threads())
+    inputs = make_inputs(cell, torch.device("cpu"), dtype)
+    step(mode, inputs, dtype, memory_budget)  # warm-up (and extension load)
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    baseline = _rss_kib("VmRSS")
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step(mode, inputs, dtype, memory_budget)
+        times.append(time.perf_counter() - start)
+    return dict(time_s=statistics.median(times), peak_bytes=(_rss_kib("VmHWM") - baseline) * 1024)
+
+
+def measure_cpu(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
+    """Run one (cell, mode) in a fresh interpreter so peak RSS is not polluted by earlier cells."""
+    request = json.dumps(dict(cell=cell, mode=mode, dtype=dtype, repeats=repeats, memory_budget=memory_budget))
+    process = subprocess.run([sys.executable, __file__, "--cell", request], capture_output=True, text=True)
+    if process.returncode != 0:
+        return dict(error=process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
+    device = torch.device("cuda")
+    try:
+        inputs = make_inputs(cell, device, dtype)
+        step(mode, inputs, dtype, memory_budget)  # warm-up (and extension build/load)
+        torch.cuda.synchronize()
+        baseline = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step(mode, inputs, dtype, memory_budget)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1000)
+        peak = torch.cuda.max_memory_allocated()
+        return dict(time_s=statistics.median(times), peak_bytes=peak, transient_bytes=peak - baseline)
+    except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
+        return dict(error=str(error).splitlines()[0][:120])
+    finally:
+        inputs = None
+        torch.cuda.empty_cache()
+
+
+def print_table(rows: list[dict]) -> None:
+    header = f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4}  {'mode':<11} {'time (s)':>9} {'peak (MiB)':>11}  note"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        if "error" in row:
+            result = f"{'-':>9} {'-':>11}  {row['error']}"
+        else:
+            result = f"{row['time_s']:>9.3f} {row['peak_bytes'] / 2**20:>11.1f}"
+        print(f"{row['B']:>5} {row['T']:>5} {row['U']:>4} {row['V']:>5} {row['H']:>4}  {row['mode']:<11} {result}")
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    ok = [row for row in rows if "error" not in row]
+    labels = [f"{r['mode']}\nB{r['B']} T{r['T']} U{r['U']}" for r in ok]
+    figure, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(max(8, len(ok) * 1.2), 4))
+    time_axis.bar(labels, [r["time_s"] for r in ok])
+    time_axis.set_ylabel("median time (s)")
+    memory_axis.bar(labels, [r["peak_bytes"] / 2**20 for r in ok])
+    memory_axis.set_ylabel("peak memory (MiB)")
+    for axis in (time_axis, memory_axis):
+        axis.tick_params(axis="x", labelrotation=90, labelsize=7)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--preset", choices=tuple(PRESETS), default="quick")
+    parser.add_argument("--dtype", choices=("fp32", "bf16-autocast"), default="fp32")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one CPU measurement in a subprocess
+    args = parser.parse_args()
+    if args.cell:
+        request = json.loads(args.cell)
+        print(json.dumps(measure_cpu_in_process(**request)))
+        return
+
+    measure = measure_cuda if args.device == "cuda" else measure_cpu
+    wanted = set(args.modes.split(","))
+    rows = []
+    for cell in PRESETS[args.preset]:
+        for mode in (m for m in cell["modes"] if m in wanted):
+            shape = {k: cell[k] for k in "BTUVH"}
+            budget = args.memory_budget or cell.get("memory_budget")
+            result = measure(shape, mode, args.dtype, args.repeats, budget)
+            rows.append(dict(shape, mode=mode, **result))
+            print(json.dumps(rows[-1]), flush=True)
+    print_table(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stem = args.out / f"loss_{args.device}_{args.preset}_{args.dtype}_{stamp}"
+    meta = dict(device=args.device, preset=args.preset, dtype=args.dtype, threads=torch.get_num_threads(), torch=torch.__version__)
+    stem.with_suffix(".json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
+    plot(rows, stem.with_suffix(".png"))
+    print(f"results: {stem}.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""CUDA kernels: the sources compile here (nvcc, no GPU needed); values/gradients match the CPU on a GPU."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses._extension import build_cuda_extension
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+has_nvcc = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has_nvcc, reason="nvcc not found (install the CUDA toolkit to check the CUDA sources compile)")
+def test_cuda_sources_compile():
+    build_cuda_extension()
+    assert hasattr(torch.ops.asr_plugin, "transducer_logits_grad")
+
+
+def on_cuda(problem, dtype):
+    logits = problem.logits.detach().to("cuda", dtype).requires_grad_()
+    return logits, problem.targets.cuda(), problem.logit_lengths.cuda(), problem.target_lengths.cuda()
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("clamp", [None, 0.1])
+def test_batched_cuda_matches_cpu(make_problem, dtype, tolerance, clamp):
+    problem = make_problem(batch=5, frames=40, labels=12, vocab=70, blank=3, seed=41)
+    upstream = torch.linspace(0.5, 2.0, 5, dtype=torch.float64)
+    cpu_logits = problem.logits.detach().to(dtype).requires_grad_()
+    expected = transducer_loss(cpu_logits, *problem.args()[1:], blank=3, reduction="none", clamp=clamp)
+    (expected_grad,) = torch.autograd.grad(expected, cpu_logits, upstream.to(expected.dtype))
+    logits, *lattice = on_cuda(problem, dtype)
+    loss = transducer_loss(logits, *lattice, blank=3, reduction="none", clamp=clamp)
+    (grad,) = torch.autograd.grad(loss, logits, upstream.to("cuda", loss.dtype))
+    torch.testing.assert_close(loss.cpu(), expected.detach(), rtol=tolerance, atol=tolerance)
+    torch.testing.assert_close(grad.cpu().double(), expected_grad.double(), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+@pytest.mark.parametrize("memory_budget", [None, "64KiB", "1KiB"])
+def test_samplewise_cuda_matches_batched(make_joint_problem, reduction, memory_budget):
+    problem = make_joint_problem(batch=6, frames=30, labels=8, vocab=40, hidden=16, seed=42)
+    joint = problem.joint.cuda()
+    enc = problem.encoder_out.detach().cuda().requires_grad_()
+    pred = problem.predictor_out.detach().cuda().requires_grad_()
+    lattice = [t.cuda() for t in problem.lattice()]
+    upstream = torch.linspace(0.5, 2.0, 6, device="cuda") if reduction == "none" else torch.tensor(1.0, device="cuda")
+    inputs = [enc, pred, *joint.parameters()]
+    batched = transducer_loss(joint(enc, pred), *lattice, reduction=reduction)
+    expected = torch.autograd.grad(batched, inputs, upstream)
+    loss = samplewise_transducer_loss(enc, pred, joint, *lattice, reduction=reduction, memory_budget=memory_budget)
+    ours = torch.autograd.grad(loss, inputs, upstream)
+    torch.testing.assert_close(loss, batched.detach(), rtol=1e-5, atol=1e-5)
+    for got, want in zip(ours, expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
