@@ -1,0 +1,163 @@
+"""Lightning module that trains a Conformer-transducer with the configured transducer loss."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.utilities import grad_norm
+from torchmetrics.text import WordErrorRate
+
+from asr_plugin.data.batch import Batch
+from asr_plugin.decoding import greedy_search
+from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.training.memory import PeakMemoryMeter
+
+
+class TransducerModule(L.LightningModule):
+    """Features -> SpecAugment (training only) -> encoder -> predictor -> ``TransducerLoss``.
+
+    Everything is built from plain config dicts (the nodes of ``conf/``), which ``save_hyperparameters``
+    stores in the checkpoint, so ``TransducerModule.load_from_checkpoint(path)`` rebuilds the model
+    without Hydra. Parameters live under ``self.model`` (checkpoint keys ``model.encoder...``).
+
+    Args:
+        model: ``_target_`` node building the :class:`~asr_plugin.models.Transducer`
+            (``conf/model/*.yaml`` with ``vocab_size`` filled in).
+        loss: ``_target_`` node of ``asr_plugin.losses.TransducerLoss``; its ``mode`` (batched or
+            samplewise) changes memory, never the loss value.
+        optim: ``optimizer`` and ``scheduler`` ``_partial_`` nodes (``conf/optim/*.yaml``); the scheduler
+            is called with the optimizer and ``total_steps`` and stepped every optimizer step.
+        spec_augment: ``_target_`` node of ``asr_plugin.data.SpecAugment``, or None for no masking.
+        max_symbols_per_frame: greedy-search cap used for the validation/test WER.
+        pretrained_lr: lr of the parameters loaded by fine-tuning (see :meth:`mark_pretrained`);
+            None puts every parameter at the optimizer's lr.
+    """
+
+    def __init__(
+        self,
+        model: dict[str, Any],
+        loss: dict[str, Any],
+        optim: dict[str, Any],
+        spec_augment: dict[str, Any] | None = None,
+        max_symbols_per_frame: int = 4,
+        pretrained_lr: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = instantiate(model)
+        self.loss_fn = instantiate(loss)
+        self.spec_augment = instantiate(spec_augment) if spec_augment else None
+        self.wer = torch.nn.ModuleDict({"val": WordErrorRate()})  # one per evaluation set, see _evaluate
+        self.pretrained_names: set[str] = set()
+        self.tokenizer: TokenDecoder | None = None  # falls back to the datamodule's tokenizer
+        self.memory = PeakMemoryMeter()
+
+    def mark_pretrained(self, names: Iterable[str]) -> None:
+        """Records the ``self.model`` parameter names loaded from a pretrained checkpoint; they form the
+        optimizer's ``pretrained_lr`` group."""
+        known = {name for name, _ in self.model.named_parameters()}
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise ValueError(f"pretrained parameter names not in the model: {unknown[:5]}")
+        self.pretrained_names = set(names)
+
+    # ---------------------------------------------------------------- steps
+
+    def compute_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Loss of a batch from (B, T_feat, F) features -> (loss, (B, T, H_e) encoder frames, (B,) lengths).
+
+        Encodes once, so evaluation reuses the frames for greedy decoding.
+        """
+        encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths)
+        targets = batch.targets[:, : int(batch.target_lengths.max())] if len(batch) else batch.targets
+        predictor_out = self.model.predictor(targets)  # (B, U+1, H_p)
+        loss = self.loss_fn(encoder_out, predictor_out, self.model.joint, targets, encoder_lengths, batch.target_lengths)
+        return loss, encoder_out, encoder_lengths
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        features = batch.features
+        if self.spec_augment is not None:
+            features = self.spec_augment(features, batch.feature_lengths)
+        loss, _, _ = self.compute_loss(batch, features)
+        size = len(batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=size)
+        for group in self.trainer.optimizers[0].param_groups:
+            key = "train/lr" if group["name"] == "new" else "train/lr_pretrained"
+            self.log(key, group["lr"], on_step=True, on_epoch=False, batch_size=size)
+        return loss
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self.memory.reset(self.device)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        peak = self.memory.peak_mib(self.device)
+        if peak is not None:
+            self.log("train/peak_memory_mib", peak, on_step=True, on_epoch=False, batch_size=len(batch))
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        # Norm before clipping: shows how often `gradient_clip_val` bites.
+        self.log("train/grad_norm", grad_norm(self.model, norm_type=2)["grad_2.0_norm_total"], on_step=True, on_epoch=False)
+
+    def _evaluate(self, batch: Batch, key: str) -> torch.Tensor:
+        """Loss and greedy-search WER of one batch of evaluation set `key` ("val", "test" or "test/<split>")."""
+        loss, encoder_out, encoder_lengths = self.compute_loss(batch, batch.features)
+        hyps = greedy_search(
+            self.model, encoder_out, encoder_lengths, self.hparams.max_symbols_per_frame, self._tokenizer()
+        )
+        name = key.replace("/", "_")  # test sets appear during testing: created here, named for self.log
+        if name not in self.wer:
+            self.wer[name] = WordErrorRate().to(self.device)
+        metric = self.wer[name]
+        metric.update([hyp.text for hyp in hyps], list(batch.texts))
+        options = dict(on_step=False, on_epoch=True, batch_size=len(batch), add_dataloader_idx=False)
+        self.log(f"{key}/loss", loss, prog_bar=key == "val", sync_dist=True, **options)
+        self.log(f"{key}/wer", metric, prog_bar=key == "val", metric_attribute=f"wer.{name}", **options)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        return self._evaluate(batch, "val")
+
+    def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
+        """One loss and WER per test set: "test" alone, else "test/<split>" (the datamodule's `test_splits`
+        names, or the dataloader index)."""
+        num_sets = len(self.trainer.num_test_batches)
+        key = "test"
+        if num_sets > 1:
+            splits = getattr(self.trainer.datamodule, "test_splits", None)
+            key = f"test/{splits[dataloader_idx] if splits and len(splits) == num_sets else dataloader_idx}"
+        return self._evaluate(batch, key)
+
+    def _tokenizer(self) -> TokenDecoder:
+        tokenizer = self.tokenizer
+        if tokenizer is None and self._trainer is not None:
+            tokenizer = getattr(self.trainer.datamodule, "tokenizer", None)
+        if tokenizer is None:
+            raise ValueError("WER needs a tokenizer: set module.tokenizer or fit with a datamodule that has one")
+        return tokenizer
+
+    # ---------------------------------------------------------------- optimisation
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        """AdamW (or the configured optimizer) over trainable parameters, stepped per optimizer step.
+
+        With fine-tuning, pretrained parameters form a second group at ``pretrained_lr``; frozen
+        parameters (``requires_grad=False``) are left out.
+        """
+        optim = self.hparams.optim
+        new, pretrained = [], []
+        for name, param in self.model.named_parameters():
+            if param.requires_grad:
+                (pretrained if name in self.pretrained_names else new).append(param)
+        groups = [{"params": new, "name": "new"}] if new else []
+        if pretrained:
+            lr = self.hparams.pretrained_lr
+            groups.append({"params": pretrained, "name": "pretrained", **({"lr": lr} if lr is not None else {})})
+        if not groups:
+            raise ValueError("no trainable parameters: every parameter is frozen")
+        optimizer = instantiate(optim["optimizer"])(groups)
+        total_steps = int(self.trainer.estimated_stepping_batches)
+        scheduler = instantiate(optim["scheduler"])(optimizer, total_steps=total_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}

@@ -1,0 +1,41 @@
+"""Trains a Conformer-transducer: ``python train.py`` (tiny model, mini corpus, CPU) or e.g.
+``python train.py data=librispeech data.root=/path/to/LibriSpeech model=medium trainer=gpu +loss=samplewise``.
+
+Configs live in the repository's ``conf/`` (see docs/training.md); outputs go to ``logs/<task_name>/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import hydra
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig
+
+# paths.root_dir: the checkout holding conf/ (data/ and logs/ are created next to it).
+os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
+
+from asr_plugin.training import train  # noqa: E402
+
+
+@rank_zero_only
+def report(result: dict) -> None:
+    """Where checkpoints and logs went (printed once, by the rank-zero process of a DDP run)."""
+    metrics = result["metrics"]
+    print(f"run directory:   {result['output_dir']}")
+    print(f"best checkpoint: {result['best_model_path'] or '(none)'}")
+    print(f"last checkpoint: {result['last_model_path'] or '(none)'}")
+    print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+
+
+@hydra.main(config_path="../../conf", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    result = train(cfg)
+    report(result)
+    # the value a sweeper (e.g. Optuna) minimises
+    return result["metrics"].get("val/wer")
+
+
+if __name__ == "__main__":
+    main()

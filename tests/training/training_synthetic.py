@@ -1,0 +1,102 @@
+"""Synthetic data and hooks for the training tests (a module, not a conftest, so ddp_spawn workers can
+unpickle these classes by name)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
+
+from asr_plugin.data.batch import Batch
+
+VOCAB = 12
+
+
+class WordTokenizer:
+    """Token id i (1..VOCAB-1) <-> word "Wi"."""
+
+    vocab_size = VOCAB
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(f"W{i}" for i in ids if i)
+
+
+class SyntheticUtterances(Dataset):
+    """`n` fixed random utterances; `equal_lengths` pads nothing (identical results for any batching)."""
+
+    def __init__(self, n: int, seed: int = 0, equal_lengths: bool = False, frames: int = 48, tokens: int = 5):
+        generator = torch.Generator().manual_seed(seed)
+        self.items = []
+        for i in range(n):
+            t = frames if equal_lengths else int(torch.randint(frames // 2, frames + 1, (1,), generator=generator))
+            u = tokens if equal_lengths else int(torch.randint(2, tokens + 1, (1,), generator=generator))
+            targets = torch.randint(1, VOCAB, (u,), generator=generator)
+            features = torch.randn(t, 80, generator=generator)
+            self.items.append((f"utt{i}", features, targets))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int):
+        return self.items[index]
+
+
+def collate(items) -> Batch:
+    ids, features, targets = zip(*items)
+    return Batch(
+        features=torch.nn.utils.rnn.pad_sequence(list(features), batch_first=True),
+        feature_lengths=torch.tensor([f.shape[0] for f in features]),
+        targets=torch.nn.utils.rnn.pad_sequence(list(targets), batch_first=True),
+        target_lengths=torch.tensor([t.shape[0] for t in targets]),
+        ids=list(ids),
+        texts=[WordTokenizer().decode(t.tolist()) for t in targets],
+    )
+
+
+class SyntheticDataModule(L.LightningDataModule):
+    """Train and validation on the same `n` utterances (enough to overfit and to check plumbing), in
+    `order` (a permutation of range(n)) when given."""
+
+    def __init__(self, n: int = 8, batch_size: int = 4, equal_lengths: bool = False, order: list[int] | None = None):
+        super().__init__()
+        self.dataset = SyntheticUtterances(n, equal_lengths=equal_lengths)
+        if order is not None:
+            self.dataset = Subset(self.dataset, order)
+        self.batch_size = batch_size
+        self.tokenizer = WordTokenizer()
+
+    def train_dataloader(self) -> DataLoader:
+        # sharded here, like the real data module (the trainers run with use_distributed_sampler=False):
+        # rank r gets utterances r, r + world_size, ... in order
+        world_size = self.trainer.world_size if self.trainer else 1
+        rank = self.trainer.global_rank if self.trainer else 0
+        sampler = DistributedSampler(self.dataset, world_size, rank, shuffle=False)
+        return DataLoader(self.dataset, batch_size=self.batch_size, sampler=sampler, collate_fn=collate)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=False, collate_fn=collate)
+
+
+class SaveGradients(L.Callback):
+    """Saves {name: grad} of the first optimizer step (after DDP's all-reduce, before clipping) on rank 0."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if trainer.global_step == 0 and trainer.is_global_zero:
+            grads = {name: p.grad.detach().clone() for name, p in pl_module.named_parameters() if p.grad is not None}
+            torch.save(grads, self.path)
+
+
+class CrashAfterSteps(L.Callback):
+    """Simulates a killed job: raises after `steps` optimizer steps."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step >= self.steps:
+            raise RuntimeError(f"simulated crash after {self.steps} steps")
