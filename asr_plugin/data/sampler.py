@@ -2,8 +2,10 @@
 
 Each epoch (seed + epoch fixes every random choice):
 1. utterances are grouped into `num_buckets` buckets of similar duration (quantiles, fixed at init);
-2. each bucket is shuffled and cut greedily into batches whose padded duration
-   `len(batch) * longest utterance` stays <= `max_duration` (so the plain sum does too);
+2. each bucket is shuffled and cut into batches of a fixed size per bucket,
+   `max_duration // longest utterance of the bucket`, so the padded duration
+   `len(batch) * longest utterance` stays <= `max_duration` whatever the shuffle, and the number of
+   batches is the same every epoch (Lightning reads `len()` once: a varying count skipped validation);
 3. with R replicas, the largest batches are halved until the batch count is a multiple of R, so every
    rank gets the same number of steps and every utterance is still used exactly once;
 4. the batch order is shuffled and rank r takes batches r, r + R, r + 2R, ...
@@ -122,9 +124,10 @@ class DurationBatchSampler(Sampler[list[int]]):
         rng = random.Random(f"{self.seed}:{self.epoch}")
         batches = []
         for bucket in self.buckets:
+            size = max(1, int(self.max_duration // self.durations[bucket[-1]]))  # buckets are sorted
             bucket = list(bucket)
             rng.shuffle(bucket)
-            batches += self._pack(bucket)
+            batches += [bucket[i:i + size] for i in range(0, len(bucket), size)]
         batches = self._equalise(batches)
         rng.shuffle(batches)
         return batches

@@ -14,6 +14,7 @@ is never reused; torch's file lock in the build directory makes concurrent build
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import threading
@@ -38,9 +39,29 @@ def _library_name(kind: str, sources: tuple[Path, ...]) -> str:
     return f"asr_plugin_transducer_{kind}_{digest.hexdigest()[:16]}"
 
 
-def _check_host_compiler() -> None:
-    from torch.utils import cpp_extension
+def _cpp_extension():
+    """``torch.utils.cpp_extension``, imported after defaulting $CUDA_HOME.
 
+    torch resolves CUDA_HOME at import time from the first ``nvcc`` on PATH, which may be a wrapper script
+    outside the toolkit (then it warns and guesses wrongly); prefer $CUDA_HOME / $CUDA_PATH, then
+    /usr/local/cuda.
+    """
+    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and (_DEFAULT_CUDA_HOME / "bin" / "nvcc").exists():
+        os.environ["CUDA_HOME"] = str(_DEFAULT_CUDA_HOME)
+    # On a machine without a GPU torch warns "No CUDA runtime is found" at import even when only the CPU
+    # library is wanted; the CUDA library's build reports real toolkit problems itself.
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
+
+
+def _check_host_compiler() -> None:
+    cpp_extension = _cpp_extension()
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         raise RuntimeError(
@@ -54,15 +75,8 @@ def _check_host_compiler() -> None:
 
 
 def _prepare_cuda_toolkit() -> None:
-    """Point torch at a real CUDA toolkit and pick an architecture when no GPU is visible.
-
-    torch resolves CUDA_HOME at import time from the first ``nvcc`` on PATH, which may be a wrapper script
-    outside the toolkit; prefer $CUDA_HOME / $CUDA_PATH, then /usr/local/cuda.
-    """
-    from torch.utils import cpp_extension
-
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and (_DEFAULT_CUDA_HOME / "bin" / "nvcc").exists():
-        os.environ["CUDA_HOME"] = str(_DEFAULT_CUDA_HOME)
+    """Point torch at a real CUDA toolkit and pick an architecture when no GPU is visible."""
+    cpp_extension = _cpp_extension()
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or cpp_extension.CUDA_HOME
     if not cuda_home or not (Path(cuda_home) / "bin" / "nvcc").exists():
         raise RuntimeError(
@@ -75,8 +89,7 @@ def _prepare_cuda_toolkit() -> None:
 
 
 def _load_unlocked(kind: str) -> None:
-    from torch.utils import cpp_extension
-
+    cpp_extension = _cpp_extension()
     if kind in _loaded:
         return
     cuda = kind == "cuda"

@@ -46,6 +46,18 @@ def test_buckets_group_similar_durations():
     assert sum(spreads) / len(spreads) < 2.0  # about one bucket width (15.5 s / 10)
 
 
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_batch_count_is_the_same_every_epoch(replicas):
+    """Lightning reads len() once per fit; a count that changed with the epoch skipped validation."""
+    sampler = DurationBatchSampler(_durations(), max_duration=45.0, num_buckets=6, seed=2,
+                                   num_replicas=replicas, rank=0)
+    counts = set()
+    for epoch in range(8):
+        sampler.set_epoch(epoch)
+        counts.add(len(list(sampler)))
+    assert counts == {len(sampler)}
+
+
 def test_deterministic_per_seed_and_epoch():
     durations = _durations()
 
