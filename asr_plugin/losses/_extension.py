@@ -32,8 +32,25 @@ _lock = threading.Lock()
 _loaded: set[str] = set()
 
 
+# Vector instruction sets for the CPU row loops, chosen by torch's own CPU detection (as ATen dispatches its
+# kernels); the capability is part of the library name, so a shared cache never hands an AVX-512 build to
+# a machine without it.
+_VECTOR_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma"],
+    "AVX2": ["-mavx2", "-mfma"],
+}
+
+
+def _cpu_capability() -> str:
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def _vector_flags() -> list[str]:
+    return _VECTOR_FLAGS.get(_cpu_capability(), [])
+
+
 def _library_name(kind: str, sources: tuple[Path, ...]) -> str:
-    digest = hashlib.sha256(f"{torch.__version__}|{torch.version.cuda}".encode())
+    digest = hashlib.sha256(f"{torch.__version__}|{torch.version.cuda}|{_cpu_capability()}".encode())
     for path in sources + _HEADERS:
         digest.update(path.read_bytes())
     return f"asr_plugin_transducer_{kind}_{digest.hexdigest()[:16]}"
@@ -100,7 +117,7 @@ def _load_unlocked(kind: str) -> None:
         name=_library_name(kind, sources),
         sources=[str(path) for path in sources],
         extra_include_paths=[str(_CSRC)],
-        extra_cflags=["-O3", "-fopenmp-simd"],  # vectorise the row loops; no OpenMP runtime
+        extra_cflags=["-O3", "-fopenmp-simd", *_vector_flags()],  # vectorise the row loops; no OpenMP runtime
         extra_cuda_cflags=["-O3"],
         with_cuda=cuda,
         is_python_module=False,
