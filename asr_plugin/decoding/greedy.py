@@ -23,9 +23,8 @@ def greedy_search(
     emitted and the predictor advances on it. The score is the sum of the chosen symbols'
     log-probabilities, i.e. the standard RNN-T path log-probability (tokens and the closing blank of
     each frame). When a frame reaches `max_symbols_per_frame` emitted tokens the search moves on
-    without a blank and adds no blank term; with ``max_symbols_per_frame=1`` that makes the
-    search exactly the "one symbol per frame" topology of `modified_beam_search`, and its tokens and
-    score equal ``modified_beam_search(..., beam=1)``.
+    without a blank and adds no blank term, the convention `modified_beam_search` shares: its tokens,
+    timestamps and score equal ``modified_beam_search(..., beam=1)`` with the same `max_symbols_per_frame`.
 
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 

@@ -25,10 +25,10 @@ def decode(
 
     Args:
         method: "greedy" (`greedy_search` with `max_symbols_per_frame`) or "beam"
-            (`modified_beam_search` with `beam`).
+            (`modified_beam_search` with `beam` and `max_symbols_per_frame`).
     """
     if method == "greedy":
         return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
     if method == "beam":
-        return modified_beam_search(model, encoder_out, encoder_lengths, beam, tokenizer)
+        return modified_beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame)
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

@@ -47,7 +47,8 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
         every = sorted(path.glob("*.ckpt"), key=checkpoint_order)
         candidates = [p for p in every if not p.name.startswith("last")] or every
     else:
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
+        raise FileNotFoundError(f"checkpoint {path} does not exist{where}")
     if len(candidates) < avg:
         raise ValueError(f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}")
     return candidates[-avg:]

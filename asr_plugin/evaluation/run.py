@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig
 
 from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
-from asr_plugin.evaluation.decode_sets import decode_batches, format_table, write_set_results, write_summary
+from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -61,5 +61,5 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         rows += write_set_results(results, name, out_dir)
     write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "beam": int(decoding.beam),
                                   "max_symbols_per_frame": int(decoding.max_symbols_per_frame)})
-    log.info("results in %s\n%s", out_dir, format_table(rows))
+    log.info("results in %s", out_dir)
     return {"rows": rows, "checkpoints": [str(p) for p in paths], "output_dir": str(out_dir)}

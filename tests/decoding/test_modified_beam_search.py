@@ -1,4 +1,5 @@
-"""Modified beam search: beam-1 equals greedy, exhaustive beams find the exact best sequence, hand-built model."""
+"""One symbol per frame (icefall's modified beam search): exhaustive beams find the exact best sequence,
+hand-built model, batching (beam-1 equals greedy: test_beam_symbols_per_frame.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,6 @@ from conftest import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import greedy_search, modified_beam_search
 from asr_plugin.models import build_transducer
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_beam_one_equals_greedy_one_symbol_per_frame(seed: int, tokenizer) -> None:
-    model = tiny_transducer(seed=seed)
-    encoder_out, lengths = random_encoder_out(model, batch=5, frames=12, seed=seed)
-    greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=1, tokenizer=tokenizer)
-    beam = modified_beam_search(model, encoder_out, lengths, beam=1, tokenizer=tokenizer)
-    assert sum(len(h.tokens) for h in greedy) > 0
-    for g, b in zip(greedy, beam, strict=True):
-        assert b.tokens == g.tokens
-        assert b.timestamps == g.timestamps
-        assert b.text == g.text
-        assert b.score == pytest.approx(g.score, abs=1e-5)
 
 
 def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], float]:
@@ -47,7 +34,8 @@ def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], flo
 def test_unpruned_beam_finds_the_exact_best_sequence(seed: int) -> None:
     model = tiny_transducer(vocab_size=3, seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=seed)
-    hyps = modified_beam_search(model, encoder_out, lengths, beam=31)  # 1 + 2 + 4 + 8 + 16 prefixes: no pruning
+    # 1 + 2 + 4 + 8 + 16 prefixes: no pruning
+    hyps = modified_beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
     for b, hyp in enumerate(hyps):
         totals = sequence_log_probs(model, encoder_out[b, : lengths[b]])
         best = max(totals, key=totals.get)
@@ -103,11 +91,11 @@ def test_beam_finds_the_better_path_that_greedy_misses() -> None:
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=1)[0]
     assert greedy.tokens == [1, 1]
     assert greedy.score == pytest.approx(math.log(0.5 * 0.4), abs=1e-4)
-    two = modified_beam_search(model, encoder_out, lengths, beam=2)[0]
+    two = modified_beam_search(model, encoder_out, lengths, beam=2, max_symbols_per_frame=1)[0]
     assert two.tokens == [2] and two.timestamps == [0]
     assert two.score == pytest.approx(math.log(0.4 * 0.9), abs=1e-4)
     # With beam 9 nothing is pruned: the blank-first alignment of "b" (0.1 * 0.01) is merged by log-add.
-    full = modified_beam_search(model, encoder_out, lengths, beam=9)[0]
+    full = modified_beam_search(model, encoder_out, lengths, beam=9, max_symbols_per_frame=1)[0]
     assert full.tokens == [2]
     assert full.score == pytest.approx(math.log(0.4 * 0.9 + 0.1 * 0.01), abs=1e-4)
 
@@ -116,9 +104,10 @@ def test_beam_search_batches_like_single_utterances(tokenizer) -> None:
     model = tiny_transducer(seed=7)
     encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=7)
     lengths[2] = 0
-    batched = modified_beam_search(model, encoder_out, lengths, beam=4, tokenizer=tokenizer)
+    batched = modified_beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=1, tokenizer=tokenizer)
     for b, hyp in enumerate(batched):
-        single = modified_beam_search(model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, tokenizer=tokenizer)[0]
+        single = modified_beam_search(model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, max_symbols_per_frame=1,
+                                      tokenizer=tokenizer)[0]
         assert hyp.tokens == single.tokens and hyp.text == single.text
         assert hyp.score == pytest.approx(single.score, abs=1e-5)
     assert batched[2].tokens == [] and batched[2].score == 0.0
