@@ -41,7 +41,8 @@ PRESETS = {
     "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES)],
     "cpu-targets": [
         dict(B=8, T=200, U=50, V=256, H=256, modes=MODES),
-        dict(B=32, T=300, U=60, V=512, H=256, modes=MODES),
+        # the memory target's cell: a budget well below the batch's lattice (the CPU default is 256 MiB)
+        dict(B=32, T=300, U=60, V=512, H=256, modes=MODES, memory_budget="64MiB"),
     ],
     "gpu-targets": [
         dict(B=32, T=250, U=50, V=1024, H=512, modes=MODES),
