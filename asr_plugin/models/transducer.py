@@ -54,7 +54,18 @@ class Transducer(nn.Module):
             the loss as reduced by ``loss_fn``.
         """
         encoder_out, encoder_lengths = self.encode(features, feature_lengths)  # (B, T, H_e)
-        targets = targets[:, : int(target_lengths.max())] if targets.shape[1] else targets
+        return self.loss_from_encoder(encoder_out, encoder_lengths, targets, target_lengths, loss_fn)
+
+    def loss_from_encoder(
+        self,
+        encoder_out: torch.Tensor,
+        encoder_lengths: torch.Tensor,
+        targets: torch.Tensor,
+        target_lengths: torch.Tensor,
+        loss_fn: LossFn,
+    ) -> torch.Tensor:
+        """The loss from already computed (B, T, H_e) encoder frames (evaluation reuses them to decode)."""
+        targets = targets[:, : int(target_lengths.max())] if len(target_lengths) else targets  # drop padding columns
         predictor_out = self.predictor(targets)  # (B, U+1, H_p)
         return loss_fn(encoder_out, predictor_out, self.joint, targets, encoder_lengths, target_lengths)
 

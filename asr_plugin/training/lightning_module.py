@@ -72,9 +72,7 @@ class TransducerModule(L.LightningModule):
         Encodes once, so evaluation reuses the frames for greedy decoding.
         """
         encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths)
-        targets = batch.targets[:, : int(batch.target_lengths.max())] if len(batch) else batch.targets
-        predictor_out = self.model.predictor(targets)  # (B, U+1, H_p)
-        loss = self.loss_fn(encoder_out, predictor_out, self.model.joint, targets, encoder_lengths, batch.target_lengths)
+        loss = self.model.loss_from_encoder(encoder_out, encoder_lengths, batch.targets, batch.target_lengths, self.loss_fn)
         return loss, encoder_out, encoder_lengths
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
