@@ -11,6 +11,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from asr_plugin.finetune import apply_finetune
 from asr_plugin.training.lightning_module import TransducerModule
 
 log = logging.getLogger(__name__)
@@ -92,8 +93,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     datamodule.setup("fit")
     module = build_module(cfg, datamodule.tokenizer.vocab_size)
     if cfg.get("finetune"):
-        from asr_plugin.finetune import apply_finetune
-
         module.mark_pretrained(apply_finetune(module.model, cfg.finetune))
 
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
