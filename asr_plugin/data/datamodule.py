@@ -46,8 +46,11 @@ class TransducerDataModule(L.LightningDataModule):
         tokenizer_path: the .model file; default `<manifest_dir>/tokenizer_<type><vocab_size>.model`.
         stats_path: feature stats JSON; default `<manifest_dir>/feature_stats.json`.
         stats_max_utterances: compute stats on this many random training utterances (None = all).
-        max_duration: padded seconds of audio per batch.
-        max_utterance_duration: longer training utterances are dropped (None = max_duration).
+        max_duration: padded seconds of audio per batch (its cost with `quadratic_duration`).
+        max_utterance_duration: longer training utterances are dropped (None = keep every one; the sampler
+            then needs `max_duration` to hold the longest).
+        quadratic_duration: None, or Q: an utterance of d seconds costs `d + d**2 / Q` of `max_duration`
+            (see `DurationBatchSampler`).
         num_buckets: duration buckets of the training sampler.
         num_workers, pin_memory, persistent_workers: DataLoader options.
         speed_perturb: e.g. [0.9, 1.0, 1.1] for training (None or [] = off).
@@ -65,6 +68,7 @@ class TransducerDataModule(L.LightningDataModule):
                  vocab_size: int = 500, tokenizer_type: str = "bpe", tokenizer_path: str | None = None,
                  stats_path: str | None = None, stats_max_utterances: int | None = None,
                  max_duration: float = 200.0, max_utterance_duration: float | None = None,
+                 quadratic_duration: float | None = None,
                  num_buckets: int = 10, num_workers: int = 2, pin_memory: bool = False,
                  persistent_workers: bool = True, speed_perturb: Sequence[float] | None = None,
                  num_mel_bins: int = 80, seed: int = 0, num_replicas: int | None = None, rank: int | None = None,
@@ -87,9 +91,10 @@ class TransducerDataModule(L.LightningDataModule):
         self.stats_path = Path(stats_path or self.manifest_dir / "feature_stats.json")
         self.stats_max_utterances = stats_max_utterances
         self.max_duration = max_duration
-        self.max_utterance_duration = max_duration if max_utterance_duration is None else max_utterance_duration
-        if self.max_utterance_duration > max_duration:
+        if max_utterance_duration is not None and max_utterance_duration > max_duration:
             raise ValueError(f"max_utterance_duration={max_utterance_duration} exceeds max_duration={max_duration}")
+        self.max_utterance_duration = max_utterance_duration
+        self.quadratic_duration = quadratic_duration
         self.num_buckets = num_buckets
         self.num_workers = num_workers
         self.pin_memory = pin_memory
@@ -152,6 +157,12 @@ class TransducerDataModule(L.LightningDataModule):
                                           num_workers=self.num_workers, seed=self.seed)
             stats.save(self.stats_path)
 
+    def missing_prepared(self) -> list[Path]:
+        """The files `prepare_data()` would write that do not exist yet (manifests, tokenizer, stats)."""
+        splits = dict.fromkeys(self.train_splits + self.valid_splits + self.test_splits)
+        wanted = [self.split_manifest(split) for split in splits] + [self.tokenizer_path, self.stats_path]
+        return [path for path in wanted if not path.exists()]
+
     def setup(self, stage: str | None = None) -> None:
         """Loads tokenizer, stats and the training manifests (no writing; call `prepare_data()` first)."""
         self.tokenizer  # noqa: B018 - loads it, or says to run prepare_data()
@@ -168,6 +179,8 @@ class TransducerDataModule(L.LightningDataModule):
         return [entry for split in splits for entry in read_manifest(self.split_manifest(split))]
 
     def _filter_long(self, entries: list[ManifestEntry]) -> list[ManifestEntry]:
+        if self.max_utterance_duration is None:
+            return entries
         kept = [e for e in entries if e.duration <= self.max_utterance_duration]
         if len(kept) < len(entries):
             warnings.warn(f"dropped {len(entries) - len(kept)} training utterance(s) longer than "
@@ -192,7 +205,8 @@ class TransducerDataModule(L.LightningDataModule):
         # Evaluation batches may hold any utterance, so their limit grows to the longest one.
         max_duration = self.max_duration if train else max(self.max_duration, max(dataset.durations))
         sampler = DurationBatchSampler(dataset.durations, max_duration, self.num_buckets, shuffle=train,
-                                       seed=self.seed, num_replicas=num_replicas, rank=rank)
+                                       seed=self.seed, num_replicas=num_replicas, rank=rank,
+                                       quadratic_duration=self.quadratic_duration if train else None)
         return ResumableDataLoader(dataset, sampler, collate_fn=collate_utterances, num_workers=self.num_workers,
                                    pin_memory=self.pin_memory, persistent_workers=self.persistent_workers and train)
 

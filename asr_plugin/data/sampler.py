@@ -1,14 +1,20 @@
-"""Duration-bucketed dynamic batch sampler: deterministic, DDP-aware and resumable mid-epoch.
+"""Duration-bucketed dynamic batch sampler: deterministic, DDP-aware with buckets synchronised across
+ranks, and resumable mid-epoch.
 
 Each epoch (seed + epoch fixes every random choice):
 1. utterances are grouped into `num_buckets` buckets of similar duration (quantiles, fixed at init);
 2. each bucket is shuffled and cut into batches of a fixed size per bucket,
-   `max_duration // longest utterance of the bucket`, so the padded duration
-   `len(batch) * longest utterance` stays <= `max_duration` whatever the shuffle, and the number of
-   batches is the same every epoch (Lightning reads `len()` once: a varying count skipped validation);
-3. with R replicas, the largest batches are halved until the batch count is a multiple of R, so every
-   rank gets the same number of steps and every utterance is still used exactly once;
-4. the batch order is shuffled and rank r takes batches r, r + R, r + 2R, ...
+   `max_duration // cost(longest utterance of the bucket)`, so the padded cost `len(batch) * cost(longest)`
+   stays <= `max_duration` whatever the shuffle, and the number of batches is the same every epoch
+   (Lightning reads `len()` once: a varying count skipped validation). `cost(d)` is `d`, or
+   `d + d**2 / quadratic_duration` (lhotse's penalty: transducer lattices grow with T * U);
+3. with R replicas, each bucket's batches form steps of R batches; the fewer than R left over in each
+   bucket are pooled in duration order (neighbouring buckets), the largest of them halved until their
+   count is a multiple of R, and grouped into steps too (every utterance is used exactly once);
+4. the steps are shuffled and rank r takes batch r of every step: at each step all ranks run batches of
+   the same (or, for the pooled remainders, a neighbouring) bucket, so none waits for a rank with much
+   longer utterances (lhotse's `sync_buckets`, NeMo's `synced_randomized`), and every rank runs the same
+   number of steps.
 
 Without shuffling (validation/test) utterances are sorted by duration and nothing is shuffled.
 """
@@ -33,28 +39,34 @@ class DurationBatchSampler(Sampler[list[int]]):
 
     Args:
         durations: seconds per dataset index.
-        max_duration: limit on padded seconds per batch; a single longer utterance raises ValueError
-            (filter those out first, as `TransducerDataModule` does).
+        max_duration: limit on the padded cost (seconds) per batch; a single utterance costing more raises
+            ValueError (filter those out first, or raise the limit).
         num_buckets: duration buckets used when shuffling.
         shuffle: shuffle within buckets and batch order (training); False = sorted by duration.
         seed: base seed; the order depends only on (seed, epoch, num_replicas).
         num_replicas, rank: DDP layout; None = from torch.distributed (1 and 0 when not initialised).
+        quadratic_duration: None, or Q > 0 to charge an utterance of d seconds `d + d**2 / Q`.
 
     Resuming: `state_dict(batches_consumed)` records how many of this rank's batches of the current epoch
     were used; after `load_state_dict`, the next iteration of that epoch yields only the rest.
     """
 
     def __init__(self, durations: Sequence[float], max_duration: float, num_buckets: int = 10,
-                 shuffle: bool = True, seed: int = 0, num_replicas: int | None = None, rank: int | None = None):
+                 shuffle: bool = True, seed: int = 0, num_replicas: int | None = None, rank: int | None = None,
+                 quadratic_duration: float | None = None):
         super().__init__()
         if max_duration <= 0:
             raise ValueError(f"max_duration must be positive, got {max_duration}")
         if num_buckets < 1:
             raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
-        too_long = [i for i, d in enumerate(durations) if d > max_duration]
+        if quadratic_duration is not None and quadratic_duration <= 0:
+            raise ValueError(f"quadratic_duration must be positive or None, got {quadratic_duration}")
+        self.quadratic_duration = quadratic_duration
+        too_long = [i for i, d in enumerate(durations) if self.cost(d) > max_duration]
         if too_long:
-            raise ValueError(f"durations: {len(too_long)} utterance(s) longer than max_duration={max_duration} s "
-                             f"(first index {too_long[0]}: {durations[too_long[0]]} s); filter them out first")
+            raise ValueError(f"durations: {len(too_long)} utterance(s) cost more than max_duration={max_duration} s "
+                             f"(first index {too_long[0]}: {durations[too_long[0]]} s, quadratic_duration="
+                             f"{quadratic_duration}); filter them out first or raise max_duration")
         world_size, world_rank = _world()
         self.num_replicas = world_size if num_replicas is None else num_replicas
         self.rank = world_rank if rank is None else rank
@@ -73,6 +85,12 @@ class DurationBatchSampler(Sampler[list[int]]):
         self._resume: tuple[int, int] | None = None  # (epoch, batches already consumed)
         self._cache: tuple[int, list[list[int]]] | None = None  # (epoch, all replicas' batches)
 
+    def cost(self, duration: float) -> float:
+        """What one utterance of `duration` seconds counts against `max_duration` (per batch member)."""
+        if self.quadratic_duration is None:
+            return duration
+        return duration + duration * duration / self.quadratic_duration
+
     @property
     def sampler(self) -> "DurationBatchSampler":
         """Lightning calls `batch_sampler.sampler.set_epoch(epoch)` at each epoch; this lets it reach us."""
@@ -88,7 +106,7 @@ class DurationBatchSampler(Sampler[list[int]]):
         longest = 0.0
         for index in indices:
             new_longest = max(longest, self.durations[index])
-            if current and new_longest * (len(current) + 1) > self.max_duration:
+            if current and self.cost(new_longest) * (len(current) + 1) > self.max_duration:
                 batches.append(current)
                 current, new_longest = [], self.durations[index]
             current.append(index)
@@ -100,14 +118,15 @@ class DurationBatchSampler(Sampler[list[int]]):
     def _equalise(self, batches: list[list[int]]) -> list[list[int]]:
         """Halves the largest batches (ties: earliest) until the count is a multiple of num_replicas.
 
-        Only when every batch holds a single utterance (max_duration below twice the shortest pair) are
-        the first batches repeated instead, as DistributedSampler does.
+        Only when every batch holds a single utterance (max_duration below twice the shortest pair) are the
+        first batches repeated instead, as DistributedSampler does.
         """
         while len(batches) % self.num_replicas:
             position = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))
             batch = batches[position]
             if len(batch) < 2:
-                return batches + batches[: self.num_replicas - len(batches) % self.num_replicas]
+                missing = self.num_replicas - len(batches) % self.num_replicas
+                return batches + (batches * missing)[:missing]
             half = len(batch) // 2
             batches[position:position + 1] = [batch[:half], batch[half:]]
         return batches
@@ -122,15 +141,21 @@ class DurationBatchSampler(Sampler[list[int]]):
         if not self.shuffle:
             return self._equalise(self._pack([i for bucket in self.buckets for i in bucket]))
         rng = random.Random(f"{self.seed}:{self.epoch}")
-        batches = []
+        replicas = self.num_replicas
+        steps: list[list[list[int]]] = []  # R batches each
+        remainders: list[list[int]] = []  # each bucket's last (count mod R) batches, in duration order
         for bucket in self.buckets:
-            size = max(1, int(self.max_duration // self.durations[bucket[-1]]))  # buckets are sorted
+            size = max(1, int(self.max_duration // self.cost(self.durations[bucket[-1]])))  # buckets are sorted
             bucket = list(bucket)
             rng.shuffle(bucket)
-            batches += [bucket[i:i + size] for i in range(0, len(bucket), size)]
-        batches = self._equalise(batches)
-        rng.shuffle(batches)
-        return batches
+            batches = [bucket[i:i + size] for i in range(0, len(bucket), size)]
+            whole = len(batches) - len(batches) % replicas
+            steps += [batches[i:i + replicas] for i in range(0, whole, replicas)]
+            remainders += batches[whole:]
+        remainders = self._equalise(remainders)
+        steps += [remainders[i:i + replicas] for i in range(0, len(remainders), replicas)]
+        rng.shuffle(steps)
+        return [batch for step in steps for batch in step]
 
     def epoch_batches(self) -> list[list[int]]:
         """This rank's batches of the current epoch (ignoring any resume point)."""

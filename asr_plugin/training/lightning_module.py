@@ -7,7 +7,6 @@ from typing import Any, Iterable
 import lightning as L
 import torch
 from hydra.utils import instantiate
-from lightning.pytorch.utilities import grad_norm
 from torchmetrics.text import WordErrorRate
 
 from asr_plugin.data.batch import Batch
@@ -80,12 +79,29 @@ class TransducerModule(L.LightningModule):
         if self.spec_augment is not None:
             features = self.spec_augment(features, batch.feature_lengths)
         loss, _, _ = self.compute_loss(batch, features)
+        loss = self._normalise_by_global_batch(loss, len(batch))
         size = len(batch)
+        # the mean over ranks of the normalised losses is the loss per utterance of the global batch
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=size)
         for group in self.trainer.optimizers[0].param_groups:
             key = "train/lr" if group["name"] == "new" else "train/lr_pretrained"
             self.log(key, group["lr"], on_step=True, on_epoch=False, batch_size=size)
         return loss
+
+    def _normalise_by_global_batch(self, loss: torch.Tensor, size: int) -> torch.Tensor:
+        """Turns this rank's mean over its `size` utterances into ``sum * R / B_global`` under DDP.
+
+        DDP averages gradients over the R ranks, so the update is then the gradient of the sum over every
+        rank's utterances divided by their number B_global (torchaudio's normalisation): a rank with 3
+        long utterances no longer weighs as much as one with 40 short ones. One all-reduce of a scalar per
+        step and no host sync; with one process (or reduction "sum"/"none") the loss is returned unchanged.
+        """
+        world_size = self.trainer.world_size if self._trainer is not None else 1
+        if world_size == 1 or self.loss_fn.reduction != "mean":
+            return loss
+        local = torch.tensor(float(size), device=loss.device)
+        total = self.trainer.strategy.reduce(local.clone(), reduce_op="sum")
+        return loss * (local * world_size / total)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self.memory.reset(self.device)
@@ -95,9 +111,22 @@ class TransducerModule(L.LightningModule):
         if peak is not None:
             self.log("train/peak_memory_mib", peak, on_step=True, on_epoch=False, batch_size=len(batch))
 
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        # Norm before clipping: shows how often `gradient_clip_val` bites.
-        self.log("train/grad_norm", grad_norm(self.model, norm_type=2)["grad_2.0_norm_total"], on_step=True, on_epoch=False)
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Clips as the Trainer is configured and logs the global gradient norm before clipping
+        (``train/grad_norm``: how often `gradient_clip_val` bites).
+
+        The norm is the one ``clip_grad_norm_`` computes anyway, logged as a device tensor: no host sync
+        per step (the logger reads it every ``log_every_n_steps``). Lightning calls this after unscaling
+        mixed-precision gradients.
+        """
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if gradient_clip_val and gradient_clip_algorithm in (None, "norm"):
+            norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
 
     def _evaluate(self, batch: Batch, key: str) -> torch.Tensor:
         """Loss and greedy-search WER of one batch of evaluation set `key` ("val", "test" or "test/<split>")."""

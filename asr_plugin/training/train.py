@@ -12,6 +12,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.finetune import apply_finetune
+from asr_plugin.training.distributed import prepare_data_once
+from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import TransducerModule
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,21 @@ def resolve_ckpt_path(ckpt_path: str | None, trainer: L.Trainer, search_dir: str
     return str(newest)
 
 
+# Below this a LibriSpeech run is using the CPU demo's schedule (50 steps): the LibriSpeech experiments
+# warm up for 10k-15k steps, and a transducer at full lr after 50 steps of 600 s batches tends to diverge.
+MIN_LIBRISPEECH_WARMUP = 1000
+
+
+def check_schedule_fits_corpus(cfg: DictConfig) -> None:
+    """Refuses a LibriSpeech run with the demo's warmup (``data=librispeech`` without ``experiment=...``)."""
+    warmup = OmegaConf.select(cfg, "optim.scheduler.warmup_steps")
+    if OmegaConf.select(cfg, "data.corpus") == "librispeech" and warmup is not None and warmup < MIN_LIBRISPEECH_WARMUP:
+        raise ValueError(
+            f"optim.scheduler.warmup_steps={warmup} is the CPU demo's warmup, too short for LibriSpeech: train with "
+            "`experiment=librispeech_medium` (or librispeech_large), which sets the optimiser, schedule and "
+            f"SpecAugment for it, or set optim.scheduler.warmup_steps>={MIN_LIBRISPEECH_WARMUP} yourself")
+
+
 def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
     """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied)."""
     with open_dict(cfg):
@@ -77,19 +94,21 @@ def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Trains (and optionally tests) the model described by `cfg`.
 
-    Order: seed -> data module (``prepare_data``/``setup("fit")`` so the tokenizer's vocabulary size is
-    known) -> model and loss -> fine-tuning (``cfg.finetune``) -> callbacks, loggers, Trainer -> fit,
+    Order: seed -> data module (``prepare_data`` on rank 0, ``setup("fit")`` on all: the tokenizer's
+    vocabulary size must be known) -> model and loss -> fine-tuning (``cfg.finetune``) -> callbacks, loggers, Trainer -> fit,
     resuming from ``cfg.ckpt_path`` ("last" or a file) -> test with the best checkpoint when ``cfg.test``.
 
     Returns:
         ``metrics`` (float of every logged epoch metric, test metrics included), ``best_model_path``,
-        ``last_model_path``, ``output_dir``, ``global_step``.
+        ``last_model_path``, ``output_dir``, ``global_step``, ``learning_curves`` (the PNG drawn from the CSV
+        logger's metrics, "" without a CSV logger or on ranks other than 0).
     """
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
 
+    check_schedule_fits_corpus(cfg)
     datamodule = instantiate(cfg.data)
-    datamodule.prepare_data()
+    prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
     datamodule.setup("fit")
     module = build_module(cfg, datamodule.tokenizer.vocab_size)
     if cfg.get("finetune"):
@@ -112,7 +131,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
         metrics.update({key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")})
     last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
+    curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
     return {
+        "learning_curves": str(curves) if curves else "",
         "metrics": metrics,
         "best_model_path": best,
         "last_model_path": last,

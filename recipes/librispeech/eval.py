@@ -17,6 +17,9 @@ from omegaconf import DictConfig
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
 
 from asr_plugin.evaluation import evaluate, format_table  # noqa: E402
+from asr_plugin.training.distributed import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${run_id:} in conf/hydra/default.yaml
 
 
 @hydra.main(config_path="../../conf", config_name="eval", version_base="1.3")

@@ -17,6 +17,9 @@ from omegaconf import DictConfig
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
 
 from asr_plugin.training import train  # noqa: E402
+from asr_plugin.training.distributed import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${run_id:} in conf/hydra/default.yaml: one run directory per job, for every rank
 
 
 @rank_zero_only
@@ -26,7 +29,10 @@ def report(result: dict) -> None:
     print(f"run directory:   {result['output_dir']}")
     print(f"best checkpoint: {result['best_model_path'] or '(none)'}")
     print(f"last checkpoint: {result['last_model_path'] or '(none)'}")
+    print(f"learning curves: {result['learning_curves'] or '(no CSV logger)'}")
     print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+    for key in sorted(key for key in metrics if key.startswith("test") and key.endswith("/wer")):
+        print(f"{key} (greedy, best checkpoint): {100 * metrics[key]:.2f} %")
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")

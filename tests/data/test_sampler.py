@@ -1,4 +1,5 @@
-"""DurationBatchSampler invariants: coverage, limits, DDP split, determinism, resume."""
+"""DurationBatchSampler invariants: coverage, limits, quadratic cost, DDP split with synchronised buckets,
+determinism, resume."""
 
 from __future__ import annotations
 
@@ -120,8 +121,12 @@ def test_resume_mid_epoch_yields_the_rest():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="longer than max_duration"):
+    with pytest.raises(ValueError, match="cost more than max_duration"):
         DurationBatchSampler([1.0, 30.0], 20.0)
+    with pytest.raises(ValueError, match="cost more than max_duration"):  # 15 + 15**2 / 10 = 37.5
+        DurationBatchSampler([1.0, 15.0], 20.0, quadratic_duration=10.0)
+    with pytest.raises(ValueError, match="quadratic_duration must be positive"):
+        DurationBatchSampler([1.0], 20.0, quadratic_duration=0.0)
     with pytest.raises(ValueError, match="max_duration must be positive"):
         DurationBatchSampler([1.0], 0.0)
     with pytest.raises(ValueError, match="rank must be in"):
@@ -131,3 +136,45 @@ def test_errors():
     sampler = DurationBatchSampler([1.0, 2.0], 10.0, seed=0)
     with pytest.raises(ValueError, match="another seed"):
         sampler.load_state_dict({"epoch": 0, "batches_consumed": 1, "seed": 9, "num_replicas": 1})
+
+
+def _bucket_of(sampler):
+    return {i: b for b, bucket in enumerate(sampler.buckets) for i in bucket}
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_ranks_run_batches_of_the_same_bucket_at_every_step(replicas):
+    durations = _durations(400, seed=3)
+    samplers = [DurationBatchSampler(durations, 40.0, num_buckets=8, seed=1, num_replicas=replicas, rank=r)
+                for r in range(replicas)]
+    bucket = _bucket_of(samplers[0])
+    for epoch in range(3):
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+        per_rank = [list(sampler) for sampler in samplers]
+        assert len({len(batches) for batches in per_rank}) == 1
+        mixed = 0
+        for step in zip(*per_rank):
+            buckets = {bucket[i] for batch in step for i in batch}
+            # only the pooled remainders (< R batches per bucket) may span neighbouring buckets
+            assert max(buckets) - min(buckets) <= len(samplers[0].buckets) - 1
+            mixed += len(buckets) > 1
+        # at most (R - 1) remainder batches per bucket -> at most that many steps of pooled remainders
+        assert mixed <= (replicas - 1) * 8 // replicas + 1
+        assert mixed < len(per_rank[0]) // 4
+        assert sorted(_flat(b for batches in per_rank for b in batches)) == list(range(len(durations)))
+
+
+def test_quadratic_duration_shrinks_batches_of_long_utterances():
+    durations = [2.0] * 100 + [30.0] * 100
+    linear = DurationBatchSampler(durations, 300.0, num_buckets=2, num_replicas=1, rank=0)
+    quadratic = DurationBatchSampler(durations, 300.0, num_buckets=2, num_replicas=1, rank=0, quadratic_duration=30.0)
+    assert quadratic.cost(30.0) == 60.0 and quadratic.cost(2.0) == pytest.approx(2.0 + 4.0 / 30.0)
+
+    def sizes(sampler, duration):
+        return {len(b) for b in sampler if durations[b[0]] == duration}
+
+    assert sizes(linear, 30.0) == {10} and sizes(quadratic, 30.0) == {5}  # 300 // 30 and 300 // 60
+    assert sizes(linear, 2.0) == {100} and sizes(quadratic, 2.0) == {100}  # short ones barely change (140 fit)
+    for batch in quadratic:
+        assert len(batch) * quadratic.cost(max(durations[i] for i in batch)) <= 300.0
