@@ -12,6 +12,13 @@ from CUDA events.
 
     python scripts/benchmark_loss.py --device cpu --preset cpu-targets
     python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast
+    python scripts/benchmark_loss.py --count-ops     # dispatched ops and host syncs per sample-wise step
+
+``--count-ops`` runs one sample-wise forward + backward on the CPU at B=16 and B=64 under a
+TorchDispatchMode and a TorchFunctionMode and counts the aten ops and the calls that block the host on
+CUDA (scalar reads ``.item()``/``bool()``, ``nonzero``, device-to-host copies ``.cpu()``/``.tolist()``/
+``.to("cpu")``, and ``torch.tensor``/``torch.as_tensor`` of Python data, a host-to-device copy). It
+counts on the CPU what the GPU would dispatch, so it needs no GPU.
 
 Results: a table on stdout, JSON (and a PNG when matplotlib is installed) under benchmarks/results/.
 """
@@ -30,6 +37,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -160,6 +169,64 @@ def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget)
         torch.cuda.empty_cache()
 
 
+# Host-blocking calls on CUDA, seen at the torch-function level (D2H copies, Python data to a tensor) and at
+# the dispatch level (scalar reads and nonzero, whose output size needs the device's answer).
+_SYNC_FUNCTIONS = {"tolist", "cpu", "tensor", "as_tensor"}
+_SYNC_ATEN = {"aten._local_scalar_dense", "aten.nonzero"}
+
+
+class _SyncCounter(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        to_host = name == "to" and any(str(a) == "cpu" for a in (*args[1:], kwargs.get("device")))
+        if name in _SYNC_FUNCTIONS or to_host:
+            self.calls[name] = self.calls.get(name, 0) + 1
+        return func(*args, **kwargs)
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(batch: int, memory_budget: str) -> dict:
+    """aten ops and host-sync calls of one sample-wise forward + backward (CPU, fp32)."""
+    cell = dict(B=batch, T=50, U=10, V=64, H=64)
+    inputs = make_inputs(cell, torch.device("cpu"), "fp32")
+    step("samplewise", inputs, "fp32", memory_budget)  # extension load, first-call caches
+    functions, dispatch = _SyncCounter(), _OpCounter()
+    with functions, dispatch:
+        step("samplewise", inputs, "fp32", memory_budget)
+    syncs = sum(functions.calls.values()) + sum(dispatch.ops.get(name, 0) for name in _SYNC_ATEN)
+    sync_detail = dict(functions.calls, **{name: dispatch.ops[name] for name in _SYNC_ATEN if name in dispatch.ops})
+    aten = sum(dispatch.ops.values())
+    return dict(cell, memory_budget=memory_budget, aten_ops=aten, aten_ops_per_sample=aten / batch, sync_ops=syncs, syncs=sync_detail)
+
+
+def print_op_counts() -> None:
+    """Ops per sample-wise step at B=16 and 64: one sample per group (1 MiB) and T-chunked samples (256 KiB)."""
+    rows = [count_ops(batch, budget) for budget in ("1MiB", "256KiB") for batch in (16, 64)]
+    header = f"{'B':>4} {'budget':>7} {'aten ops':>9} {'per sample':>10} {'sync ops':>8}  sync calls"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(
+            f"{row['B']:>4} {row['memory_budget']:>7} {row['aten_ops']:>9} {row['aten_ops_per_sample']:>10.1f} "
+            f"{row['sync_ops']:>8}  {row['syncs']}"
+        )
+
+
 def print_table(rows: list[dict]) -> None:
     header = f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4}  {'mode':<11} {'time (s)':>9} {'peak (MiB)':>11}  note"
     print(header)
@@ -202,11 +269,15 @@ def main() -> None:
     parser.add_argument("--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one CPU measurement in a subprocess
     args = parser.parse_args()
     if args.cell:
         request = json.loads(args.cell)
         print(json.dumps(measure_cpu_in_process(**request)))
+        return
+    if args.count_ops:
+        print_op_counts()
         return
 
     measure = measure_cuda if args.device == "cuda" else measure_cpu
