@@ -1,9 +1,12 @@
-"""A small synthetic LibriSpeech: espeak-ng speech of sentences from a toy grammar, in the exact
-LibriSpeech layout (ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac, 16 kHz, trans.txt).
+"""A small synthetic LibriSpeech: espeak-ng speech of sentences from a ~400-word grammar
+(`asr_plugin.data.mini_grammar`), in the exact LibriSpeech layout
+(ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac, 16 kHz, trans.txt).
 
-Splits are "train", "dev" and "test" with disjoint sentences; speakers (espeak voice, rate, pitch)
-are shared by all splits. Everything is fixed by the seed. Generation is idempotent: files already there
-are reused, and a directory holding anything else is refused rather than touched.
+Splits "train", "dev" and "test" have disjoint sentences and disjoint speakers: dev and test voices use
+espeak-ng variants that training never hears. Speaking rate varies per speaker and utterance, and every
+utterance gets a room, background noise and a level (`asr_plugin.data.acoustics`). Everything is fixed by the
+seed: the same seed and version give byte-identical files. Generation is idempotent: files already there are
+reused, and a directory holding anything else is refused rather than touched.
 """
 
 from __future__ import annotations
@@ -20,28 +23,40 @@ import soundfile as sf
 import torch
 import torchaudio
 
+from asr_plugin.data.acoustics import degrade
 from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.audio import SAMPLE_RATE
+from asr_plugin.data.mini_grammar import random_sentence
 from asr_plugin.data.tts import synthesize_batch
 
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2
 MARKER = "mini_corpus.json"
 MINI_SPLITS = ("train", "dev", "test")
 _CHAPTER_BASE = {"train": 1000, "dev": 2000, "test": 3000}
-_RESAMPLE_BATCH = 64
+_SYNTHESIS_CHUNK = 256  # utterances per fresh synthesis process (the audio depends only on the chunk)
 
-NUMBERS = ("TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE", "TEN")
-COLOURS = ("RED", "BLUE", "GREEN", "YELLOW", "BLACK", "WHITE", "BROWN", "PINK")
-SIZES = ("BIG", "SMALL", "TALL", "SOFT")
-NOUNS = {"CAT": "CATS", "DOG": "DOGS", "BIRD": "BIRDS", "FISH": "FISH", "HORSE": "HORSES", "BOOK": "BOOKS",
-         "BALL": "BALLS", "CAR": "CARS", "BOX": "BOXES", "TREE": "TREES", "HAT": "HATS", "CUP": "CUPS"}
-VERBS = ("SEES", "LIKES", "FINDS", "HAS", "WANTS", "TAKES", "HOLDS", "CHASES")
-PLACES = ("NEAR", "UNDER", "ON", "BEHIND")
+# English accents of espeak-ng: how words are pronounced. Every accent is heard in training.
+ACCENTS = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-us-nyc", "en-029", "en-gb-x-gbclan",
+           "en-gb-x-gbcwmd")
+# espeak-ng voice variants: the timbre (formants, pitch range, synthesis method). Dev and test speakers use
+# variants that training never hears, so dev/test WER measures unseen speakers.
+VARIANTS = {
+    "train": ("m1", "m3", "m5", "m6", "m7", "m8", "f1", "f3", "f4", "klatt", "klatt4", "klatt5", "Alex", "adam",
+              "anika", "aunty", "benjamin", "boris", "david", "ed", "edward", "grandma", "grandpa", "iven",
+              "linda", "max", "michel", "paul", "quincy", "rob", "steph", "travis", "victor", "Mike", "Reed",
+              "Hugo", "Alicia", "Andrea", "Denis", "Mario"),
+    "dev": ("m4", "f5", "klatt2", "robert"),
+    "test": ("m2", "f2", "klatt3", "Michael", "belinda", "Gene"),
+}
+_SPEAKER_BASE = {"train": 100, "dev": 800, "test": 900}
+RATE_RANGE = (135, 185)  # words per minute of a speaker
+RATE_JITTER = 0.1  # each utterance: the speaker's rate +-10 %
+PITCH_RANGE = (30, 70)  # espeak-ng base pitch (0-99), on top of the variant's own range
 
 
 @dataclass(frozen=True)
 class Speaker:
-    """A synthetic speaker: an espeak-ng voice (with variant) at a speaking rate (words/min) and pitch (0-99)."""
+    """A synthetic speaker: an espeak-ng accent + variant, a speaking rate (words/min) and pitch (0-99)."""
 
     id: int
     voice: str
@@ -49,61 +64,30 @@ class Speaker:
     pitch: int
 
 
-SPEAKERS = (
-    Speaker(101, "en-us", 135, 50),
-    Speaker(102, "en", 125, 40),
-    Speaker(103, "en-gb-x-rp", 140, 55),
-    Speaker(104, "en-us+f3", 130, 65),
-    Speaker(105, "en+m3", 120, 35),
-    Speaker(106, "en-gb-scotland+f2", 140, 60),
-    Speaker(107, "en-029", 125, 45),
-    Speaker(108, "en-us+m5", 145, 50),
-)
+@dataclass(frozen=True)
+class Utterance:
+    """One planned utterance: LibriSpeech-style id, speaker, transcript and this utterance's speaking rate."""
+
+    id: str
+    speaker: Speaker
+    text: str
+    rate: int
 
 
-def _adjective(rng: random.Random, probability: float = 0.5) -> list[str]:
-    return [rng.choice(COLOURS + SIZES)] if rng.random() < probability else []
+def speakers(seed: int) -> dict[str, tuple[Speaker, ...]]:
+    """{split: speakers}: one speaker per variant of that split, with an accent, rate and pitch from `seed`."""
+    rng = random.Random(f"speakers-{seed}")
+    result = {}
+    for split in MINI_SPLITS:
+        result[split] = tuple(
+            Speaker(_SPEAKER_BASE[split] + index, f"{rng.choice(ACCENTS)}+{variant}", rng.randint(*RATE_RANGE),
+                    rng.randint(*PITCH_RANGE))
+            for index, variant in enumerate(VARIANTS[split]))
+    return result
 
 
-def _noun_phrase(rng: random.Random) -> list[str]:
-    """'A [adj] noun', 'THE [adj] noun' or 'NUMBER [adj] nouns'."""
-    noun = rng.choice(list(NOUNS))
-    kind = rng.randrange(3)
-    if kind == 2:
-        return [rng.choice(NUMBERS)] + _adjective(rng) + [NOUNS[noun]]
-    return [("A", "THE")[kind]] + _adjective(rng) + [noun]
-
-
-def random_sentence(rng: random.Random) -> str:
-    """One sentence of 4-9 words from the toy grammar, e.g. "THE RED CAT SEES A BIG DOG"."""
-    template = rng.randrange(5)
-    noun = rng.choice(list(NOUNS))
-    if template == 0:
-        words = ["THE"] + _adjective(rng, 0.7) + [noun, rng.choice(VERBS)] + _noun_phrase(rng)
-    elif template == 1:
-        words = ["THE"] + _adjective(rng) + [noun, "IS", rng.choice(COLOURS)]
-        if rng.random() < 0.5:
-            words += ["AND", rng.choice(COLOURS)]
-    elif template == 2:
-        words = [rng.choice(NUMBERS)] + _adjective(rng) + [NOUNS[noun], "ARE", rng.choice(PLACES), "THE",
-                                                          rng.choice(list(NOUNS))]
-    elif template == 3:
-        words = ["I", "SEE", rng.choice(NUMBERS), rng.choice(COLOURS), NOUNS[noun], "AND", "A",
-                 rng.choice(list(NOUNS))]
-    else:
-        words = ["MY", noun, "IS", rng.choice(PLACES), "THE"] + _adjective(rng) + [rng.choice(list(NOUNS))]
-    return " ".join(words)
-
-
-def vocabulary() -> list[str]:
-    """Every word the grammar can produce (sorted)."""
-    words = {"THE", "A", "IS", "ARE", "I", "SEE", "MY", "AND"}
-    words.update(NUMBERS, COLOURS, SIZES, NOUNS, NOUNS.values(), VERBS, PLACES)
-    return sorted(words)
-
-
-def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int) -> dict[str, list[tuple[str, Speaker, str]]]:
-    """{split: [(utterance id, speaker, sentence)]} with distinct sentences across and within splits."""
+def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int) -> dict[str, list[Utterance]]:
+    """{split: [Utterance]}: distinct sentences across and within splits, each split spoken by its own speakers."""
     counts = {"train": n_train, "dev": n_dev, "test": n_test}
     for split, count in counts.items():
         if count < 1:
@@ -118,41 +102,56 @@ def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int) -> dict[str, l
     else:
         raise ValueError(f"the grammar produced only {len(sentences)} distinct sentences, {total} requested")
     pool = list(sentences)
+    voices = speakers(seed)
     plan = {}
     start = 0
     for split in MINI_SPLITS:
         utterances = []
         per_chapter: dict[int, int] = defaultdict(int)
         for sentence in pool[start:start + counts[split]]:
-            speaker = rng.choice(SPEAKERS)
+            speaker = rng.choice(voices[split])
             chapter = _CHAPTER_BASE[split] + speaker.id % 100
-            utterances.append((f"{speaker.id}-{chapter}-{per_chapter[speaker.id]:04d}", speaker, sentence))
+            rate = round(speaker.rate * rng.uniform(1 - RATE_JITTER, 1 + RATE_JITTER))
+            utterances.append(Utterance(f"{speaker.id}-{chapter}-{per_chapter[speaker.id]:04d}", speaker, sentence,
+                                        rate))
             per_chapter[speaker.id] += 1
         plan[split] = utterances
         start += counts[split]
     return plan
 
 
-def _synthesize(plan: dict[str, list[tuple[str, Speaker, str]]]) -> dict[str, np.ndarray]:
-    """{utterance id: (N,) float32 audio at 16 kHz} for the whole plan, always synthesised in plan order
-    (see asr_plugin.data.tts: that makes each file's samples a function of the plan alone)."""
-    utterances = [utt for split in MINI_SPLITS for utt in plan[split]]
+def _render_chunk(chunk: list[tuple[int, Utterance]], seed: int) -> dict[str, np.ndarray]:
+    """{utterance id: (N,) int16 audio at 16 kHz}: synthesis (in a fresh process), resampling, and room, noise
+    and level drawn from (seed, position in the plan)."""
     # espeak reads all-capital words as acronyms, so it gets lower case.
-    requests = [(sentence.lower(), speaker.voice, speaker.rate, speaker.pitch) for _, speaker, sentence in utterances]
+    requests = [(utt.text.lower(), utt.speaker.voice, utt.rate, utt.speaker.pitch) for _, utt in chunk]
     samples, sample_rate = synthesize_batch(requests)
-    for (_, speaker, sentence), int16 in zip(utterances, samples):
+    for (_, utt), int16 in zip(chunk, samples):
         if int16.size == 0:
-            raise RuntimeError(f"espeak-ng produced no audio for {sentence!r} (voice {speaker.voice})")
+            raise RuntimeError(f"espeak-ng produced no audio for {utt.text!r} (voice {utt.speaker.voice})")
+    # One resampling call for the zero-padded chunk is far faster than one per utterance; the padding only
+    # meets each signal where the resampler pads with zeros anyway.
+    waves = [torch.from_numpy(int16.astype(np.float32) / 32768.0) for int16 in samples]
+    with torch.no_grad():
+        resampled = torchaudio.functional.resample(
+            torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), sample_rate, SAMPLE_RATE)  # (N, S')
     audio = {}
-    # Resampling zero-padded batches is far faster than one call per utterance (one kernel, one conv);
-    # the padding only meets each signal where the resampler pads with zeros anyway.
-    for start in range(0, len(samples), _RESAMPLE_BATCH):
-        chunk = [torch.from_numpy(s.astype("float32") / 32768.0) for s in samples[start:start + _RESAMPLE_BATCH]]
-        with torch.no_grad():
-            resampled = torchaudio.functional.resample(
-                torch.nn.utils.rnn.pad_sequence(chunk, batch_first=True), sample_rate, SAMPLE_RATE)  # (B, N')
-        for (utt_id, _, _), wave, row in zip(utterances[start:], chunk, resampled):
-            audio[utt_id] = row[: -(-wave.numel() * SAMPLE_RATE // sample_rate)].numpy()
+    for (position, utt), wave, row in zip(chunk, waves, resampled):
+        speech = row[: -(-wave.numel() * SAMPLE_RATE // sample_rate)].numpy()
+        degraded = degrade(speech, SAMPLE_RATE, np.random.default_rng([seed, position]))
+        audio[utt.id] = np.round(degraded * 32767.0).astype(np.int16)
+    return audio
+
+
+def _synthesize(plan: dict[str, list[Utterance]], wanted: set[str], seed: int) -> dict[str, np.ndarray]:
+    """{utterance id: (N,) int16 audio} for the `wanted` ids. The plan is cut into fixed chunks and only chunks
+    holding a wanted id are rendered, so every file is a function of the plan alone, whichever are missing."""
+    utterances = list(enumerate(utt for split in MINI_SPLITS for utt in plan[split]))
+    chunks = [utterances[start:start + _SYNTHESIS_CHUNK] for start in range(0, len(utterances), _SYNTHESIS_CHUNK)]
+    audio: dict[str, np.ndarray] = {}
+    for chunk in chunks:
+        if any(utt.id in wanted for _, utt in chunk):
+            audio.update(_render_chunk(chunk, seed))
     return audio
 
 
@@ -187,29 +186,35 @@ def _write_transcript(path: Path, lines: list[str]) -> None:
     write_text_atomic(path, text)
 
 
-def make_mini_librispeech(root: str | os.PathLike, n_train: int = 400, n_dev: int = 50, n_test: int = 50,
+def make_mini_librispeech(root: str | os.PathLike, n_train: int = 3000, n_dev: int = 200, n_test: int = 300,
                           seed: int = 0) -> Path:
     """Generates (or completes) the mini corpus under `root` and returns `root`.
 
-    A few seconds for the default 500 utterances (about 2.5 s each); n_train=24, n_dev=8, n_test=8 makes a
-    corpus for tests in well under a second. Raises RuntimeError naming what to install without espeak-ng.
+    About 20 s for the default 3,500 utterances; n_train=24, n_dev=8, n_test=8 makes a corpus for tests in
+    about a second. Raises RuntimeError naming what to install without espeak-ng.
     """
     root = Path(root)
     params = {"version": CORPUS_VERSION, "seed": seed, "n_train": n_train, "n_dev": n_dev, "n_test": n_test}
     plan = plan_corpus(n_train, n_dev, n_test, seed)
     _check_root(root, params)
-    audio: dict[str, np.ndarray] | None = None
-    for split, utterances in plan.items():
+    flac_paths = {utt.id: root / split / _chapter_dir(utt.id) / f"{utt.id}.flac"
+                  for split in MINI_SPLITS for utt in plan[split]}
+    missing = {utt_id for utt_id, path in flac_paths.items() if not _is_valid_audio(path)}
+    audio = _synthesize(plan, missing, seed) if missing else {}
+    for utt_id in sorted(missing):
+        write_atomic(flac_paths[utt_id], lambda tmp, samples=audio[utt_id]: sf.write(
+            str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
+    for split in MINI_SPLITS:
         chapters: dict[Path, list[str]] = defaultdict(list)
-        for utt_id, _, sentence in utterances:
-            speaker_id, chapter, _ = utt_id.split("-")
-            chapter_dir = root / split / speaker_id / chapter
-            chapters[chapter_dir / f"{speaker_id}-{chapter}.trans.txt"].append(f"{utt_id} {sentence}")
-            flac = chapter_dir / f"{utt_id}.flac"
-            if not _is_valid_audio(flac):
-                audio = _synthesize(plan) if audio is None else audio
-                write_atomic(flac, lambda tmp: sf.write(str(tmp), audio[utt_id], SAMPLE_RATE, format="FLAC",
-                                                        subtype="PCM_16"))
+        for utt in plan[split]:
+            speaker_id, chapter, _ = utt.id.split("-")
+            chapters[root / split / _chapter_dir(utt.id) / f"{speaker_id}-{chapter}.trans.txt"].append(
+                f"{utt.id} {utt.text}")
         for transcript, lines in chapters.items():
             _write_transcript(transcript, lines)
     return root
+
+
+def _chapter_dir(utt_id: str) -> Path:
+    speaker_id, chapter, _ = utt_id.split("-")
+    return Path(speaker_id) / chapter

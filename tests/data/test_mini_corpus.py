@@ -1,4 +1,5 @@
-"""The synthetic mini corpus: layout, determinism, idempotence, and refusal to touch foreign data."""
+"""The synthetic mini corpus: layout, unseen speakers, vocabulary, determinism, idempotence, and refusal to
+touch foreign data."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import soundfile as sf
 from data_helpers import SMALL
 
 from asr_plugin.data import MINI_SPLITS, make_mini_librispeech, scan_split
-from asr_plugin.data.mini_corpus import plan_corpus, vocabulary
+from asr_plugin.data.mini_corpus import VARIANTS, plan_corpus, speakers
+from asr_plugin.data.mini_grammar import vocabulary
 
 
 def _digest(root):
@@ -27,19 +29,34 @@ def test_layout_is_librispeech(mini_root):
             assert candidate.path.endswith(f"{split}/{speaker}/{chapter}/{candidate.id}.flac")
             info = sf.info(candidate.path)
             assert info.samplerate == 16000 and info.channels == 1 and info.format == "FLAC"
-            assert 1.0 <= info.duration <= 5.0
+            assert 0.5 <= info.duration <= 5.0
             assert set(candidate.text.split()) <= set(vocabulary())
 
 
-def test_splits_have_disjoint_sentences_and_shared_speakers():
-    plan = plan_corpus(400, 50, 50, seed=0)
-    sentences = {split: {s for _, _, s in utts} for split, utts in plan.items()}
-    assert [len(sentences[s]) for s in MINI_SPLITS] == [400, 50, 50]
+def test_splits_have_disjoint_sentences_and_unseen_speakers():
+    plan = plan_corpus(3000, 200, 300, seed=0)
+    sentences = {split: {utt.text for utt in utts} for split, utts in plan.items()}
+    assert [len(sentences[s]) for s in MINI_SPLITS] == [3000, 200, 300]
     assert not sentences["train"] & sentences["dev"] and not sentences["train"] & sentences["test"]
     assert not sentences["dev"] & sentences["test"]
-    speakers = {split: {spk.id for _, spk, _ in utts} for split, utts in plan.items()}
-    assert speakers["dev"] <= speakers["train"] and len(speakers["train"]) >= 6
-    assert 40 <= len(vocabulary()) <= 80
+    heard = {split: {utt.speaker for utt in utts} for split, utts in plan.items()}
+    assert heard["train"] == set(speakers(0)["train"]) and len(heard["train"]) >= 30  # every train voice speaks
+    assert len(heard["test"]) == len(VARIANTS["test"]) and len(heard["dev"]) == len(VARIANTS["dev"])
+    variant = {split: {spk.voice.split("+")[1] for spk in heard[split]} for split in MINI_SPLITS}
+    assert not variant["train"] & variant["dev"] and not variant["train"] & variant["test"]
+    assert not variant["dev"] & variant["test"]
+    accents = {split: {spk.voice.split("+")[0] for spk in heard[split]} for split in MINI_SPLITS}
+    assert accents["test"] <= accents["train"]  # new voices, accents that training has heard
+    rates = [utt.rate for utt in plan["train"]]
+    assert max(rates) - min(rates) > 50  # speakers and utterances differ in speaking rate
+
+
+def test_vocabulary_is_large_and_covers_every_test_word():
+    plan = plan_corpus(3000, 200, 300, seed=0)
+    words = {split: {w for utt in utts for w in utt.text.split()} for split, utts in plan.items()}
+    assert len(vocabulary()) >= 300 and words["train"] <= set(vocabulary())
+    assert len(words["train"]) >= 300
+    assert words["test"] <= words["train"]  # test needs no word training never spelled
     assert plan_corpus(30, 5, 5, seed=1) != plan_corpus(30, 5, 5, seed=2)
 
 

@@ -68,6 +68,12 @@ def capped_sequence_log_probs(model, frames: torch.Tensor, max_symbols: int) -> 
     return totals
 
 
+def scores_at_least(beam: float, greedy: float) -> bool:
+    """beam >= greedy up to float32 summation order: the searches add the same log-probs in different orders
+    (and batch shapes), so equal paths can differ in the last bits on another CPU."""
+    return beam >= greedy - 1e-5 * max(1.0, abs(greedy))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_unpruned_beam_finds_the_exact_best_sequence_and_beats_greedy(seed: int) -> None:
     model = tiny_transducer(vocab_size=3, seed=seed)
@@ -80,7 +86,7 @@ def test_unpruned_beam_finds_the_exact_best_sequence_and_beats_greedy(seed: int)
         best = max(totals, key=totals.get)
         assert tuple(hyp.tokens) == best
         assert hyp.score == pytest.approx(totals[best], abs=1e-5)
-        assert hyp.score >= greedy[b].score - 1e-9
+        assert scores_at_least(hyp.score, greedy[b].score)
 
 
 @pytest.mark.parametrize("max_symbols", [2, 4])
@@ -91,7 +97,7 @@ def test_large_beam_scores_at_least_greedy(seed: int, max_symbols: int) -> None:
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=max_symbols)
     beam = modified_beam_search(model, encoder_out, lengths, beam=16, max_symbols_per_frame=max_symbols)
     for g, b in zip(greedy, beam, strict=True):
-        assert b.score >= g.score - 1e-9
+        assert scores_at_least(b.score, g.score)
         assert len(b.timestamps) == len(b.tokens) and b.timestamps == sorted(b.timestamps)
         assert all(b.timestamps.count(t) <= max_symbols for t in set(b.timestamps))
 
