@@ -27,7 +27,7 @@ def freeze_encoder_layers(model: Transducer, num_layers: int) -> list[str]:
     Frozen parameters get ``requires_grad=False`` (the optimizer leaves them out); batch norms inside
     the frozen part stay in eval mode, so their running statistics do not change either.
     """
-    blocks = model.encoder.conformer.conformer_layers
+    blocks = model.encoder.blocks
     if not isinstance(num_layers, int) or num_layers < -1 or num_layers > len(blocks):
         raise ValueError(f"freeze_encoder_layers={num_layers!r} must be -1, 0 or 1..{len(blocks)} (the encoder has {len(blocks)} blocks)")
     if num_layers == 0:
@@ -36,7 +36,8 @@ def freeze_encoder_layers(model: Transducer, num_layers: int) -> list[str]:
         parts: dict[str, nn.Module] = {"encoder": model.encoder}
     else:
         parts = {"encoder.subsampling": model.encoder.subsampling}
-        parts.update({f"encoder.conformer.conformer_layers.{i}": blocks[i] for i in range(num_layers)})
+        names = {id(module): name for name, module in model.named_modules()}
+        parts.update({names[id(blocks[i])]: blocks[i] for i in range(num_layers)})
     frozen = []
     for prefix, part in parts.items():
         for name, param in part.named_parameters():

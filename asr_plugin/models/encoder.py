@@ -1,12 +1,32 @@
-"""Conformer encoder: convolutional subsampling followed by torchaudio's Conformer blocks."""
+"""Conformer encoder: convolutional subsampling followed by Conformer blocks.
+
+Two block types share the subsampling, the length handling and the padding masks:
+
+- ``attention="mha"``: torchaudio's Conformer blocks (plain multi-head attention, no positional
+  encoding), the original small demo model;
+- ``attention="rel_pos"``: relative-position self-attention in NeMo's block layout
+  (`asr_plugin.models.conformer_block`), used by the NeMo-sized presets and by the NeMo importer.
+"""
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torchaudio
 from torch import nn
 
+from asr_plugin.models.attention import relative_sinusoids
+from asr_plugin.models.conformer_block import RelPosConformerBlock
 from asr_plugin.models.subsampling import Conv2dSubsampling
+
+ATTENTION_TYPES = ("mha", "rel_pos")
+# subsampling name -> (convolution padding, depthwise, default channels; None = d_model)
+SUBSAMPLING_TYPES: dict[str, tuple[int, bool, int | None]] = {
+    "conv2d": (0, False, 64),
+    "striding": (1, False, None),
+    "dw_striding": (1, True, 256),
+}
 
 
 def _masked_convolution(conv_module: nn.Module, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -35,17 +55,26 @@ def _conformer_layer(layer: nn.Module, x: torch.Tensor, padding_mask: torch.Tens
 class ConformerEncoder(nn.Module):
     """Log-mel features -> encoder frames.
 
-    Uses torchaudio's Conformer blocks (macaron feed-forward, self-attention, depthwise convolution
-    module) and their parameters, but runs each block's forward here: torchaudio's convolution module
-    does not mask padding, so a batch's padded frames leaked into its shorter utterances through the
-    depthwise convolution and results depended on what else was in the batch.
+    With ``attention="mha"`` it uses torchaudio's Conformer blocks and their parameters but runs each
+    block's forward here: torchaudio's convolution module does not mask padding, so a batch's padded
+    frames leaked into its shorter utterances through the depthwise convolution. With
+    ``attention="rel_pos"`` the blocks are `RelPosConformerBlock` (NeMo's ``self_attention_model: rel_pos``).
+    Either way padded frames receive no attention and are zeroed before every convolution, so an
+    utterance's output does not depend on what else is in the batch.
 
     Args:
         input_dim: F, feature bins (80).
         d_model: D, model dimension (also the output dimension).
         num_layers, num_heads, ffn_dim, conv_kernel_size: Conformer block sizes.
         dropout: dropout inside the Conformer blocks.
-        subsampling_factor: time reduction of the front-end (4 -> 40 ms frames).
+        subsampling_factor: time reduction of the front-end (4 -> 40 ms frames, 8 -> 80 ms).
+        attention: "mha" or "rel_pos" (see the module docstring).
+        subsampling: "conv2d" (unpadded convolutions, 64 channels), "striding" (NeMo's Conformer:
+            padded, d_model channels) or "dw_striding" (NeMo's FastConformer: depthwise-separable, 256 channels).
+        subsampling_channels: overrides the subsampling's default channel count.
+        xscaling: multiply the subsampled frames by sqrt(d_model) (NeMo's ``xscaling``).
+        bias: biases in the rel_pos blocks' linear and convolution layers (NeMo's ``use_bias``);
+            torchaudio's blocks always have them.
     """
 
     def __init__(
@@ -58,20 +87,48 @@ class ConformerEncoder(nn.Module):
         conv_kernel_size: int = 31,
         dropout: float = 0.1,
         subsampling_factor: int = 4,
+        attention: str = "mha",
+        subsampling: str = "conv2d",
+        subsampling_channels: int | None = None,
+        xscaling: bool = False,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        if attention not in ATTENTION_TYPES:
+            raise ValueError(f"attention={attention!r}; choose one of {ATTENTION_TYPES}")
+        if subsampling not in SUBSAMPLING_TYPES:
+            raise ValueError(f"subsampling={subsampling!r}; choose one of {tuple(SUBSAMPLING_TYPES)}")
+        if attention == "mha" and not bias:
+            raise ValueError("bias=False needs attention='rel_pos' (torchaudio's blocks always have biases)")
+        padding, depthwise, channels = SUBSAMPLING_TYPES[subsampling]
         self.output_dim = d_model
-        self.subsampling = Conv2dSubsampling(input_dim, d_model, factor=subsampling_factor)
-        self.conformer = torchaudio.models.Conformer(
-            input_dim=d_model,
-            num_heads=num_heads,
-            ffn_dim=ffn_dim,
-            num_layers=num_layers,
-            depthwise_conv_kernel_size=conv_kernel_size,
-            dropout=dropout,
+        self.attention = attention
+        self.xscale = math.sqrt(d_model) if xscaling else None
+        self.subsampling = Conv2dSubsampling(
+            input_dim, d_model, factor=subsampling_factor, channels=subsampling_channels or channels or d_model,
+            padding=padding, depthwise=depthwise,
         )
+        if attention == "mha":
+            self.conformer = torchaudio.models.Conformer(
+                input_dim=d_model,
+                num_heads=num_heads,
+                ffn_dim=ffn_dim,
+                num_layers=num_layers,
+                depthwise_conv_kernel_size=conv_kernel_size,
+                dropout=dropout,
+            )
+        else:
+            self.layers = nn.ModuleList(
+                RelPosConformerBlock(d_model, num_heads, ffn_dim, conv_kernel_size, dropout, bias)
+                for _ in range(num_layers)
+            )
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        """The Conformer blocks, bottom first (what fine-tuning freezes block by block)."""
+        return self.conformer.conformer_layers if self.attention == "mha" else self.layers
 
     def output_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
         """Exact encoder frames for (B,) feature lengths."""
@@ -96,8 +153,15 @@ class ConformerEncoder(nn.Module):
         """`forward` without its two data-dependent steps (length check, trim to max(lengths)), which
         `torch.export` cannot trace. (B, T, F), (B,) -> (B, T', D), (B,)."""
         x, out_lengths = self.subsampling(features, lengths)  # (B, T', D)
+        if self.xscale is not None:
+            x = x * self.xscale
         padding_mask = torch.arange(x.shape[1], device=x.device) >= out_lengths.unsqueeze(1)  # (B, T')
-        x = x.transpose(0, 1)  # (T', B, D)
-        for layer in self.conformer.conformer_layers:
-            x = _conformer_layer(layer, x, padding_mask)
-        return x.transpose(0, 1), out_lengths
+        if self.attention == "mha":
+            x = x.transpose(0, 1)  # (T', B, D)
+            for layer in self.conformer.conformer_layers:
+                x = _conformer_layer(layer, x, padding_mask)
+            return x.transpose(0, 1), out_lengths
+        pos_emb = relative_sinusoids(x.shape[1], x.shape[2], x.device).to(x.dtype)  # (2T'-1, D)
+        for layer in self.layers:
+            x = layer(x, pos_emb, padding_mask)
+        return x, out_lengths

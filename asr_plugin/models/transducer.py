@@ -80,15 +80,26 @@ def build_transducer(
     conv_kernel_size: int = 31,
     subsampling_factor: int = 4,
     dropout: float = 0.1,
+    attention: str = "mha",
+    subsampling: str = "conv2d",
+    subsampling_channels: int | None = None,
+    xscaling: bool = False,
+    encoder_bias: bool = True,
     predictor_embed_dim: int = 256,
     predictor_dim: int = 320,
     predictor_layers: int = 1,
     predictor_dropout: float = 0.1,
     joint_dim: int = 320,
     joint_activation: str = "tanh",
+    joint_dropout: float = 0.0,
     blank_id: int = 0,
 ) -> Transducer:
-    """Builds a Conformer-transducer from flat sizes (what `conf/model/*.yaml` hold)."""
+    """Builds a Conformer-transducer from flat sizes (what `conf/model/*.yaml` hold).
+
+    The encoder options (``attention``, ``subsampling``, ``subsampling_channels``, ``xscaling``,
+    ``encoder_bias`` = the encoder's ``bias``) are `ConformerEncoder`'s; their defaults are the original
+    small model (torchaudio blocks, unpadded 64-channel subsampling).
+    """
     encoder = ConformerEncoder(
         input_dim=input_dim,
         d_model=d_model,
@@ -98,6 +109,11 @@ def build_transducer(
         conv_kernel_size=conv_kernel_size,
         dropout=dropout,
         subsampling_factor=subsampling_factor,
+        attention=attention,
+        subsampling=subsampling,
+        subsampling_channels=subsampling_channels,
+        xscaling=xscaling,
+        bias=encoder_bias,
     )
     predictor = LSTMPredictor(
         vocab_size,
@@ -107,5 +123,5 @@ def build_transducer(
         dropout=predictor_dropout,
         blank_id=blank_id,
     )
-    joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation)
+    joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout)
     return Transducer(encoder, predictor, joint)

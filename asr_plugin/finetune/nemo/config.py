@@ -1,0 +1,167 @@
+"""NeMo ``model_config.yaml`` -> our `build_transducer` arguments and `NemoMelFrontend` arguments.
+
+Every key of the ``preprocessor``, ``encoder``, ``decoder`` and ``joint`` sections must be one we know:
+it either maps onto our model, changes nothing at inference (initialisation, memory or speed options,
+dropouts we fold into one), or has the one value we support. Anything else raises ValueError naming
+the key, so an unsupported architecture is never imported approximately. The other top-level sections
+(data sets, optimiser, spec-augment, decoding, ...) describe NeMo's training run and are not read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+def _equals(*allowed: Any) -> Callable[[Any], bool]:
+    return lambda value: value in allowed
+
+
+def _any(_value: Any) -> bool:
+    return True
+
+
+def _target(*names: str) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, str) and value.rsplit(".", 1)[-1] in names
+
+
+# key -> predicate of supported values, per section. Values that fail get an error naming the key.
+ENCODER_KEYS: dict[str, Callable[[Any], bool]] = {
+    "_target_": _target("ConformerEncoder"),
+    "feat_in": _any, "feat_out": _equals(-1, None), "n_layers": _any, "d_model": _any, "n_heads": _any,
+    "subsampling": _equals("striding", "dw_striding"), "subsampling_factor": _any,
+    "subsampling_conv_channels": _any, "subsampling_conv_chunking_factor": _any,
+    "causal_downsampling": _equals(False), "reduction": _equals(None), "reduction_position": _equals(None),
+    "reduction_factor": _equals(1), "ff_expansion_factor": _any, "self_attention_model": _equals("rel_pos"),
+    "att_context_size": lambda v: list(v) in ([-1, -1], [[-1, -1]]), "att_context_probs": _equals(None),
+    "att_context_style": _equals("regular", "chunked_limited"), "xscaling": _any,
+    "untie_biases": _equals(True), "pos_emb_max_len": _any, "use_pytorch_sdpa": _any,
+    "use_pytorch_sdpa_backends": _any, "conv_kernel_size": lambda v: int(v) % 2 == 1,
+    "conv_norm_type": _equals("batch_norm"), "conv_context_size": _equals(None),
+    "dropout": _any, "dropout_pre_encoder": _any, "dropout_emb": _any, "dropout_att": _any,
+    "stochastic_depth_drop_prob": _equals(0.0, 0), "stochastic_depth_mode": _any,
+    "stochastic_depth_start_layer": _any, "use_bias": _any, "global_tokens": _equals(0),
+    "global_tokens_spacing": _any, "global_attn_separate": _equals(False), "sync_max_audio_length": _any,
+}
+DECODER_KEYS: dict[str, Callable[[Any], bool]] = {
+    "_target_": _target("RNNTDecoder"), "normalization_mode": _equals(None),
+    "random_state_sampling": _equals(False), "blank_as_pad": _equals(True), "vocab_size": _any, "prednet": _any,
+}
+PREDNET_KEYS: dict[str, Callable[[Any], bool]] = {
+    "pred_hidden": _any, "pred_rnn_layers": _any, "t_max": _any, "dropout": _any, "forget_gate_bias": _any,
+    "weights_init_scale": _any, "hidden_hidden_bias_scale": _any, "rnn_hidden_size": _any,
+    "norm": _equals(None, "none"),
+}
+JOINT_KEYS: dict[str, Callable[[Any], bool]] = {
+    "_target_": _target("RNNTJoint"), "log_softmax": _equals(None, True), "preserve_memory": _any,
+    "fuse_loss_wer": _any, "fused_batch_size": _any, "experimental_fuse_loss_wer": _any, "jointnet": _any,
+    "num_classes": _any, "vocabulary": _any, "num_extra_outputs": _equals(0, None),
+}
+JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
+    "joint_hidden": _any, "activation": _equals("relu", "tanh"), "dropout": _any, "encoder_hidden": _any,
+    "pred_hidden": _any,
+}
+PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
+    "_target_": _target("AudioToMelSpectrogramPreprocessor"), "sample_rate": _any, "window_size": _any,
+    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals("hann"),
+    "normalize": _equals("per_feature"), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
+    "lowfreq": _any, "highfreq": _any, "log": _equals(True), "log_zero_guard_type": _equals("add"),
+    "log_zero_guard_value": lambda v: isinstance(v, (int, float)), "dither": _any, "pad_to": _any,
+    "frame_splicing": _equals(1), "exact_pad": _equals(False), "pad_value": _equals(0, 0.0),
+    "mag_power": _equals(2, 2.0), "mel_norm": _equals("slaney"), "use_grads": _any, "rng": _equals(None),
+    "nb_augmentation_prob": _equals(0, 0.0), "nb_max_freq": _any, "stft_exact_pad": _equals(False),
+    "stft_conv": _equals(False), "max_duration": _any,
+}
+LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
+
+
+def _check(section: str, node: Any, keys: Mapping[str, Callable[[Any], bool]]) -> dict[str, Any]:
+    if not isinstance(node, Mapping):
+        raise ValueError(f"NeMo config: {section} must be a mapping, got {type(node).__name__}")
+    for key, value in node.items():
+        if key not in keys:
+            raise ValueError(f"NeMo config: {section}.{key} is not supported by the importer "
+                             f"(supported keys of {section}: {sorted(keys)})")
+        if not keys[key](value):
+            raise ValueError(f"NeMo config: {section}.{key}={value!r} is not supported by the importer")
+    return dict(node)
+
+
+def _required(section: str, node: Mapping[str, Any], key: str) -> Any:
+    if node.get(key) is None:
+        raise ValueError(f"NeMo config: {section}.{key} is missing")
+    return node[key]
+
+
+def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`build_transducer` keyword arguments (all but ``vocab_size``, which is NeMo's ``num_classes`` + 1)
+    for NeMo's model config. Raises ValueError naming the first unsupported key or value."""
+    for section in ("encoder", "decoder", "joint"):
+        if section not in config:
+            raise ValueError(f"NeMo config: no {section} section; only (Fast)Conformer transducers can be imported")
+    loss = config.get("loss") or {}
+    if loss.get("loss_name", "default") not in LOSS_NAMES:
+        raise ValueError(f"NeMo config: loss.loss_name={loss['loss_name']!r} is not a plain RNN-T loss "
+                         f"(supported: {LOSS_NAMES})")
+    enc = _check("encoder", config["encoder"], ENCODER_KEYS)
+    dec = _check("decoder", config["decoder"], DECODER_KEYS)
+    prednet = _check("decoder.prednet", _required("decoder", dec, "prednet"), PREDNET_KEYS)
+    joint = _check("joint", config["joint"], JOINT_KEYS)
+    jointnet = _check("joint.jointnet", _required("joint", joint, "jointnet"), JOINTNET_KEYS)
+
+    d_model = int(_required("encoder", enc, "d_model"))
+    pred_hidden = int(_required("decoder.prednet", prednet, "pred_hidden"))
+    rnn_hidden = prednet.get("rnn_hidden_size") or -1
+    if int(rnn_hidden) not in (-1, pred_hidden):
+        raise ValueError(f"NeMo config: decoder.prednet.rnn_hidden_size={rnn_hidden} differs from pred_hidden="
+                         f"{pred_hidden} (a projected LSTM) and is not supported by the importer")
+    channels = enc.get("subsampling_conv_channels", -1)
+    return {
+        "input_dim": int(_required("encoder", enc, "feat_in")),
+        "d_model": d_model,
+        "num_layers": int(_required("encoder", enc, "n_layers")),
+        "num_heads": int(_required("encoder", enc, "n_heads")),
+        "ffn_dim": int(d_model * enc.get("ff_expansion_factor", 4)),
+        "conv_kernel_size": int(enc.get("conv_kernel_size", 31)),
+        "subsampling_factor": int(enc.get("subsampling_factor", 4)),
+        "dropout": float(enc.get("dropout", 0.1)),
+        "attention": "rel_pos",
+        "subsampling": enc.get("subsampling", "striding"),
+        "subsampling_channels": d_model if channels in (-1, None) else int(channels),
+        "xscaling": bool(enc.get("xscaling", True)),
+        "encoder_bias": bool(enc.get("use_bias", True)),
+        "predictor_embed_dim": pred_hidden,
+        "predictor_dim": pred_hidden,
+        "predictor_layers": int(prednet.get("pred_rnn_layers", 1)),
+        "predictor_dropout": float(prednet.get("dropout", 0.0)),
+        "joint_dim": int(_required("joint.jointnet", jointnet, "joint_hidden")),
+        "joint_activation": jointnet.get("activation", "relu"),
+        "joint_dropout": float(jointnet.get("dropout", 0.0)),
+        "blank_id": 0,
+    }
+
+
+def num_classes(config: Mapping[str, Any]) -> int:
+    """Tokens without the blank (NeMo's ``joint.num_classes``)."""
+    return int(_required("joint", config["joint"], "num_classes"))
+
+
+def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`NemoMelFrontend` keyword arguments for NeMo's ``preprocessor`` section (ValueError names bad keys)."""
+    pre = _check("preprocessor", _required("model", config, "preprocessor"), PREPROCESSOR_KEYS)
+    sample_rate = int(pre.get("sample_rate", 16000))
+    win_length = pre.get("n_window_size") or round(float(pre.get("window_size", 0.02)) * sample_rate)
+    hop_length = pre.get("n_window_stride") or round(float(pre.get("window_stride", 0.01)) * sample_rate)
+    n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length))
+    return {
+        "sample_rate": sample_rate,
+        "num_mel_bins": int(pre.get("features", pre.get("nfilt", 64))),
+        "n_fft": int(n_fft),
+        "win_length": int(win_length),
+        "hop_length": int(hop_length),
+        "preemphasis": pre.get("preemph", 0.97),
+        "dither": float(pre.get("dither", 1e-5)),
+        "log_guard": float(pre.get("log_zero_guard_value", 2.0**-24)),
+        "f_min": float(pre.get("lowfreq", 0.0)),
+        "f_max": float(pre["highfreq"]) if pre.get("highfreq") is not None else None,
+    }

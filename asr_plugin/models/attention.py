@@ -1,0 +1,90 @@
+"""Relative-position multi-head self-attention (Transformer-XL, Dai et al. 2019, section 3.3), as NeMo's ``rel_pos``.
+
+Scores between query frame i and key frame j are
+
+    (q_i + u) . k_j  +  (q_i + v) . W_pos r_{i-j}          (scaled by 1/sqrt(d_k))
+
+with r a fixed sinusoid of the relative distance i - j, W_pos a bias-free projection shared by the
+heads, and u, v learnt per-head biases ("pos_bias_u", "pos_bias_v"). The sinusoids are computed on the
+fly for the distances a batch needs, so nothing positional is stored in the state dict and any length works.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def relative_sinusoids(length: int, dim: int, device: torch.device | None = None) -> torch.Tensor:
+    """(2 * length - 1, dim) float32 sinusoids of the distances length-1, length-2, ..., -(length-1).
+
+    Even channels hold sin(d * w_k), odd channels cos(d * w_k), with w_k = 10000^(-2k/dim).
+    """
+    distances = torch.arange(length - 1, -length, -1, dtype=torch.float32, device=device).unsqueeze(1)
+    frequencies = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32, device=device) * -(math.log(10000.0) / dim))
+    table = torch.zeros(2 * length - 1, dim, device=device)
+    table[:, 0::2] = torch.sin(distances * frequencies)
+    table[:, 1::2] = torch.cos(distances * frequencies)
+    return table
+
+
+def _distance_index(length: int, device: torch.device) -> torch.Tensor:
+    """(T, T) int64: row of `relative_sinusoids(T)` that holds the distance i - j, i.e. (T - 1) - i + j."""
+    steps = torch.arange(length, device=device)
+    return (length - 1) - steps.unsqueeze(1) + steps.unsqueeze(0)
+
+
+class RelPositionMultiHeadAttention(nn.Module):
+    """Self-attention with relative positions; (B, T, D) -> (B, T, D).
+
+    Args:
+        d_model: D.
+        num_heads: H (D must be divisible by H).
+        dropout: dropout on the attention weights.
+        bias: biases of the query, key, value and output projections (the position projection has none).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.linear_q = nn.Linear(d_model, d_model, bias=bias)
+        self.linear_k = nn.Linear(d_model, d_model, bias=bias)
+        self.linear_v = nn.Linear(d_model, d_model, bias=bias)
+        self.linear_out = nn.Linear(d_model, d_model, bias=bias)
+        self.linear_pos = nn.Linear(d_model, d_model, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        self.dropout = nn.Dropout(dropout)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, T, H, d_k)."""
+        return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim)
+
+    def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, key_padding_mask: torch.Tensor) -> torch.Tensor:
+        """Args:
+            x: (B, T, D) frames.
+            pos_emb: (2T - 1, D) `relative_sinusoids(T, D)`.
+            key_padding_mask: (B, T) bool, True on padded frames; they receive no attention. Outputs at
+                padded query frames are computed but meaningless.
+        Returns:
+            (B, T, D).
+        """
+        length = x.shape[1]
+        q = self._heads(self.linear_q(x))  # (B, T, H, d_k)
+        k = self._heads(self.linear_k(x)).transpose(1, 2)  # (B, H, T, d_k)
+        v = self._heads(self.linear_v(x)).transpose(1, 2)  # (B, H, T, d_k)
+        p = self.linear_pos(pos_emb).view(-1, self.num_heads, self.head_dim).transpose(0, 1)  # (H, 2T-1, d_k)
+        content = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.transpose(-2, -1))  # (B, H, T, T)
+        by_distance = torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(-2, -1))  # (B, H, T, 2T-1)
+        index = _distance_index(length, x.device).expand(*by_distance.shape[:2], length, length)
+        position = torch.gather(by_distance, -1, index)  # (B, H, T, T): entry (i, j) scores distance i - j
+        scores = (content + position) / math.sqrt(self.head_dim)
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        out = torch.matmul(weights, v).transpose(1, 2).reshape(x.shape)  # (B, T, D)
+        return self.linear_out(out)
