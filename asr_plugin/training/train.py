@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.finetune import apply_finetune
 from asr_plugin.training.distributed import prepare_data_once
+from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import TransducerModule
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     Returns:
         ``metrics`` (float of every logged epoch metric, test metrics included), ``best_model_path``,
-        ``last_model_path``, ``output_dir``, ``global_step``.
+        ``last_model_path``, ``output_dir``, ``global_step``, ``learning_curves`` (the PNG drawn from the CSV
+        logger's metrics, "" without a CSV logger or on ranks other than 0).
     """
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
@@ -129,7 +131,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
         metrics.update({key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")})
     last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
+    curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
     return {
+        "learning_curves": str(curves) if curves else "",
         "metrics": metrics,
         "best_model_path": best,
         "last_model_path": last,
