@@ -1,11 +1,12 @@
-"""DDP on 2 CPU processes (gloo) with the sample-wise loss gives the gradients of one process."""
+"""DDP on 2 CPU processes (gloo) with the sample-wise loss gives the gradients of one process; batches of
+different sizes on the ranks weigh every utterance alike (loss normalised by the global batch)."""
 
 from __future__ import annotations
 
 import lightning as L
 import torch
 from conftest import micro_module_kwargs
-from training_synthetic import SaveGradients, SyntheticDataModule
+from training_synthetic import RankBatchesDataModule, SaveGradients, SyntheticDataModule, SyntheticUtterances, collate
 
 from asr_plugin.training import TransducerModule
 
@@ -43,3 +44,30 @@ def test_ddp_two_cpu_processes_match_one_process_with_gradient_accumulation(tmp_
     atol = 1e-4 * max(float(grad.abs().max()) for grad in single.values())
     for name, grad in single.items():
         torch.testing.assert_close(ddp[name], grad, rtol=1e-3, atol=atol, msg=lambda m: f"{name}: {m}")
+
+
+def test_ddp_ranks_with_unequal_batches_give_the_gradient_of_the_mean_over_all_utterances(tmp_path):
+    # rank 0 trains on 3 utterances, rank 1 on 1 in the same step
+    batches = [[0, 1, 2], [3]]
+    ddp = _first_step_gradients(tmp_path / "ddp.pt", RankBatchesDataModule(batches), devices=2, strategy="ddp_spawn")
+
+    # reference: the same module, each batch through its own forward (BatchNorm statistics per batch, as on
+    # the ranks); the update must be d/dθ (sum of the 4 losses) / 4 = 3/4 grad(mean A) + 1/4 grad(mean B)
+    torch.manual_seed(0)
+    module = TransducerModule(**micro_module_kwargs("samplewise")).train()
+    data = SyntheticUtterances(8, equal_lengths=True)
+    per_batch = []  # {name: gradient of the batch's mean loss}
+    for indices in batches:
+        module.zero_grad()
+        batch = collate([data[i] for i in indices])
+        module.compute_loss(batch, batch.features)[0].backward()
+        per_batch.append({name: p.grad.clone() for name, p in module.named_parameters() if p.grad is not None})
+    reference = {name: 0.75 * per_batch[0][name] + 0.25 * per_batch[1][name] for name in per_batch[0]}
+    per_rank_mean = {name: 0.5 * per_batch[0][name] + 0.5 * per_batch[1][name] for name in per_batch[0]}
+    assert reference.keys() == ddp.keys()
+    atol = 1e-4 * max(float(grad.abs().max()) for grad in reference.values())
+    for name, grad in reference.items():
+        torch.testing.assert_close(ddp[name], grad, rtol=1e-3, atol=atol, msg=lambda m: f"{name}: {m}")
+    # what DDP gave before (each rank's mean weighs 1/2) is clearly different
+    name = "model.joint.output.weight"
+    assert (ddp[name] - per_rank_mean[name]).abs().max() > 100 * atol

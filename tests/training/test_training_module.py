@@ -102,3 +102,39 @@ def test_wer_needs_a_tokenizer():
     module = TransducerModule(**micro_module_kwargs())
     with pytest.raises(ValueError, match="tokenizer"):
         module._tokenizer()
+
+
+class _GradientNorms(L.Callback):
+    """Global gradient norm before clipping (on_before_optimizer_step) and after it (at the batch's end: the
+    gradients are zeroed at the start of the next step)."""
+
+    def __init__(self):
+        self.before, self.after = [], []
+
+    @staticmethod
+    def _norm(module):
+        return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])))
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.before.append(self._norm(pl_module))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.logged = float(trainer.callback_metrics["train/grad_norm"])
+        self.after.append(self._norm(pl_module))
+
+
+@pytest.mark.parametrize(("clip", "algorithm"), [(0.01, "norm"), (None, None), (1e-4, "value")])
+def test_logged_grad_norm_is_the_norm_before_clipping_and_clipping_still_applies(clip, algorithm):
+    torch.manual_seed(0)
+    module = TransducerModule(**micro_module_kwargs())
+    norms = _GradientNorms()
+    trainer = _trainer(max_steps=1, limit_val_batches=0, callbacks=[norms], gradient_clip_val=clip,
+                       gradient_clip_algorithm=algorithm)
+    trainer.fit(module, datamodule=SyntheticDataModule(n=4, batch_size=4))
+    assert norms.logged == pytest.approx(norms.before[0], rel=1e-5)
+    if algorithm == "norm":
+        assert norms.before[0] > 10 * clip and norms.after[0] == pytest.approx(clip, rel=1e-4)
+    elif algorithm == "value":
+        assert max(float(p.grad.abs().max()) for p in module.parameters() if p.grad is not None) <= clip
+    else:
+        assert norms.after[0] == pytest.approx(norms.before[0], rel=1e-6)

@@ -79,6 +79,21 @@ class SyntheticDataModule(L.LightningDataModule):
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=False, collate_fn=collate)
 
 
+class RankBatchesDataModule(L.LightningDataModule):
+    """Rank r trains on the one batch `batches[r]` (lists of utterance indices, of any sizes), as a
+    duration-bucketed sampler may hand ranks batches of different sizes in the same step."""
+
+    def __init__(self, batches: list[list[int]], n: int = 8):
+        super().__init__()
+        self.dataset = SyntheticUtterances(n, equal_lengths=True)
+        self.batches = batches
+        self.tokenizer = WordTokenizer()
+
+    def train_dataloader(self) -> DataLoader:
+        rank = self.trainer.global_rank if self.trainer else 0
+        return DataLoader(self.dataset, batch_sampler=[self.batches[rank]], collate_fn=collate)
+
+
 class SaveGradients(L.Callback):
     """Saves {name: grad} of the first optimizer step (after DDP's all-reduce, before clipping) on rank 0."""
 
