@@ -11,6 +11,7 @@ from torch import nn
 from asr_plugin.finetune.checkpoint import STATE_DICT_FORMATS, extract_model_state, load_checkpoint_file
 from asr_plugin.finetune.freeze import freeze_encoder_layers
 from asr_plugin.finetune.load import LoadReport, load_pretrained
+from asr_plugin.finetune.nemo import is_nemo_archive, nemo_state_dict
 from asr_plugin.finetune.torchaudio_rnnt import import_torchaudio_rnnt, is_torchaudio_rnnt
 from asr_plugin.finetune.vocabulary import VOCAB_LAYERS, reinit_vocab_layers, source_vocab_size, vocabulary_changed
 from asr_plugin.models import Transducer
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "source_blank_id": None,
     "pretrained_lr": None,
 }
-FORMATS = STATE_DICT_FORMATS + ("torchaudio_rnnt",)
+FORMATS = STATE_DICT_FORMATS + ("torchaudio_rnnt", "nemo")
 
 
 def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,6 +49,10 @@ def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def _source_state(options: dict[str, Any], model: Transducer) -> dict:
     """The checkpoint's weights under our key names, importing foreign formats."""
     path, fmt = options["path"], options["format"]
+    if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
+        state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
+        log.warning("%s: %s", path, report.summary())
+        return state
     obj = load_checkpoint_file(path)
     if fmt == "torchaudio_rnnt" or (fmt == "auto" and isinstance(obj, dict) and is_torchaudio_rnnt(obj)):
         if not isinstance(obj, dict) or not is_torchaudio_rnnt(obj):
@@ -64,8 +69,8 @@ def _source_state(options: dict[str, Any], model: Transducer) -> dict:
 def apply_finetune(model: Transducer, cfg: Mapping[str, Any]) -> set[str]:
     """Initialises `model` in place from ``cfg.path`` and applies the fine-tuning options.
 
-    Steps: read the checkpoint (Lightning ``.ckpt``, plain state dict or torchaudio RNNT; the file is
-    only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
+    Steps: read the checkpoint (Lightning ``.ckpt``, plain state dict, torchaudio RNNT or NeMo ``.nemo``;
+    the file is only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
     copy the selected tensors with a logged `LoadReport` (``strict`` raises on anything missing,
     unexpected or mismatched) -> freeze ``freeze_encoder_layers``.
 

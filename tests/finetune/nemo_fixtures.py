@@ -1,17 +1,89 @@
-"""Loads scripts/make_nemo_fixtures.py (not a package) for the NeMo import tests."""
+"""Helpers of the NeMo import tests: the fixture script as a module, and `.nemo` files written without NeMo."""
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import re
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
+import torch
+import yaml
+
+from asr_plugin.finetune.nemo.config import transducer_kwargs
+from asr_plugin.models import Transducer, build_transducer
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_nemo_fixtures.py"
+
+# Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
+OURS_TO_NEMO = (
+    (r"encoder\.subsampling\.(.+)", r"encoder.pre_encode.\1"),
+    (r"encoder\.layers\.(.+)", r"encoder.layers.\1"),
+    (r"predictor\.embedding\.weight", "decoder.prediction.embed.weight"),
+    (r"predictor\.lstm\.(.+)", r"decoder.prediction.dec_rnn.lstm.\1"),
+    (r"joint\.encoder_proj\.(.+)", r"joint.enc.\1"),
+    (r"joint\.predictor_proj\.(.+)", r"joint.pred.\1"),
+    (r"joint\.output\.(.+)", r"joint.joint_net.2.\1"),
+)
+VOCAB_LAYERS = ("decoder.prediction.embed.weight", "joint.joint_net.2.weight", "joint.joint_net.2.bias")
 
 
 def fixture_script() -> ModuleType:
-    """The fixture script as a module: its config builders need no NeMo, `make_fixture` does."""
+    """scripts/make_nemo_fixtures.py as a module: its config builders need no NeMo, `make_fixture` does."""
     spec = importlib.util.spec_from_file_location("make_nemo_fixtures", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
+    """Our state dict under NeMo's names, blank rows moved from first to last (NeMo's order)."""
+    state = {}
+    for key, value in model.state_dict().items():
+        pattern, replacement = next((p, r) for p, r in OURS_TO_NEMO if re.fullmatch(p, key))
+        name = re.sub(pattern, replacement, key)
+        state[name] = torch.cat([value[1:], value[:1]]) if name in VOCAB_LAYERS else value.clone()
+    state["preprocessor.featurizer.window"] = torch.hann_window(400, periodic=False)
+    state["preprocessor.featurizer.fb"] = torch.zeros(1, 80, 257)
+    return state
+
+
+def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", seed: int = 0,
+                         config_edit=None) -> tuple[Path, Transducer]:
+    """A `.nemo` file laid out as NeMo writes one (config of the fixture script, SentencePiece tokenizer,
+    random weights under NeMo's names) and the model of ours it should import as. No NeMo needed.
+
+    `config_edit(config)` may change the config before it is written (to test unsupported keys).
+    """
+    script = fixture_script()
+    tokenizer_dir = script.train_nemo_style_tokenizer(directory / f"{name}_tokenizer")
+    config = script.nemo_config(name, tokenizer_dir)
+    pieces = len((tokenizer_dir / "vocab.txt").read_text().split())
+    config["tokenizer"]["model_path"] = "nemo:abc_tokenizer.model"
+    config["decoder"]["vocab_size"] = pieces
+    config["joint"]["num_classes"] = pieces
+    torch.manual_seed(seed)
+    model = build_transducer(pieces + 1, **transducer_kwargs(config)).eval()
+    with torch.no_grad():
+        for key, parameter in model.named_parameters():
+            if "pos_bias" in key or "batch_norm" in key:
+                parameter.normal_(0.0, 0.3)
+        model.predictor.embedding.weight[0] = 0.0  # NeMo's blank row is its padding_idx
+    if config_edit is not None:
+        config_edit(config)
+    weights = io.BytesIO()
+    torch.save(nemo_layout(model), weights)
+    members = {
+        "model_config.yaml": yaml.safe_dump(config).encode(),
+        "model_weights.ckpt": weights.getvalue(),
+        "abc_tokenizer.model": (tokenizer_dir / "tokenizer.model").read_bytes(),
+    }
+    path = directory / f"{name}.nemo"
+    with tarfile.open(path, "w") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(f"./{member}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path, model

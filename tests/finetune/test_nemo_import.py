@@ -1,0 +1,152 @@
+"""`import_nemo` and `.nemo` fine-tuning on archives laid out as NeMo writes them (no NeMo needed).
+
+The exact equivalence with NeMo's own model is tested in test_nemo_equivalence.py (NeMo installed).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import sentencepiece as spm
+import torch
+from nemo_fixtures import SCRIPT, fixture_script, write_synthetic_nemo
+from omegaconf import OmegaConf
+
+from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers, import_nemo
+from asr_plugin.finetune.nemo import nemo_transducer
+from asr_plugin.finetune.nemo.config import transducer_kwargs
+
+REPO_ROOT = SCRIPT.parents[1]
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("nemo")
+    return {name: write_synthetic_nemo(directory, name) for name in ("conformer_transducer", "fast_conformer_transducer")}
+
+
+@pytest.mark.parametrize("name", ["conformer_transducer", "fast_conformer_transducer"])
+def test_import_reproduces_the_written_model(archives, name):
+    path, reference = archives[name]
+    imported = import_nemo(path)
+    assert not imported.model.training and not imported.frontend.training
+    ours = imported.model.state_dict()
+    assert ours.keys() == reference.state_dict().keys()
+    for key, value in reference.state_dict().items():
+        assert torch.equal(ours[key], value), key
+    assert sorted(imported.report.not_imported) == ["preprocessor.featurizer.fb", "preprocessor.featurizer.window"]
+    features, lengths = torch.randn(2, 90, 80), torch.tensor([90, 61])
+    with torch.no_grad():
+        torch.testing.assert_close(imported.model.encode(features, lengths), reference.encode(features, lengths))
+
+
+def test_tokenizer_ids_are_nemo_ids_plus_one(archives, tmp_path):
+    path, _ = archives["conformer_transducer"]
+    tokenizer = import_nemo(path).tokenizer
+    sp = spm.SentencePieceProcessor(model_file=str(path.parent / "conformer_transducer_tokenizer" / "tokenizer.model"))
+    text = "the quick brown fox"
+    assert tokenizer.encode(text) == [i + 1 for i in sp.encode(text)]
+    assert tokenizer.decode([0] + tokenizer.encode(text) + [0]) == text
+    assert tokenizer.vocab_size == sp.get_piece_size() + 1 and tokenizer.blank_id == 0
+    assert tokenizer.id_to_piece(0) == "<blk>" and tokenizer.id_to_piece(1) == sp.id_to_piece(0)
+
+
+def test_frontend_dithers_only_in_training_mode(archives):
+    frontend = import_nemo(archives["conformer_transducer"][0]).frontend
+    audio, lengths = torch.randn(2, 8000) * 0.1, torch.tensor([8000, 5000])
+    first, frame_lengths = frontend(audio, lengths)
+    assert frame_lengths.tolist() == [50, 31] and first.shape == (2, 50, 80)
+    assert torch.equal(first, frontend(audio, lengths)[0])
+    assert not torch.equal(first, frontend.train()(audio, lengths)[0])
+    assert torch.all(first[1, 31:] == 0.0)  # padded frames are zero, as NeMo's pad_value
+    with pytest.raises(ValueError, match="utterance 1 has 300 samples"):
+        frontend(audio, torch.tensor([8000, 300]))
+
+
+def test_reading_needs_no_nemo(archives):
+    path, _ = archives["fast_conformer_transducer"]
+    code = ("import sys; sys.modules['nemo'] = None\n"  # any `import nemo` now fails
+            "from asr_plugin.finetune import import_nemo\n"
+            f"print(import_nemo({str(path)!r}).model.vocab_size)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(result.stdout.strip().splitlines()[-1]) == import_nemo(path).tokenizer.vocab_size
+
+
+def _edit(section, key, value):
+    def edit(config):
+        node = config
+        for part in section.split("."):
+            node = node[part]
+        node[key] = value
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("encoder", "self_attention_model", "abs_pos", "encoder.self_attention_model='abs_pos' is not supported"),
+        ("encoder", "subsampling", "vggnet", "encoder.subsampling='vggnet' is not supported"),
+        ("encoder", "untie_biases", False, "encoder.untie_biases=False is not supported"),
+        ("encoder", "layer_drop", 0.1, r"encoder.layer_drop is not supported by the importer \(supported keys"),
+        ("decoder", "_target_", "nemo.collections.asr.modules.StatelessTransducerDecoder", "decoder._target_="),
+        ("joint", "num_extra_outputs", 5, "joint.num_extra_outputs=5 is not supported"),
+        ("joint.jointnet", "activation", "swish", "joint.jointnet.activation='swish' is not supported"),
+        ("decoder.prednet", "rnn_hidden_size", 48, "decoder.prednet.rnn_hidden_size=48 differs from pred_hidden"),
+        ("preprocessor", "normalize", "all_features", "preprocessor.normalize='all_features' is not supported"),
+        ("loss", "loss_name", "tdt", "loss.loss_name='tdt' is not a plain RNN-T loss"),
+        ("tokenizer", "type", "wpe", "tokenizer.type='wpe'"),
+    ],
+)
+def test_unsupported_config_names_the_key(tmp_path, section, key, value, message):
+    path, _ = write_synthetic_nemo(tmp_path, config_edit=_edit(section, key, value))
+    with pytest.raises(ValueError, match=message):
+        import_nemo(path)
+
+
+def test_bad_files_get_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        import_nemo(tmp_path / "missing.nemo")
+    (tmp_path / "text.nemo").write_text("not a tar")
+    with pytest.raises(ValueError, match="not a .nemo file"):
+        import_nemo(tmp_path / "text.nemo")
+
+
+def test_presets_are_what_the_importer_builds_from_nemo_configs():
+    script = fixture_script()
+    rows = {"small": (176, 4, 16, 320), "medium": (256, 4, 16, 640), "large": (512, 8, 17, 640)}
+    for name, (d_model, heads, layers, hidden) in rows.items():
+        config = script.nemo_config("conformer_transducer", "unused")
+        config["encoder"].update(d_model=d_model, n_heads=heads, n_layers=layers, subsampling_conv_channels=-1)
+        config["decoder"]["prednet"]["pred_hidden"] = hidden
+        config["joint"]["jointnet"]["joint_hidden"] = hidden
+        preset = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf" / "model" / f"{name}.yaml"))
+        preset["subsampling_channels"] = preset["subsampling_channels"] or preset["d_model"]
+        kwargs = transducer_kwargs(config)
+        assert {k: preset[k] for k in kwargs} == kwargs, name
+
+
+def test_apply_finetune_loads_everything_but_the_new_vocabulary(archives):
+    path, reference = archives["fast_conformer_transducer"]
+    model = nemo_transducer(path, vocab_size=30)  # the recipe's own tokenizer: 30 ids
+    embedding_before = model.predictor.embedding.weight.clone()
+    loaded = apply_finetune(model, {"path": str(path), "format": "nemo", "strict": True, "new_vocabulary": True})
+    assert "encoder.layers.1.self_attn.pos_bias_u" in loaded and "joint.encoder_proj.weight" in loaded
+    assert not any(name.startswith(("predictor.embedding", "joint.output")) for name in loaded)
+    assert torch.equal(model.encoder.layers[0].conv.depthwise_conv.weight,
+                       reference.encoder.layers[0].conv.depthwise_conv.weight)
+    assert not torch.equal(model.predictor.embedding.weight, embedding_before)  # re-initialised, not loaded
+
+
+def test_apply_finetune_detects_nemo_files_and_keeps_the_vocabulary(archives):
+    path, reference = archives["conformer_transducer"]
+    model = nemo_transducer(path)
+    report = finetune_report(model, {"path": str(path), "new_vocabulary": False, "strict": True})
+    assert report.clean and not report.excluded
+    for key, value in reference.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
+    frozen = freeze_encoder_layers(model, 1)
+    assert any(name.startswith("encoder.layers.0.") for name in frozen)
+    assert not any(name.startswith("encoder.layers.1.") for name in frozen)
+    assert any(name.startswith("encoder.subsampling.") for name in frozen)
