@@ -61,8 +61,8 @@ def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s
             listed = "\n  ".join(map(str, missing))
             raise RuntimeError(
                 f"rank {rank}: waited {timeout_s:.0f} s for rank 0 to prepare the data, still missing:\n  {listed}\n"
-                "Prepare it before the multi-process job (recipes/librispeech/run.sh --stop-stage 2, or one "
-                "`python train.py ... trainer.max_steps=0` process) on a file system every node sees.")
+                "Prepare it before the multi-process job (recipes/librispeech/run.sh --stop-stage 2) on a file "
+                "system every node sees.")
         time.sleep(poll_s)
 
 

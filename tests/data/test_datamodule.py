@@ -126,3 +126,22 @@ def test_hydra_configs_instantiate(name, tmp_path):
     assert dm.tokenizer_path == tmp_path / "data" / "manifests" / corpus_dir / "tokenizer_bpe77.model"
     assert dm.max_duration == 33.0 and dm.num_workers == 0 and dm.feature_dim == 80
     assert str(dm.root).startswith(str(tmp_path / "data"))
+
+
+def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_module):
+    dm = prepared_module
+    entries = read_manifest(dm.split_manifest("train"))
+    cut = sorted(e.duration for e in entries)[len(entries) // 2]
+    kwargs = dict(root=str(dm.root), manifest_dir=str(dm.manifest_dir), corpus="mini", train_splits=["train"],
+                  valid_splits=["dev"], vocab_size=48, max_duration=10.0, num_workers=0, quadratic_duration=20.0)
+    full = TransducerDataModule(**kwargs)
+    full.setup("fit")
+    assert len(full.train_dataloader().dataset) == len(entries)
+    assert full.train_dataloader().batch_sampler.quadratic_duration == 20.0
+    assert full.val_dataloader().batch_sampler.quadratic_duration is None  # evaluation batches are not charged
+    short = TransducerDataModule(**kwargs, max_utterance_duration=cut)
+    with pytest.warns(UserWarning, match="longer than"):
+        short.setup("fit")
+    assert len(short.train_dataloader().dataset) == sum(e.duration <= cut for e in entries) < len(entries)
+    with pytest.raises(ValueError, match="exceeds max_duration"):
+        TransducerDataModule(**{**kwargs, "max_utterance_duration": 11.0})
