@@ -1,10 +1,11 @@
 """Writes a LibriSpeech-layout corpus of synthetic "speech" for pipeline checks at any utterance length.
 
 ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac plus one <speaker>-<chapter>.trans.txt
-per chapter, as the real corpus. Every word of a small vocabulary is a fixed two-tone chord of 0.3 s
-(speakers shift the pitch a little), so the transcripts are learnable but nothing is downloaded or
-synthesised by a TTS engine: it runs in seconds for hours of audio (the mini corpus of
-``scripts/make_mini_librispeech.py`` is real synthesised speech but only 1-3 s per utterance).
+per chapter, as the real corpus. Each of 400 made-up words (2-3 syllables, enough text for a 500-piece BPE
+tokenizer, as LibriSpeech's) is a fixed two-tone chord of 0.3 s (speakers shift the pitch a little), so
+the transcripts are learnable but nothing is downloaded or synthesised by a TTS engine: it runs in seconds
+for hours of audio (the mini corpus of ``scripts/make_mini_librispeech.py`` is real synthesised speech but
+only a few seconds per utterance).
 
     python scripts/make_synthetic_librispeech.py --root data/synthetic/LibriSpeech \
         --split train-clean-100:200 --split dev-clean:20 --split test-clean:20 --min-seconds 35 --max-seconds 40
@@ -23,16 +24,30 @@ import soundfile as sf
 SAMPLE_RATE = 16000
 WORD_SECONDS = 0.3
 GAP_SECONDS = 0.05
-WORDS = ("ALPHA BRAVO CHARLIE DELTA ECHO FOXTROT GOLF HOTEL INDIA JULIET KILO LIMA MIKE NOVEMBER OSCAR PAPA "
-         "QUEBEC ROMEO SIERRA TANGO").split()
+NUM_WORDS = 400
+TONES_PER_AXIS = 20  # word i: low tone i % 20, high tone i // 20
 SPEAKERS_PER_SPLIT = 2
 CHAPTERS_PER_SPEAKER = 2
+
+
+def make_words(count: int = NUM_WORDS) -> list[str]:
+    """`count` distinct made-up words of 2-3 consonant-vowel syllables (the same list on every call)."""
+    rng = np.random.default_rng(1234)
+    syllables = [c + v for c in "BDFGKLMNPRSTVZ" for v in "AEIOU"]
+    words: dict[str, None] = {}
+    while len(words) < count:
+        words["".join(rng.choice(syllables, size=int(rng.integers(2, 4))))] = None
+    return list(words)
+
+
+WORDS = make_words()
 
 
 def _word_audio(word_index: int, pitch: float, rng: np.random.Generator) -> np.ndarray:
     """(WORD_SECONDS * SAMPLE_RATE,) float32: a chord of two tones that identifies the word, then a gap."""
     t = np.arange(int(WORD_SECONDS * SAMPLE_RATE)) / SAMPLE_RATE
-    low, high = pitch * (200 + 40 * word_index), pitch * (1200 + 90 * word_index)
+    low = pitch * (150 + 40 * (word_index % TONES_PER_AXIS))
+    high = pitch * (1100 + 120 * (word_index // TONES_PER_AXIS))  # < 3.6 kHz: under 8 kHz Nyquist
     envelope = np.sin(np.pi * t / WORD_SECONDS)  # no clicks between words
     tone = envelope * (0.3 * np.sin(2 * np.pi * low * t) + 0.2 * np.sin(2 * np.pi * high * t))
     gap = np.zeros(int(GAP_SECONDS * SAMPLE_RATE))
