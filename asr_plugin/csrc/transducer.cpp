@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "transducer.h"
+#include "transducer_checks.h"
 
 namespace asr_plugin {
 namespace {
@@ -51,11 +52,13 @@ acc_t row_denominator(const scalar_t* x, int64_t V) {
   return max_x + log(sum);
 }
 
-// (N, Tc, U1, V) logits -> log_probs (N, Tc, U1, 2) and denominators (N, Tc, U1).
+// (N, Tc, U1, V) logits -> log_probs (N, Tc, U1, 2) and denominators (N, Tc, U1); flags samples with a
+// non-finite valid row in `bad` (N,).
 std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const at::Tensor& targets,
                                                  const at::Tensor& logit_lengths,
                                                  const at::Tensor& target_lengths, int64_t blank,
-                                                 int64_t t_offset) {
+                                                 int64_t t_offset, const at::Tensor& bad) {
+  check_log_probs_args(logits, targets, logit_lengths, target_lengths, blank, t_offset, bad);
   const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
   const auto acc_dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto log_probs = at::empty({N, Tc, U1, 2}, logits.options().dtype(acc_dtype));
@@ -64,6 +67,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
   const int64_t* T_len = logit_lengths.data_ptr<int64_t>();
   const int64_t* U_len = target_lengths.data_ptr<int64_t>();
   const int64_t U = targets.size(1);
+  bool* bad_all = bad.data_ptr<bool>();
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, logits.scalar_type(), "transducer_log_probs", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -83,6 +87,8 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
         den_all[row] = den;
         lp[0] = static_cast<acc_t>(x[blank]) - den;
         lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[tgt[r.n * U + r.u]]) - den : neg_inf<acc_t>();
+        // Several tasks may flag one sample; they only ever store `true`.
+        if (row_is_bad(den, lp[0], lp[1])) __atomic_store_n(bad_all + r.n, true, __ATOMIC_RELAXED);
       }
     });
   });
@@ -93,6 +99,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
 std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cpu(const at::Tensor& log_probs,
                                                                 const at::Tensor& logit_lengths,
                                                                 const at::Tensor& target_lengths) {
+  check_alphas_betas_args(log_probs, logit_lengths, target_lengths);
   const int64_t N = log_probs.size(0), T = log_probs.size(1), U1 = log_probs.size(2);
   auto alphas = at::zeros({N, T, U1}, log_probs.options());
   auto betas = at::zeros({N, T, U1}, log_probs.options());
@@ -140,6 +147,8 @@ void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, c
                      const at::Tensor& targets, const at::Tensor& logit_lengths,
                      const at::Tensor& target_lengths, int64_t blank, int64_t t_offset,
                      const at::Tensor& scale, double clamp, const at::Tensor& grad) {
+  check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
+                         blank, t_offset, scale, grad);
   const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
   const int64_t T = alphas.size(1), U = targets.size(1);
   const int64_t* tgt = targets.data_ptr<int64_t>();
@@ -193,9 +202,11 @@ void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, c
 }  // namespace
 
 TORCH_LIBRARY(asr_plugin, m) {
+  // The fake (meta) kernels for torch.compile / FakeTensor live in Python, in this module.
+  m.set_python_module("asr_plugin.losses._fake");
   m.def(
       "transducer_log_probs(Tensor logits, Tensor targets, Tensor logit_lengths, Tensor target_lengths, "
-      "int blank, int t_offset) -> (Tensor, Tensor)");
+      "int blank, int t_offset, Tensor(a!) bad) -> (Tensor, Tensor)");
   m.def(
       "transducer_alphas_betas(Tensor log_probs, Tensor logit_lengths, Tensor target_lengths) "
       "-> (Tensor, Tensor, Tensor)");

@@ -6,6 +6,7 @@
 //   denominators  (N, T, U1)      log-sum-exp of each logits row, accumulation dtype
 //   alphas, betas (N, T, U1)      forward / backward log-variables, accumulation dtype
 //   nll           (N,)            -log P(y | x) = -betas[n, 0, 0]
+//   bad           (N,) bool       set (never cleared) for a sample with a non-finite valid row
 // A cell (t, u) of sample n is valid when t < logit_lengths[n] and u <= target_lengths[n];
 // every op writes zeros outside the valid region so padding never leaks into gradients.
 // The accumulation dtype is float32 for float32/float16/bfloat16 logits and float64 for float64.
@@ -42,6 +43,17 @@ ASR_HOST_DEVICE RowIndex row_index(int64_t row, int64_t Tc, int64_t U1, int64_t 
   const int64_t u = row % U1;
   const int64_t t = (row / U1) % Tc;
   return {row / (U1 * Tc), t + t_offset, u};
+}
+
+// A valid row is bad when its log-sum-exp is not finite or a log-prob is NaN or +inf (-inf is a legitimately
+// masked token). Written without std::isfinite so host and device share it.
+template <typename acc_t>
+ASR_HOST_DEVICE bool row_is_bad(acc_t denominator, acc_t blank_lp, acc_t label_lp) {
+  const acc_t inf = std::numeric_limits<acc_t>::infinity();
+  const bool finite_den = denominator == denominator && denominator != inf && denominator != -inf;
+  const bool bad_blank = blank_lp != blank_lp || blank_lp == inf;
+  const bool bad_label = label_lp != label_lp || label_lp == inf;
+  return !finite_den || bad_blank || bad_label;
 }
 
 // log(exp(a) + exp(b)) that is exact when one side is -inf.

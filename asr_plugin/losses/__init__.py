@@ -4,11 +4,13 @@
 - ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
   transient memory bounded by ``memory_budget``.
 - ``TransducerLoss``: nn.Module serving both modes with one call signature.
+- ``StandardJoint``: the joint interface the sample-wise loss runs fused (``asr_plugin.models.Joint`` has it).
 """
 
+from ._joint import StandardJoint
 from ._memory import parse_memory_budget
 from .batched import transducer_loss
 from .module import MODES, TransducerLoss
 from .samplewise import samplewise_transducer_loss
 
-__all__ = ["MODES", "TransducerLoss", "parse_memory_budget", "samplewise_transducer_loss", "transducer_loss"]
+__all__ = ["MODES", "StandardJoint", "TransducerLoss", "parse_memory_budget", "samplewise_transducer_loss", "transducer_loss"]

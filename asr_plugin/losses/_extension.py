@@ -22,10 +22,12 @@ from pathlib import Path
 
 import torch
 
+from . import _fake
+
 _CSRC = Path(__file__).resolve().parent.parent / "csrc"
 _CPU_SOURCES = (_CSRC / "transducer.cpp",)
 _CUDA_SOURCES = (_CSRC / "cuda" / "transducer_cuda.cu",)
-_HEADERS = (_CSRC / "transducer.h",)
+_HEADERS = (_CSRC / "transducer.h", _CSRC / "transducer_checks.h")
 _DEFAULT_CUDA_HOME = Path("/usr/local/cuda")
 
 _lock = threading.Lock()
@@ -133,6 +135,7 @@ def _build_and_load(kind: str) -> None:
         _check_host_compiler()
         # The CUDA library registers kernels for schemas that the CPU library defines: load that one first.
         _load_unlocked("cpu")
+        _fake.register()
         if kind == "cuda":
             _load_unlocked("cuda")
 

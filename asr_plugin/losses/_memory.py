@@ -1,25 +1,34 @@
 """Memory budget of the sample-wise loss: parsing, the per-lattice-cell estimate and the group plan.
 
 Transient memory of one step (a group of n samples padded to T_g x (U_g+1), or one T-chunk of a sample)
-is estimated as ``n * T_g * (U_g+1) * cell_bytes`` with
+is estimated as ``n * T_g * (U_g+1) * cell_bytes``. For any joint (its autograd graph is kept):
 
     cell_bytes = V * logits_bytes          # logits; their gradient overwrites them in place
                + 4 * H * input_bytes       # joint hidden activation, its saved copy and two backward temporaries
                + 24                        # log-probs (2), denominator, alpha, beta (float32) + slack
 
-where H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint exposes it,
-else max(H_e, H_p)) and ``logits_bytes`` is the element size the joint actually returns (autocast aware).
+For a standard joint run fused (no autograd graph over the lattice, see ``_joint.py``) the hidden part is
+``copies * H * hidden_bytes``: the activation and its gradient (copies = 2), plus the pre-activation for
+GELU (copies = 3). H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint
+exposes it, else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
+(autocast aware).
+
+The budget is fixed (not a fraction of free memory), so the plan is the same on every step and every DDP
+rank for the same lengths.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
 import torch
 
+DEFAULT_CUDA_BUDGET = 2**30
 DEFAULT_CPU_BUDGET = 256 * 2**20
-CUDA_FREE_FRACTION = 0.5  # of torch.cuda.mem_get_info() free memory, leaving room for the allocator's slack
+_logger = logging.getLogger(__name__)
+_logged = False
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
@@ -44,10 +53,7 @@ def parse_memory_budget(value: int | str | None, name: str = "memory_budget") ->
 
 
 def default_budget(device: torch.device) -> int:
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free * CUDA_FREE_FRACTION)
-    return DEFAULT_CPU_BUDGET
+    return DEFAULT_CUDA_BUDGET if device.type == "cuda" else DEFAULT_CPU_BUDGET
 
 
 def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
@@ -58,14 +64,18 @@ def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
     return max(encoder_dim, predictor_dim)
 
 
-def cell_bytes(vocab: int, logits_dtype: torch.dtype, hidden: int, input_dtype: torch.dtype) -> int:
-    return vocab * logits_dtype.itemsize + 4 * hidden * input_dtype.itemsize + 24
+def cell_bytes(vocab: int, logits_dtype: torch.dtype, hidden: int, input_dtype: torch.dtype, hidden_copies: int = 4) -> int:
+    return vocab * logits_dtype.itemsize + hidden_copies * hidden * input_dtype.itemsize + 24
 
 
 @dataclass(frozen=True)
 class Group:
-    """Samples processed in one step, padded to `frames` x `labels_plus_one`, in T-chunks of `chunk` frames."""
+    """Samples processed in one step, padded to `frames` x `labels_plus_one`, in T-chunks of `chunk` frames.
 
+    `start` is the position of the group's first sample in the plan's order (its samples are consecutive there).
+    """
+
+    start: int
     samples: tuple[int, ...]
     frames: int
     labels_plus_one: int
@@ -74,14 +84,67 @@ class Group:
     def chunks(self) -> list[tuple[int, int]]:
         return [(t0, min(t0 + self.chunk, self.frames)) for t0 in range(0, self.frames, self.chunk)]
 
+    def cells(self) -> int:
+        """Padded lattice cells of one step (one T-chunk)."""
+        return len(self.samples) * self.chunk * self.labels_plus_one
 
-def plan_groups(frames: tuple[int, ...], labels: tuple[int, ...], budget: int, bytes_per_cell: int) -> list[Group]:
-    """Greedy grouping of samples sorted by lattice size (largest first) while the padded group fits the budget.
 
-    A sample whose lattice alone exceeds the budget forms its own group, processed in T-chunks that fit.
+@dataclass(frozen=True)
+class Plan:
+    order: tuple[int, ...]  # sample ids, group after group
+    groups: tuple[Group, ...]
+    bytes_per_cell: int
+
+    def step_bytes(self) -> int:
+        """Estimated transient memory of the largest step."""
+        return max(group.cells() for group in self.groups) * self.bytes_per_cell
+
+    def describe(self, fixed_bytes: int) -> str:
+        chunks = sum(len(group.chunks()) for group in self.groups)
+        peak = fixed_bytes + self.step_bytes()
+        return (
+            f"sample-wise transducer loss: {len(self.order)} samples in {len(self.groups)} groups, {chunks} steps "
+            f"(T-chunks); largest step ~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{peak / 2**20:.1f} MiB "
+            f"(inputs, their gradients and parameter-gradient buffers: {fixed_bytes / 2**20:.1f} MiB)"
+        )
+
+
+def log_plan_once(plan: Plan, fixed_bytes: int) -> None:
+    """INFO for the first plan of the process (a training run's typical step), DEBUG afterwards."""
+    global _logged
+    level = logging.DEBUG if _logged else logging.INFO
+    _logged = True
+    if _logger.isEnabledFor(level):
+        _logger.log(level, plan.describe(fixed_bytes))
+
+
+# Label-length bands of the 2-D sort: consecutive samples share a band of U and are sorted by T inside it.
+_LABEL_BANDS = 8
+
+
+def _sorted_by_labels_then_frames(frames: tuple[int, ...], labels: tuple[int, ...]) -> list[int]:
+    """Sample ids in bands of U_b from the longest, by T_b (then U_b) descending inside each band."""
+    width = -(-(max(labels) + 1) // _LABEL_BANDS)  # ceil
+    keyed = sorted(((labels[b] // width, frames[b], labels[b], -b) for b in range(len(frames))), reverse=True)
+    return [-negative_b for *_, negative_b in keyed]
+
+
+def plan_groups(
+    frames: tuple[int, ...],
+    labels: tuple[int, ...],
+    budget: int,
+    bytes_per_cell: int,
+    max_samples_per_group: int | None = None,
+) -> Plan:
+    """Group samples so that each padded group fits `budget`, cutting padding in both T and U.
+
+    Samples are sorted in two dimensions (bands of U_b, then T_b inside a band, longest first), so that
+    neighbours are close in both, and grouped greedily while the padded group fits the budget and holds at
+    most `max_samples_per_group` samples. A sample whose lattice alone exceeds the budget forms its own group,
+    processed in T-chunks that fit.
     """
-    order = sorted(range(len(frames)), key=lambda b: frames[b] * (labels[b] + 1), reverse=True)
     groups: list[Group] = []
+    order: list[int] = []
     members: list[int] = []
     group_frames = group_labels = 0
 
@@ -89,14 +152,25 @@ def plan_groups(frames: tuple[int, ...], labels: tuple[int, ...], budget: int, b
         cells_per_frame = group_labels * bytes_per_cell * len(members)
         fits = group_frames * cells_per_frame <= budget
         chunk = group_frames if fits else max(1, budget // cells_per_frame)
-        groups.append(Group(tuple(members), group_frames, group_labels, chunk))
+        groups.append(Group(len(order), tuple(members), group_frames, group_labels, chunk))
+        order.extend(members)
 
-    for b in order:
+    for b in _sorted_by_labels_then_frames(frames, labels):
         next_frames, next_labels = max(group_frames, frames[b]), max(group_labels, labels[b] + 1)
-        if members and (len(members) + 1) * next_frames * next_labels * bytes_per_cell > budget:
+        full = max_samples_per_group is not None and len(members) >= max_samples_per_group
+        too_big = (len(members) + 1) * next_frames * next_labels * bytes_per_cell > budget
+        if members and (full or too_big):
             close()
             members, next_frames, next_labels = [], frames[b], labels[b] + 1
         members.append(b)
         group_frames, group_labels = next_frames, next_labels
     close()
-    return groups
+    return Plan(tuple(order), tuple(groups), bytes_per_cell)
+
+
+def parse_max_samples(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_samples_per_group must be None or a positive int, got {value!r}")
+    return value

@@ -29,11 +29,16 @@ def accumulation_dtype(logits_dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if logits_dtype == torch.float64 else torch.float32
 
 
-def log_probs(logits: torch.Tensor, lattice: Lattice, blank: int, t_offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused log-softmax of a T-chunk: (log_probs (N, Tc, U+1, 2), denominators (N, Tc, U+1))."""
+def log_probs(
+    logits: torch.Tensor, lattice: Lattice, blank: int, bad: torch.Tensor, t_offset: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused log-softmax of a T-chunk: (log_probs (N, Tc, U+1, 2), denominators (N, Tc, U+1)).
+
+    Sets ``bad[n]`` (N,) bool, a contiguous view, for a sample with a non-finite valid row; never clears it.
+    """
     ops = ops_for(logits.device)
     return ops.transducer_log_probs(
-        logits.detach().contiguous(), lattice.targets, lattice.logit_lengths, lattice.target_lengths, blank, t_offset
+        logits.detach().contiguous(), lattice.targets, lattice.logit_lengths, lattice.target_lengths, blank, t_offset, bad
     )
 
 
@@ -56,8 +61,8 @@ def logits_grad(
 ) -> torch.Tensor:
     """scale[n] * clamp(d nll[n] / d logits) for a T-chunk, in the logits dtype; zero outside valid cells.
 
-    With ``inplace`` the gradient overwrites ``logits`` (when contiguous) and no logits-sized buffer is
-    allocated.
+    ``scale`` (N,) is contiguous in the accumulation dtype. With ``inplace`` the gradient overwrites
+    ``logits`` (when contiguous) and no logits-sized buffer is allocated.
     """
     ops = ops_for(logits.device)
     source = logits.detach()
@@ -75,7 +80,7 @@ def logits_grad(
         lattice.target_lengths,
         blank,
         t_offset,
-        scale.to(stats.nll.dtype).contiguous(),
+        scale,
         0.0 if clamp is None else float(clamp),
         grad,
     )

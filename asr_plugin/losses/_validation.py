@@ -19,14 +19,24 @@ class Lattice:
     frames: tuple[int, ...]  # T_b on the host
     labels: tuple[int, ...]  # U_b on the host
 
-    def select(self, samples: tuple[int, ...], index: torch.Tensor) -> Lattice:
-        """The lattice of `samples` (host ids; `index` holds the same ids on the device), in that order."""
+    def permuted(self, order: torch.Tensor, host_order: tuple[int, ...]) -> Lattice:
+        """The lattice with its samples in `order` (device (B,); `host_order` holds the same ids)."""
         return Lattice(
-            targets=self.targets.index_select(0, index),
-            logit_lengths=self.logit_lengths.index_select(0, index),
-            target_lengths=self.target_lengths.index_select(0, index),
-            frames=tuple(self.frames[i] for i in samples),
-            labels=tuple(self.labels[i] for i in samples),
+            targets=self.targets.index_select(0, order),
+            logit_lengths=self.logit_lengths.index_select(0, order),
+            target_lengths=self.target_lengths.index_select(0, order),
+            frames=tuple(self.frames[i] for i in host_order),
+            labels=tuple(self.labels[i] for i in host_order),
+        )
+
+    def rows(self, start: int, stop: int) -> Lattice:
+        """Samples [start, stop) as views (no copy, no index op on the device)."""
+        return Lattice(
+            targets=self.targets[start:stop],
+            logit_lengths=self.logit_lengths[start:stop],
+            target_lengths=self.target_lengths[start:stop],
+            frames=self.frames[start:stop],
+            labels=self.labels[start:stop],
         )
 
 
@@ -68,10 +78,6 @@ def check_same_device(device: torch.device, reference: str, **tensors: torch.Ten
             )
 
 
-def _first_bad(mask: torch.Tensor) -> int:
-    return int(mask.nonzero()[0, 0])
-
-
 def check_lattice(
     targets,
     logit_lengths,
@@ -100,24 +106,23 @@ def check_lattice(
             f"targets has U = {targets.shape[1]} labels per sample but {labels_source} has U+1 = {labels_plus_one} "
             "label positions (expected U+1 = targets.shape[1] + 1)"
         )
-    frames_host = logit_lengths.detach().to("cpu", torch.int64)
-    labels_host = target_lengths.detach().to("cpu", torch.int64)
-    for name, host, low, high, dim in (
-        ("logit_lengths", frames_host, 1, frames, f"T = {frames} of {source}"),
-        ("target_lengths", labels_host, 0, labels_plus_one - 1, f"U = {labels_plus_one - 1} of {labels_source}"),
+    # One device-to-host copy for both lengths: the only host sync of the checks besides the targets'.
+    host = torch.stack([logit_lengths.detach().long(), target_lengths.detach().long()]).cpu().tolist()
+    for name, values, low, high, dim in (
+        ("logit_lengths", host[0], 1, frames, f"T = {frames} of {source}"),
+        ("target_lengths", host[1], 0, labels_plus_one - 1, f"U = {labels_plus_one - 1} of {labels_source}"),
     ):
-        if (host < low).any():
-            b = _first_bad(host < low)
-            raise ValueError(f"{name}[{b}] = {int(host[b])} is below {low} (sample {b})")
-        if (host > high).any():
-            b = _first_bad(host > high)
-            raise ValueError(f"{name}[{b}] = {int(host[b])} exceeds {dim} (sample {b})")
+        for b, value in enumerate(values):
+            if value < low:
+                raise ValueError(f"{name}[{b}] = {value} is below {low} (sample {b})")
+            if value > high:
+                raise ValueError(f"{name}[{b}] = {value} exceeds {dim} (sample {b})")
     return Lattice(
         targets=targets.detach().to(device, torch.int64).contiguous(),
-        logit_lengths=frames_host.to(device),
-        target_lengths=labels_host.to(device),
-        frames=tuple(frames_host.tolist()),
-        labels=tuple(labels_host.tolist()),
+        logit_lengths=logit_lengths.detach().to(torch.int64).contiguous(),
+        target_lengths=target_lengths.detach().to(torch.int64).contiguous(),
+        frames=tuple(host[0]),
+        labels=tuple(host[1]),
     )
 
 
@@ -128,31 +133,26 @@ def check_vocabulary(lattice: Lattice, vocab: int, blank: int) -> None:
     if not 0 <= blank < vocab:
         raise ValueError(f"blank = {blank} is out of range [0, V = {vocab})")
     targets = lattice.targets.to("cpu")
-    positions = torch.arange(targets.shape[1])
-    valid = positions.unsqueeze(0) < torch.tensor(lattice.labels).unsqueeze(1)
-    for bad, what in (((targets < 0) | (targets >= vocab)) & valid, f"out of range [0, V = {vocab})"), (
-        (targets == blank) & valid,
-        f"equal to blank = {blank}",
-    ):
+    valid = torch.arange(targets.shape[1]).unsqueeze(0) < torch.tensor(lattice.labels).unsqueeze(1)
+    out_of_range = ((targets < 0) | (targets >= vocab)) & valid
+    is_blank = (targets == blank) & valid
+    if not (out_of_range | is_blank).any():  # one check on the host copy in the usual case
+        return
+    for bad, what in ((out_of_range, f"out of range [0, V = {vocab})"), (is_blank, f"equal to blank = {blank}")):
         if bad.any():
             b, u = (int(i) for i in bad.nonzero()[0])
             raise ValueError(f"targets[{b}, {u}] = {int(targets[b, u])} is {what} (sample {b})")
 
 
-def non_finite_samples(log_probs: torch.Tensor, denominators: torch.Tensor) -> torch.Tensor:
-    """(N,) bool on the device: samples whose valid region is not finite after the fused log-softmax.
+def check_finite(bad: torch.Tensor, host_order: tuple[int, ...] | None = None) -> None:
+    """Raise naming the first sample flagged in `bad` (B,) by the log-probs kernel (one device sync).
 
-    Invalid cells are written as zeros by the kernels, so only the valid region can fail. A log-probability
-    of -inf is legitimate (a masked token); +inf/NaN is not.
+    `host_order[i]` is the sample id of position i when `bad` is in a plan's order.
     """
-    bad_rows = log_probs.isnan() | (log_probs == float("inf"))
-    return ~torch.isfinite(denominators).flatten(1).all(1) | bad_rows.flatten(1).any(1)
-
-
-def check_finite(bad: torch.Tensor) -> None:
-    """Raise naming the first sample flagged in `bad` (B,) by `non_finite_samples` (one device sync)."""
     if bad.any():
+        position = int(bad.nonzero()[0, 0])
+        sample = host_order[position] if host_order is not None else position
         raise ValueError(
-            f"logits of sample {_first_bad(bad.cpu())} are not finite in its valid region (inf/NaN in the "
-            "log-softmax denominator or log-probabilities); check the model output"
+            f"logits of sample {sample} are not finite in its valid region (inf/NaN in the log-softmax "
+            "denominator or log-probabilities); check the model output"
         )

@@ -13,7 +13,6 @@ from ._validation import (
     check_lattice,
     check_options,
     check_vocabulary,
-    non_finite_samples,
 )
 
 
@@ -50,8 +49,9 @@ class _BatchedTransducerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, lattice: Lattice, blank: int, clamp: float | None) -> torch.Tensor:
-        log_probs, denominators = _ops.log_probs(logits, lattice, blank)
-        check_finite(non_finite_samples(log_probs, denominators))
+        bad = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
+        log_probs, denominators = _ops.log_probs(logits, lattice, blank, bad)
+        check_finite(bad)
         stats = _ops.lattice_stats(log_probs, denominators, lattice)
         ctx.save_for_backward(logits, *stats)
         ctx.lattice, ctx.blank, ctx.clamp = lattice, blank, clamp
@@ -62,11 +62,18 @@ class _BatchedTransducerLoss(torch.autograd.Function):
     def backward(ctx, grad_nll: torch.Tensor):
         logits, *stats = ctx.saved_tensors
         grad = _ops.logits_grad(
-            logits, _ops.LatticeStats(*stats), ctx.lattice, ctx.blank, grad_nll, ctx.clamp, inplace=False
+            logits,
+            _ops.LatticeStats(*stats),
+            ctx.lattice,
+            ctx.blank,
+            grad_nll.to(stats[-1].dtype).contiguous(),
+            ctx.clamp,
+            inplace=False,
         )
         return grad, None, None, None
 
 
+@torch.compiler.disable
 def transducer_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._memory import parse_memory_budget
+from ._memory import parse_max_samples, parse_memory_budget
 from ._validation import check_options
 from .batched import transducer_loss
 from .samplewise import Joint, samplewise_transducer_loss
@@ -18,7 +18,8 @@ class TransducerLoss(nn.Module):
 
     mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) and calls
     ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
-    (bytes or a string like "512MiB"/"2GB"; ignored in batched mode).
+    (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
+    ``max_samples_per_group`` (both ignored in batched mode).
     """
 
     def __init__(
@@ -28,6 +29,7 @@ class TransducerLoss(nn.Module):
         reduction: str = "mean",
         clamp: float | None = None,
         memory_budget: int | str | None = None,
+        max_samples_per_group: int | None = None,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -35,11 +37,12 @@ class TransducerLoss(nn.Module):
         check_options(blank, reduction, clamp)
         self.mode, self.blank, self.reduction, self.clamp = mode, blank, reduction, clamp
         self.memory_budget = parse_memory_budget(memory_budget)
+        self.max_samples_per_group = parse_max_samples(max_samples_per_group)
 
     def extra_repr(self) -> str:
         return (
             f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
-            f"memory_budget={self.memory_budget}"
+            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}"
         )
 
     def forward(
@@ -63,5 +66,6 @@ class TransducerLoss(nn.Module):
             logit_lengths,
             target_lengths,
             memory_budget=self.memory_budget,
+            max_samples_per_group=self.max_samples_per_group,
             **options,
         )

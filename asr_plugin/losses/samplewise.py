@@ -1,32 +1,45 @@
 """Sample-wise transducer loss (Braun, McDermott, Hsiao, arXiv 2211.16270), memory bounded.
 
-The full (B, T, U+1, V) logits are never materialised. Samples are processed in groups (sorted by lattice
-size, each group padded only to its own max T_b x (U_b+1), sized to ``memory_budget``); per group the joint
-runs on detached leaves, the fused kernels give the loss and the logits gradient at once (written over the
-logits in place when the joint's graph did not save them), and ``torch.autograd.grad`` turns it into
+The full (B, T, U+1, V) logits are never materialised. Samples are processed in groups (sorted in two
+dimensions, U then T, each group padded only to its own max T_g x (U_g+1), sized to ``memory_budget``);
+per group the joint runs on detached leaves, the fused kernels give the loss and the logits gradient at
+once (written over the logits in place when nothing saved them), and the joint's backward turns it into
 encoder/predictor/joint-parameter gradients before the next group's logits are allocated. A sample whose
-lattice alone exceeds the budget is split over T: pass 1 keeps only the (T, U+1, 2) blank/label
-log-probs, pass 2 recomputes each chunk's logits with grad enabled.
+lattice alone exceeds the budget is split over T: pass 1 keeps only the (T, U+1, 2) blank/label log-probs
+(and the last chunk's logits with their graph), pass 2 backpropagates that chunk and recomputes the others.
+A standard joint (``_joint.StandardJoint``) runs fused, with half the per-cell memory of its autograd graph.
 
 Gradients are computed in forward for an upstream gradient of 1 and scaled in backward: exactly per sample
 for the encoder/predictor gradients (each sample's slice depends only on that sample), and for the joint
 parameters when the upstream gradient is the same for every sample ("mean", "sum", uniform "none");
-otherwise the groups are recomputed in backward with the upstream gradient folded into the logits gradient,
+otherwise the groups are recomputed in backward with the upstream folded into the logits gradient,
 under the autocast state of the forward.
+
+Host syncs per step: the lengths and targets copied to the host for validation and planning, the plan's
+order uploaded once, one check of the per-sample non-finite flags after all groups, and (backward) one
+check whether the upstream is uniform; none inside the group loop.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import torch
-from torch import nn
 from torch.autograd.function import once_differentiable
 
 from . import _ops
-from ._memory import Group, cell_bytes, default_budget, joint_hidden_size, parse_memory_budget, plan_groups
+from ._joint import FusedRunner, GraphRunner, Joint, Needs, RngState, make_runner
+from ._memory import (
+    Group,
+    Plan,
+    cell_bytes,
+    default_budget,
+    joint_hidden_size,
+    log_plan_once,
+    parse_max_samples,
+    parse_memory_budget,
+    plan_groups,
+)
 from ._validation import (
     Lattice,
     check_finite,
@@ -35,43 +48,24 @@ from ._validation import (
     check_options,
     check_same_device,
     check_vocabulary,
-    non_finite_samples,
 )
 from .batched import reduce_losses
-
-Joint = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class _Needs:
-    """Which gradients a pass computes."""
-
-    encoder_out: bool = False
-    predictor_out: bool = False
-    params: bool = False
-
-    @property
-    def any(self) -> bool:
-        return self.encoder_out or self.predictor_out or self.params
 
 
 @dataclass
 class _Problem:
     encoder_out: torch.Tensor  # (B, T, H_e), detached
     predictor_out: torch.Tensor  # (B, U+1, H_p), detached
-    joint: Joint
-    params: tuple[torch.Tensor, ...]  # joint parameters that require grad
-    lattice: Lattice
+    runner: GraphRunner | FusedRunner
+    lattice: Lattice  # in plan order
+    order: torch.Tensor  # (B,) int64 on the device: the sample id at each plan position (uploaded once)
+    plan: Plan
     blank: int
     clamp: float | None
-    groups: list[Group]
     acc_dtype: torch.dtype
     # RNG state before each (group, chunk) joint call of the first gradient pass, replayed by recomputations
     # so a joint with dropout sees the same masks in every pass.
-    rng_states: dict[tuple[int, int], _RngState] = field(default_factory=dict)
-    # Whether the logits gradient may overwrite the logits: decided on the first gradient step (the joint's
-    # graph has the same structure for every group).
-    inplace: bool | None = None
+    rng_states: dict[tuple[int, int], RngState] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,171 +89,107 @@ class _AutocastState:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
-@dataclass(frozen=True)
-class _RngState:
-    cpu: torch.Tensor
-    cuda: torch.Tensor | None
-    device: torch.device
-
-    @classmethod
-    def capture(cls, device: torch.device) -> _RngState:
-        cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-        return cls(torch.get_rng_state(), cuda, device)
-
-    @contextmanager
-    def replay(self) -> Iterator[None]:
-        with torch.random.fork_rng(devices=[self.device] if self.cuda is not None else []):
-            torch.set_rng_state(self.cpu)
-            if self.cuda is not None:
-                torch.cuda.set_rng_state(self.cuda, self.device)
-            yield
+def _group_index(problem: _Problem, group: Group) -> torch.Tensor:
+    """(n,) sample ids of a group on the device: a slice of the order uploaded once (no host sync)."""
+    return problem.order[group.start : group.start + len(group.samples)]
 
 
-def _graph_saved(output: torch.Tensor) -> bool:
-    """True when a node of `output`'s graph saved its storage for backward (e.g. a joint ending in tanh or
-    log_softmax); the logits gradient must then not overwrite it. The graph is the joint's only: its inputs
-    are detached leaves."""
-    storage = output.untyped_storage().data_ptr()
-    seen: set = set()
-    stack = [output.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for name in dir(node):
-            if not (name.startswith("_saved_") or name == "saved_tensors"):
-                continue
-            try:
-                value = getattr(node, name)
-            except RuntimeError:  # freed or not applicable
-                continue
-            values = value if isinstance(value, (tuple, list)) else (value,)
-            if any(isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() == storage for v in values):
-                return True
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return False
-
-
-@dataclass
-class _JointStep:
-    """Logits of one T-chunk of a group, computed on detached leaves."""
-
-    encoder_leaf: torch.Tensor  # (n, t1 - t0, H_e)
-    predictor_leaf: torch.Tensor  # (n, U_g+1, H_p)
-    logits: torch.Tensor  # (n, t1 - t0, U_g+1, V)
-
-    @classmethod
-    def run(cls, joint: Joint, encoder: torch.Tensor, predictor: torch.Tensor, needs: _Needs) -> _JointStep:
-        encoder_leaf = encoder.detach().requires_grad_(needs.encoder_out)
-        predictor_leaf = predictor.detach().requires_grad_(needs.predictor_out)
-        with torch.set_grad_enabled(needs.any):
-            logits = joint(encoder_leaf, predictor_leaf)
-        expected = (encoder.shape[0], encoder.shape[1], predictor.shape[1])
-        if not isinstance(logits, torch.Tensor) or logits.dim() != 4 or tuple(logits.shape[:3]) != expected:
-            shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-            raise ValueError(f"joint must return logits of shape (N, T, U+1, V) = {expected + ('V',)}, got {shape}")
-        return cls(encoder_leaf, predictor_leaf, logits)
-
-    def backprop(self, grad: torch.Tensor, params: tuple[torch.Tensor, ...], needs: _Needs) -> list[torch.Tensor | None]:
-        """[encoder grad, predictor grad, *param grads], None where not needed or unused."""
-        wanted = [self.encoder_leaf, self.predictor_leaf, *params]
-        flags = [needs.encoder_out, needs.predictor_out] + [needs.params] * len(params)
-        inputs = [tensor for tensor, flag in zip(wanted, flags) if flag]
-        results = iter(torch.autograd.grad(self.logits, inputs, grad, allow_unused=True))
-        return [next(results) if flag else None for flag in flags]
-
-
-def _group_rows(tensor: torch.Tensor, group: Group, index: torch.Tensor, length: int) -> torch.Tensor:
+def _group_rows(problem: _Problem, tensor: torch.Tensor, group: Group, length: int) -> torch.Tensor:
     """(n, length, H) rows of the group's samples; a view when the group is one sample."""
     if len(group.samples) == 1:
         return tensor[group.samples[0] : group.samples[0] + 1, :length]
-    return tensor[:, :length].index_select(0, index)
+    return tensor[:, :length].index_select(0, _group_index(problem, group))
 
 
-def _joint_step(
-    problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: _Needs, record: bool
-) -> _JointStep:
+def _add_rows(problem: _Problem, buffer: torch.Tensor, group: Group, t0: int, grad: torch.Tensor) -> None:
+    """buffer[group's samples, t0 : t0 + grad.shape[1]] += grad (n, ., H); a plain slice for one sample."""
+    t1 = t0 + grad.shape[1]
+    if len(group.samples) == 1:
+        buffer[group.samples[0] : group.samples[0] + 1, t0:t1].add_(grad)
+    else:
+        buffer[:, t0:t1].index_add_(0, _group_index(problem, group), grad)
+
+
+def _joint_step(problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs, record: bool):
     """Run the joint on one chunk; `record` stores the RNG state of a gradient pass for later replays."""
+    runner = problem.runner
+    if not runner.records_rng:
+        return runner.step(encoder, predictor, needs)
     state = problem.rng_states.get(key)
     if state is None:
         if record:
-            problem.rng_states[key] = _RngState.capture(encoder.device)
-        return _JointStep.run(problem.joint, encoder, predictor, needs)
+            problem.rng_states[key] = RngState.capture(encoder.device)
+        return runner.step(encoder, predictor, needs)
     with state.replay():
-        return _JointStep.run(problem.joint, encoder, predictor, needs)
+        return runner.step(encoder, predictor, needs)
 
 
 def _run_group(
     problem: _Problem,
     position: int,
     group: Group,
-    index: torch.Tensor,
     scale: torch.Tensor | None,
-    needs: _Needs,
+    needs: Needs,
     grads: _Grads | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Loss (n,) of one group (`index`: its sample ids on the device) and its non-finite flags (n,); with
-    `scale` (B,), also accumulates the scale-weighted gradients into `grads`."""
-    lattice = problem.lattice.select(group.samples, index)
-    encoder = _group_rows(problem.encoder_out, group, index, group.frames)
-    predictor = _group_rows(problem.predictor_out, group, index, group.labels_plus_one)
+    bad: torch.Tensor,
+) -> torch.Tensor:
+    """Loss (n,) of one group; flags its non-finite samples in `bad` (B,) (plan order); with `scale` (B,)
+    (plan order), also accumulates the scale-weighted gradients into `grads`. No host sync."""
+    stop = group.start + len(group.samples)
+    lattice = problem.lattice.rows(group.start, stop)
+    encoder = _group_rows(problem, problem.encoder_out, group, group.frames)
+    predictor = _group_rows(problem, problem.predictor_out, group, group.labels_plus_one)
     chunks = group.chunks()
-    # A group that fits keeps its logits (with graph) from pass 1 to the gradient; chunks recompute them.
-    keep = scale is not None and len(chunks) == 1
-    pass_one = needs if keep else _Needs()
+    gradient = scale is not None
+    # Pass 1: every chunk's log-probs; the last chunk's logits keep their graph (gradient pass) and are
+    # backpropagated first, so a group that fits is never recomputed and a chunked one saves one chunk.
     pieces, kept = [], None
     for t0, t1 in chunks:
-        step = _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, pass_one, scale is not None)
-        pieces.append(_ops.log_probs(step.logits, lattice, problem.blank, t0))
-        kept = step if keep else None
+        last = gradient and t1 == group.frames
+        step = _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, needs if last else Needs(), gradient)
+        pieces.append(_ops.log_probs(step.logits, lattice, problem.blank, bad[group.start : stop], t0))
+        kept = step if last else None
         del step
     log_probs = torch.cat([piece[0] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][0]
     denominators = torch.cat([piece[1] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][1]
     del pieces
-    bad = non_finite_samples(log_probs, denominators)
     stats = _ops.lattice_stats(log_probs, denominators, lattice)
-    if scale is None:
-        return stats.nll, bad
-    for t0, t1 in chunks:
-        step = kept if keep else _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, needs, False)
+    if not gradient:
+        return stats.nll
+    for t0, t1 in chunks[-1:] + chunks[:-1]:
+        step = kept if kept is not None else _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, needs, False)
         kept = None
-        if problem.inplace is None:
-            problem.inplace = not _graph_saved(step.logits)
         grad = _ops.logits_grad(
-            step.logits, stats, lattice, problem.blank, scale[index], problem.clamp, problem.inplace, t0
+            step.logits, stats, lattice, problem.blank, scale[group.start : stop], problem.clamp, problem.runner.inplace, t0
         )
-        encoder_grad, predictor_grad, *param_grads = step.backprop(grad, problem.params, needs)
+        encoder_grad, predictor_grad, param_grads = step.backprop(grad, needs)
         del step, grad
         if encoder_grad is not None:
-            grads.encoder_out[:, t0:t1].index_add_(0, index, encoder_grad)
+            _add_rows(problem, grads.encoder_out, group, t0, encoder_grad)
         if predictor_grad is not None:
-            grads.predictor_out[:, : group.labels_plus_one].index_add_(0, index, predictor_grad)
+            _add_rows(problem, grads.predictor_out, group, 0, predictor_grad)
         for buffer, param_grad in zip(grads.params, param_grads):
             if buffer is not None and param_grad is not None:
                 buffer.add_(param_grad)
-    return stats.nll, bad
+    return stats.nll
 
 
-def _run(problem: _Problem, scale: torch.Tensor | None, needs: _Needs) -> tuple[torch.Tensor, _Grads | None]:
-    """Per-sample losses (B,) and, with `scale`, the scale-weighted gradients of every group. Non-finite
-    logits are reported once, after all groups (one device sync instead of one per group)."""
+def _run(problem: _Problem, scale: torch.Tensor | None, needs: Needs) -> tuple[torch.Tensor, _Grads | None]:
+    """Per-sample losses (B,) and, with `scale` (B,) in plan order, the scale-weighted gradients of every
+    group. Non-finite logits are reported once, after all groups: the step's only device sync."""
     encoder_out, predictor_out = problem.encoder_out, problem.predictor_out
-    nll = torch.empty(encoder_out.shape[0], dtype=problem.acc_dtype, device=encoder_out.device)
     grads = None
     if scale is not None:
         grads = _Grads(
             torch.zeros_like(encoder_out) if needs.encoder_out else None,
             torch.zeros_like(predictor_out) if needs.predictor_out else None,
-            [torch.zeros_like(p) if needs.params else None for p in problem.params],
+            [torch.zeros_like(p) if needs.params else None for p in problem.runner.params],
         )
-    bad = torch.zeros(nll.shape, dtype=torch.bool, device=nll.device)
-    for position, group in enumerate(problem.groups):
-        index = torch.tensor(group.samples, device=nll.device)
-        group_nll, group_bad = _run_group(problem, position, group, index, scale, needs, grads)
-        nll.index_copy_(0, index, group_nll)
-        bad.index_copy_(0, index, group_bad)
-    check_finite(bad)
+    bad = torch.zeros(encoder_out.shape[0], dtype=torch.bool, device=encoder_out.device)  # plan order
+    losses = [_run_group(problem, position, group, scale, needs, grads, bad) for position, group in enumerate(problem.plan.groups)]
+    check_finite(bad, problem.plan.order)
+    in_plan_order = torch.cat(losses) if len(losses) > 1 else losses[0]
+    nll = torch.empty_like(in_plan_order).index_copy_(0, problem.order, in_plan_order)
     return nll, grads
 
 
@@ -268,7 +198,7 @@ class _SamplewiseTransducerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, problem: _Problem, encoder_out: torch.Tensor, predictor_out: torch.Tensor, *params: torch.Tensor):
-        needs = _Needs(ctx.needs_input_grad[1], ctx.needs_input_grad[2], any(ctx.needs_input_grad[3:]))
+        needs = Needs(ctx.needs_input_grad[1], ctx.needs_input_grad[2], any(ctx.needs_input_grad[3:]))
         ones = torch.ones(encoder_out.shape[0], dtype=problem.acc_dtype, device=encoder_out.device)
         nll, grads = _run(problem, ones, needs)
         ctx.problem, ctx.grads, ctx.needs = problem, grads, needs
@@ -289,7 +219,7 @@ class _SamplewiseTransducerLoss(torch.autograd.Function):
                     tensor.mul_(per_sample.to(tensor.dtype))
             if ctx.needs.params and bool((grad_nll != grad_nll[0]).any()):
                 # Non-uniform upstream ("none" with arbitrary weights): parameter gradients mix samples.
-                grads.params = _recompute(ctx, grad_nll, _Needs(params=True)).params
+                grads.params = _recompute(ctx, grad_nll, Needs(params=True)).params
             else:
                 for tensor in grads.params:
                     if tensor is not None:
@@ -297,20 +227,33 @@ class _SamplewiseTransducerLoss(torch.autograd.Function):
         return (None, grads.encoder_out, grads.predictor_out, *grads.params)
 
 
-def _recompute(ctx, scale: torch.Tensor, needs: _Needs) -> _Grads:
-    """Gradients for upstream `scale` (B,), group by group, under the forward's autocast state."""
+def _recompute(ctx, grad_nll: torch.Tensor, needs: Needs) -> _Grads:
+    """Gradients for upstream `grad_nll` (B,), group by group, under the forward's autocast state."""
+    problem: _Problem = ctx.problem
+    scale = grad_nll.to(problem.acc_dtype).index_select(0, problem.order)  # plan order
     with ctx.autocast.restore():
-        return _run(ctx.problem, scale, needs)[1]
+        return _run(problem, scale, needs)[1]
 
 
 def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
     """Joint output for one lattice cell: gives V and the logits dtype (autocast aware) before planning."""
-    if not callable(joint):
-        raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
     with torch.no_grad():
-        return _JointStep.run(joint, encoder_out[:1, :1], predictor_out[:1, :1], _Needs()).logits
+        logits = joint(encoder_out[:1, :1], predictor_out[:1, :1])
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 4 or tuple(logits.shape[:3]) != (1, 1, 1):
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"joint must return logits of shape (N, T, U+1, V) = (1, 1, 1, 'V'), got {shape}")
+    return logits
 
 
+def _bytes_per_cell(runner, joint: Joint, probe: torch.Tensor, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> int:
+    vocab = probe.shape[-1]
+    if isinstance(runner, FusedRunner):
+        return cell_bytes(vocab, probe.dtype, joint.output.in_features, probe.dtype, runner.hidden_copies)
+    hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
+    return cell_bytes(vocab, probe.dtype, hidden, encoder_out.dtype, runner.hidden_copies)
+
+
+@torch.compiler.disable
 def samplewise_transducer_loss(
     encoder_out: torch.Tensor,
     predictor_out: torch.Tensor,
@@ -322,6 +265,7 @@ def samplewise_transducer_loss(
     reduction: str = "mean",
     clamp: float | None = None,
     memory_budget: int | str | None = None,
+    max_samples_per_group: int | None = None,
 ) -> torch.Tensor:
     """Transducer loss computed sample-group by sample-group; same values and gradients as
     ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
@@ -330,15 +274,18 @@ def samplewise_transducer_loss(
         encoder_out: (B, T, H_e) encoder output.
         predictor_out: (B, U+1, H_p) prediction-network output.
         joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits, independently per sample (no batch
-            statistics). Recomputations (T-chunks, non-uniform "none" upstream) replay the RNG state, so
-            dropout masks match between passes. Gradients reach every parameter of an ``nn.Module`` joint;
-            tensors captured by a plain callable get none.
+            statistics). A joint satisfying ``StandardJoint`` (e.g. ``asr_plugin.models.Joint`` without
+            active dropout) is run fused. Recomputations (T-chunks, non-uniform "none" upstream) replay the
+            RNG state, so dropout masks match between passes. Gradients reach every parameter of an
+            ``nn.Module`` joint; tensors captured by a plain callable get none.
         targets, logit_lengths, target_lengths, blank, reduction, clamp: as in ``transducer_loss``.
         memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
-            None: half the free CUDA memory on GPU, 256 MiB on CPU.
+            None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
+        max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
     """
     check_options(blank, reduction, clamp)
     budget = parse_memory_budget(memory_budget)
+    max_samples = parse_max_samples(max_samples_per_group)
     check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
     check_float_input("predictor_out", predictor_out, 3, "(B, U+1, H_p)")
     if predictor_out.shape[0] != encoder_out.shape[0]:
@@ -358,25 +305,32 @@ def samplewise_transducer_loss(
         source="encoder_out",
         labels_source="predictor_out",
     )
+    runner = make_runner(joint)
     probe = _probe_joint(joint, encoder_out, predictor_out)
-    vocab = probe.shape[-1]
-    check_vocabulary(lattice, vocab, blank)
-    hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
-    bytes_per_cell = cell_bytes(vocab, probe.dtype, hidden, encoder_out.dtype)
-    params = tuple(p for p in joint.parameters() if p.requires_grad) if isinstance(joint, nn.Module) else ()
+    check_vocabulary(lattice, probe.shape[-1], blank)
+    plan = plan_groups(
+        lattice.frames,
+        lattice.labels,
+        budget or default_budget(device),
+        _bytes_per_cell(runner, joint, probe, encoder_out, predictor_out),
+        max_samples,
+    )
+    fixed = 2 * (encoder_out.nbytes + predictor_out.nbytes) + 2 * sum(p.nbytes for p in runner.params)
+    log_plan_once(plan, fixed)
+    order = torch.tensor(plan.order, dtype=torch.int64, device=device)  # the step's one host-to-device copy
     problem = _Problem(
         encoder_out=encoder_out.detach(),
         predictor_out=predictor_out.detach(),
-        joint=joint,
-        params=params,
-        lattice=lattice,
+        runner=runner,
+        lattice=lattice.permuted(order, plan.order),
+        order=order,
+        plan=plan,
         blank=blank,
         clamp=clamp,
-        groups=plan_groups(lattice.frames, lattice.labels, budget or default_budget(device), bytes_per_cell),
         acc_dtype=_ops.accumulation_dtype(probe.dtype),
     )
-    if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or params):
-        nll = _SamplewiseTransducerLoss.apply(problem, encoder_out, predictor_out, *params)
+    if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or runner.params):
+        nll = _SamplewiseTransducerLoss.apply(problem, encoder_out, predictor_out, *runner.params)
     else:
-        nll, _ = _run(problem, None, _Needs())
+        nll, _ = _run(problem, None, Needs())
     return reduce_losses(nll, reduction)

@@ -13,7 +13,9 @@ class Joint(nn.Module):
 
     Honours the loss engine's joint contract ``(N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)``, so the
     sample-wise loss can call it on one sample's own lattice. The projections are applied before the
-    broadcast, so they cost O(T + U) rather than O(T * U).
+    broadcast, so they cost O(T + U) rather than O(T * U). It also satisfies
+    ``asr_plugin.losses.StandardJoint`` (``project_encoder``, ``project_predictor``, ``output``,
+    ``fused_activation``), so the sample-wise loss runs it fused when dropout is inactive.
 
     Args:
         encoder_dim: H_e.
@@ -40,9 +42,20 @@ class Joint(nn.Module):
         self.vocab_size = vocab_size
         self.encoder_proj = nn.Linear(encoder_dim, joint_dim)
         self.predictor_proj = nn.Linear(predictor_dim, joint_dim)
+        self.activation_name = activation
         self.activation = _ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(joint_dim, vocab_size)
+
+    @property
+    def fused_activation(self) -> str | None:
+        """The activation for the loss's fused path; None while dropout is active or when a subclass
+        changes how the scores are formed (the loss then calls the joint itself)."""
+        dropout_active = self.training and self.dropout.p > 0
+        standard = type(self).combine is Joint.combine and type(self).forward is Joint.forward
+        standard &= type(self.activation) is _ACTIVATIONS[self.activation_name]
+        standard &= getattr(self.activation, "approximate", "none") == "none"  # the loss fuses exact GELU
+        return self.activation_name if standard and not dropout_active else None
 
     def project_encoder(self, encoder_out: torch.Tensor) -> torch.Tensor:
         """(..., H_e) -> (..., H_j); decoding projects every frame once."""

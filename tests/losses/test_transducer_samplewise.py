@@ -62,7 +62,7 @@ def budget_for(problem, cells):
 def test_matches_batched(make_joint_problem, reduction, grouping):
     problem = make_joint_problem(batch=5, frames=9, labels=4, seed=11)
     budget = {"single group": None, "several groups": budget_for(problem, 2 * 9 * 5), "T-chunks": budget_for(problem, 8)}[grouping]
-    groups = plan_groups(tuple(problem.logit_lengths.tolist()), tuple(problem.target_lengths.tolist()), budget or 2**40, budget_for(problem, 1))
+    groups = plan_groups(tuple(problem.logit_lengths.tolist()), tuple(problem.target_lengths.tolist()), budget or 2**40, budget_for(problem, 1)).groups
     if grouping == "single group":
         assert len(groups) == 1
     elif grouping == "several groups":
@@ -176,13 +176,16 @@ def test_bf16_autocast(make_joint_problem, reduction):
 
 def test_plan_groups_sorts_and_bounds():
     frames, labels = (10, 2, 10, 5, 1), (3, 1, 0, 3, 0)
-    groups = plan_groups(frames, labels, budget=100, bytes_per_cell=1)
+    plan = plan_groups(frames, labels, budget=100, bytes_per_cell=1)
+    groups = plan.groups
     assert sorted(b for g in groups for b in g.samples) == [0, 1, 2, 3, 4]
+    assert plan.order == tuple(b for g in groups for b in g.samples)
+    assert [g.start for g in groups] == [sum(len(h.samples) for h in groups[:i]) for i in range(len(groups))]
     for group in groups:
         assert group.frames == max(frames[b] for b in group.samples)
         assert group.labels_plus_one == max(labels[b] + 1 for b in group.samples)
         assert len(group.samples) * group.chunk * group.labels_plus_one <= 100
-    chunked = plan_groups((50,), (4,), budget=100, bytes_per_cell=1)
+    chunked = plan_groups((50,), (4,), budget=100, bytes_per_cell=1).groups
     assert chunked[0].chunk == 20 and chunked[0].chunks() == [(0, 20), (20, 40), (40, 50)]
 
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "transducer.h"
+#include "transducer_checks.h"
 
 namespace asr_plugin {
 namespace {
@@ -20,7 +21,15 @@ constexpr int kRowsPerBlock = 8;
 constexpr int kRowThreads = kWarp * kRowsPerBlock;
 constexpr int kDiagonalThreads = 256;
 
-inline dim3 row_blocks(int64_t rows) { return dim3(static_cast<unsigned int>((rows + kRowsPerBlock - 1) / kRowsPerBlock)); }
+// CUDA caps gridDim.x at 2^31 - 1 blocks.
+constexpr int64_t kMaxGridX = 2147483647;
+
+inline dim3 row_blocks(int64_t rows) {
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  TORCH_CHECK(blocks <= kMaxGridX, "transducer op: ", rows, " lattice rows need ", blocks,
+              " blocks, over CUDA's grid limit; split the batch or lower the memory budget");
+  return dim3(static_cast<unsigned int>(blocks));
+}
 
 // Merge two partial (max, sum of exp(x - max)) pairs; exact when a side is empty (max = -inf).
 template <typename acc_t>
@@ -35,7 +44,8 @@ __device__ __forceinline__ void merge_max_sum(acc_t& m, acc_t& s, acc_t other_m,
 template <typename scalar_t, typename acc_t>
 __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int64_t* __restrict__ targets,
                                  const int64_t* __restrict__ T_len, const int64_t* __restrict__ U_len,
-                                 acc_t* __restrict__ log_probs, acc_t* __restrict__ denominators, int64_t rows,
+                                 acc_t* __restrict__ log_probs, acc_t* __restrict__ denominators,
+                                 bool* __restrict__ bad, int64_t rows,
                                  int64_t Tc, int64_t U1, int64_t V, int64_t U, int64_t blank, int64_t t_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -57,6 +67,7 @@ __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int6
     denominators[row] = den;
     lp[0] = static_cast<acc_t>(x[blank]) - den;
     lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[targets[r.n * U + r.u]]) - den : neg_inf<acc_t>();
+    if (row_is_bad(den, lp[0], lp[1])) bad[r.n] = true;  // racing rows only ever store `true`
   }
 }
 
@@ -93,8 +104,9 @@ __global__ void alphas_betas_kernel(const acc_t* __restrict__ log_probs, const i
   if (!forward && threadIdx.x == 0) nll[n] = -out[0];
 }
 
+// `logits` and `grad` are not __restrict__: `grad` may alias `logits` (the in-place gradient).
 template <typename scalar_t, typename acc_t>
-__global__ void logits_grad_kernel(const scalar_t* __restrict__ logits, const acc_t* __restrict__ denominators,
+__global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restrict__ denominators,
                                    const acc_t* __restrict__ log_probs, const acc_t* __restrict__ alphas,
                                    const acc_t* __restrict__ betas, const acc_t* __restrict__ nll,
                                    const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
@@ -129,7 +141,8 @@ __global__ void logits_grad_kernel(const scalar_t* __restrict__ logits, const ac
 std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, const at::Tensor& targets,
                                                   const at::Tensor& logit_lengths,
                                                   const at::Tensor& target_lengths, int64_t blank,
-                                                  int64_t t_offset) {
+                                                  int64_t t_offset, const at::Tensor& bad) {
+  check_log_probs_args(logits, targets, logit_lengths, target_lengths, blank, t_offset, bad);
   const c10::cuda::CUDAGuard guard(logits.device());
   const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
   const auto acc_dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -142,7 +155,8 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, cons
     using acc_t = at::opmath_type<scalar_t>;
     log_probs_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
         logits.data_ptr<scalar_t>(), targets.data_ptr<int64_t>(), logit_lengths.data_ptr<int64_t>(),
-        target_lengths.data_ptr<int64_t>(), log_probs.data_ptr<acc_t>(), denominators.data_ptr<acc_t>(), rows, Tc,
+        target_lengths.data_ptr<int64_t>(), log_probs.data_ptr<acc_t>(), denominators.data_ptr<acc_t>(),
+        bad.data_ptr<bool>(), rows, Tc,
         U1, V, targets.size(1), blank, t_offset);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -152,6 +166,8 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, cons
 std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cuda(const at::Tensor& log_probs,
                                                                  const at::Tensor& logit_lengths,
                                                                  const at::Tensor& target_lengths) {
+  check_alphas_betas_args(log_probs, logit_lengths, target_lengths);
+  TORCH_CHECK(log_probs.size(0) <= kMaxGridX, "transducer op: too many samples for one launch");
   const c10::cuda::CUDAGuard guard(log_probs.device());
   const int64_t N = log_probs.size(0), T = log_probs.size(1), U1 = log_probs.size(2);
   auto alphas = at::zeros({N, T, U1}, log_probs.options());
@@ -173,6 +189,8 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
                       const at::Tensor& targets, const at::Tensor& logit_lengths,
                       const at::Tensor& target_lengths, int64_t blank, int64_t t_offset, const at::Tensor& scale,
                       double clamp, const at::Tensor& grad) {
+  check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
+                         blank, t_offset, scale, grad);
   const c10::cuda::CUDAGuard guard(logits.device());
   const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
   const int64_t rows = N * Tc * U1;

@@ -1,0 +1,102 @@
+"""A standard joint run fused by the sample-wise loss: same values and gradients as its autograd graph."""
+
+import pytest
+import torch
+from torch import nn
+
+from asr_plugin.losses import StandardJoint, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses._joint import FusedRunner, GraphRunner, make_runner
+from asr_plugin.losses._memory import cell_bytes
+from asr_plugin.models import Joint
+
+
+def make_case(activation, batch=5, frames=9, labels=4, vocab=8, hidden=6, dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    joint = Joint(hidden, hidden + 1, hidden + 2, vocab, activation=activation).to(dtype)
+    encoder_out = torch.randn(batch, frames, hidden, generator=generator, dtype=dtype).requires_grad_()
+    predictor_out = torch.randn(batch, labels + 1, hidden + 1, generator=generator, dtype=dtype).requires_grad_()
+    targets = torch.randint(1, vocab, (batch, labels), generator=generator)
+    logit_lengths = torch.randint(1, frames + 1, (batch,), generator=generator)
+    target_lengths = torch.randint(0, labels + 1, (batch,), generator=generator)
+    logit_lengths[0], target_lengths[0] = frames, labels
+    return joint, encoder_out, predictor_out, (targets, logit_lengths, target_lengths)
+
+
+def loss_and_grads(loss_fn, joint, encoder_out, predictor_out, upstream):
+    inputs = [encoder_out, predictor_out, *joint.parameters()]
+    loss = loss_fn()
+    return [loss.detach(), *torch.autograd.grad(loss, inputs, upstream)]
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "gelu"])
+@pytest.mark.parametrize("cells", [None, 60, 8])  # one group, several groups, T-chunks
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_fused_matches_batched(activation, cells, reduction):
+    joint, encoder_out, predictor_out, lattice = make_case(activation, seed=3)
+    assert isinstance(joint, StandardJoint) and isinstance(make_runner(joint), FusedRunner)
+    budget = None if cells is None else cells * cell_bytes(8, torch.float32, joint.hidden_dim, torch.float32, 3)
+    upstream = torch.linspace(0.3, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
+
+    def batched():
+        return transducer_loss(joint(encoder_out, predictor_out), *lattice, reduction=reduction)
+
+    def samplewise():
+        return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget)
+
+    expected = loss_and_grads(batched, joint, encoder_out, predictor_out, upstream)
+    ours = loss_and_grads(samplewise, joint, encoder_out, predictor_out, upstream)
+    for got, want in zip(ours, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_bf16_autocast_matches_batched():
+    joint, encoder_out, predictor_out, lattice = make_case("tanh", vocab=16, seed=4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = loss_and_grads(
+            lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice), joint, encoder_out, predictor_out, torch.tensor(1.0)
+        )
+        ours = loss_and_grads(
+            lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="16KiB"),
+            joint, encoder_out, predictor_out, torch.tensor(1.0),
+        )
+    for got, want in zip(ours, expected):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_frozen_output_layer_and_inputs_without_grad():
+    joint, encoder_out, predictor_out, lattice = make_case("relu", seed=5)
+    joint.output.requires_grad_(False)
+    encoder_out = encoder_out.detach()
+    params = [p for p in joint.parameters() if p.requires_grad]
+    expected = torch.autograd.grad(transducer_loss(joint(encoder_out, predictor_out), *lattice), [predictor_out, *params])
+    loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="4KiB")
+    for got, want in zip(torch.autograd.grad(loss, [predictor_out, *params]), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_when_the_joint_is_not_fused():
+    joint = Joint(4, 4, 6, 5, dropout=0.1)
+    assert isinstance(make_runner(joint), GraphRunner)  # dropout active: called as a module (masks replayed)
+    assert isinstance(make_runner(joint.eval()), FusedRunner)
+    joint.activation = nn.SiLU()  # not the activation its name says
+    assert isinstance(make_runner(joint), GraphRunner)
+
+    class Scaled(Joint):
+        def combine(self, encoder_proj, predictor_proj):
+            return 2 * super().combine(encoder_proj, predictor_proj)
+
+    assert isinstance(make_runner(Scaled(4, 4, 6, 5)), GraphRunner)
+
+
+def test_parameter_hooks_fire_once_per_backward():
+    """The joint runs on detached parameter leaves, so a hook on a parameter sees only the final gradient."""
+    for joint, budget in ((make_case("tanh")[0], "2KiB"), (Joint(6, 7, 8, 8, dropout=0.2), "2KiB")):
+        _, encoder_out, predictor_out, lattice = make_case("tanh")
+        calls = []
+        joint.output.weight.register_hook(lambda grad: calls.append(grad))
+        loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget=budget)
+        assert calls == []
+        loss.backward()
+        assert len(calls) == 1
+        torch.testing.assert_close(calls[0], joint.output.weight.grad)
