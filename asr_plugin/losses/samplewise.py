@@ -63,6 +63,7 @@ class _Problem:
     blank: int
     clamp: float | None
     acc_dtype: torch.dtype
+    logits_dtype: torch.dtype
     # RNG state before each (group, chunk) joint call of the first gradient pass, replayed by recomputations
     # so a joint with dropout sees the same masks in every pass.
     rng_states: dict[tuple[int, int], RngState] = field(default_factory=dict)
@@ -73,6 +74,34 @@ class _Grads:
     encoder_out: torch.Tensor | None  # (B, T, H_e)
     predictor_out: torch.Tensor | None  # (B, U+1, H_p)
     params: list[torch.Tensor | None]
+    scale: float = 1.0  # internal loss scale the buffers still carry
+
+    def buffers(self) -> list[torch.Tensor]:
+        return [t for t in (self.encoder_out, self.predictor_out, *self.params) if t is not None]
+
+    def unscale(self) -> None:
+        if self.scale != 1.0:
+            for tensor in self.buffers():
+                tensor.mul_(1.0 / self.scale)
+            self.scale = 1.0
+
+
+# float16 logits: the logits gradient formed in forward (for an upstream of 1) is multiplied by this power of
+# two before the joint's float16 backward, as a GradScaler's scale would be in batched mode, so small
+# gradients do not flush to zero; it is removed exactly in backward. A step whose gradients overflow is
+# redone with a lower scale, which later steps keep (process-wide).
+_HALF_SCALE_START = 2.0**12
+_HALF_SCALE_STEP = 2.0**4
+_half_scale = _HALF_SCALE_START
+
+
+def _internal_scale(problem: _Problem) -> float:
+    return _half_scale if problem.logits_dtype == torch.float16 else 1.0
+
+
+def _lower_half_scale() -> None:
+    global _half_scale
+    _half_scale = max(1.0, _half_scale / _HALF_SCALE_STEP)
 
 
 @dataclass(frozen=True)
@@ -179,14 +208,24 @@ def _run(problem: _Problem, scale: torch.Tensor | None, needs: Needs) -> tuple[t
     group. Non-finite logits are reported once, after all groups: the step's only device sync."""
     encoder_out, predictor_out = problem.encoder_out, problem.predictor_out
     grads = None
+    internal = _internal_scale(problem) if scale is not None else 1.0
     if scale is not None:
         grads = _Grads(
             torch.zeros_like(encoder_out) if needs.encoder_out else None,
             torch.zeros_like(predictor_out) if needs.predictor_out else None,
             [torch.zeros_like(p) if needs.params else None for p in problem.runner.params],
+            internal,
         )
+        scale = scale * internal if internal != 1.0 else scale
     bad = torch.zeros(encoder_out.shape[0], dtype=torch.bool, device=encoder_out.device)  # plan order
     losses = [_run_group(problem, position, group, scale, needs, grads, bad) for position, group in enumerate(problem.plan.groups)]
+    if internal != 1.0:
+        # One sync for both checks: non-finite logits, and gradients overflowed by the internal scale.
+        finite = torch.stack([torch.isfinite(tensor).all() for tensor in grads.buffers()]).all()
+        any_bad, overflow = torch.stack([bad.any(), ~finite]).tolist()
+        if overflow and not any_bad:
+            _lower_half_scale()
+            return _run(problem, scale / internal, needs)
     check_finite(bad, problem.plan.order)
     in_plan_order = torch.cat(losses) if len(losses) > 1 else losses[0]
     nll = torch.empty_like(in_plan_order).index_copy_(0, problem.order, in_plan_order)
@@ -213,7 +252,8 @@ class _SamplewiseTransducerLoss(torch.autograd.Function):
         if grads is None:
             grads = _recompute(ctx, grad_nll, ctx.needs)
         else:
-            per_sample = grad_nll.view(-1, 1, 1)
+            upstream = grad_nll / grads.scale  # removes the internal scale in the same multiplication
+            per_sample = upstream.view(-1, 1, 1)
             for tensor in (grads.encoder_out, grads.predictor_out):
                 if tensor is not None:
                     tensor.mul_(per_sample.to(tensor.dtype))
@@ -223,7 +263,7 @@ class _SamplewiseTransducerLoss(torch.autograd.Function):
             else:
                 for tensor in grads.params:
                     if tensor is not None:
-                        tensor.mul_(grad_nll[0].to(tensor.dtype))
+                        tensor.mul_(upstream[0].to(tensor.dtype))
         return (None, grads.encoder_out, grads.predictor_out, *grads.params)
 
 
@@ -232,7 +272,9 @@ def _recompute(ctx, grad_nll: torch.Tensor, needs: Needs) -> _Grads:
     problem: _Problem = ctx.problem
     scale = grad_nll.to(problem.acc_dtype).index_select(0, problem.order)  # plan order
     with ctx.autocast.restore():
-        return _run(problem, scale, needs)[1]
+        grads = _run(problem, scale, needs)[1]
+    grads.unscale()
+    return grads
 
 
 def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
@@ -328,6 +370,7 @@ def samplewise_transducer_loss(
         blank=blank,
         clamp=clamp,
         acc_dtype=_ops.accumulation_dtype(probe.dtype),
+        logits_dtype=probe.dtype,
     )
     if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or runner.params):
         nll = _SamplewiseTransducerLoss.apply(problem, encoder_out, predictor_out, *runner.params)
