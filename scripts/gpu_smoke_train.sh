@@ -39,7 +39,7 @@ if [[ $dry_run == true ]]; then
         data.num_workers=0 data.pin_memory=false data.persistent_workers=false)
 else
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  min_s=35 max_s=40 vocab=500 window=$((steps / 3))
+  min_s=35 max_s=40 vocab=500 window=$(( steps < 6 ? 2 : steps / 3 ))
   # one GPU, the experiment's precision (bf16-mixed) and batches (600 s padded)
   size=(trainer.devices=1 "data.num_workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))")
 fi
