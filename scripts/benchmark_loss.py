@@ -2,8 +2,10 @@
 
 Modes: torchaudio batched (``torchaudio.functional.rnnt_loss`` on the full logits), ours batched
 (``transducer_loss``), ours sample-wise (``samplewise_transducer_loss``). The joint is
-Linear(tanh(enc_proj + pred_proj)) with hidden size H; encoder/predictor outputs have size H. Lengths vary
-per sample (T_b in [0.7 T, T], U_b in [0.7 U, U], the first sample at T and U).
+Linear(tanh(enc_proj + pred_proj)) with hidden size H, either ``asr_plugin.models.Joint`` ("standard": the
+sample-wise loss runs it fused) or an equivalent plain module ("custom": run through its autograd graph);
+encoder/predictor outputs have size H. Lengths vary per sample (T_b in [0.7 T, T], U_b in [0.7 U, U], the
+first sample at T and U).
 
 CPU: each (cell, mode) runs in a fresh subprocess; memory is the peak RSS above the RSS after the inputs
 were built and one warm-up step ran (the kernel's HWM is reset through /proc/self/clear_refs).
@@ -44,8 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from asr_plugin.losses import samplewise_transducer_loss, transducer_loss  # noqa: E402
+from asr_plugin.models import Joint as StandardJoint  # noqa: E402
 
 MODES = ("torchaudio", "batched", "samplewise")
+JOINTS = ("standard", "custom")
 PRESETS = {
     "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES)],
     "cpu-targets": [
@@ -57,13 +61,18 @@ PRESETS = {
         dict(B=32, T=250, U=50, V=1024, H=512, modes=MODES),
         # > 2^31 logits: torchaudio's int32 indexing cannot run it
         dict(B=32, T=1000, U=200, V=1024, H=512, modes=("batched", "samplewise")),
-        # fixed inputs + their gradients take ~3.9 GiB in fp32 (2 GiB in bf16): bound the rest
-        dict(B=1024, T=1000, U=200, V=1024, H=512, modes=("samplewise",), memory_budget="512MiB"),
+        # The paper's setting. encoder_out (B, T, H) and predictor_out (B, U+1, H) with their gradients take
+        # 2 * 4 * 1024 * (1000 + 201) * 512 B = 4.69 GiB in fp32 (2.35 GiB in bf16), so the 5 GiB / 3 GiB
+        # targets leave a budget of a few hundred MiB; the second cell is the default budget (1 GiB on CUDA).
+        dict(B=1024, T=1000, U=200, V=1024, H=512, modes=("samplewise",), memory_budget={"fp32": "192MiB", "bf16-autocast": "512MiB"}),
+        dict(B=1024, T=1000, U=200, V=1024, H=512, modes=("samplewise",)),
     ],
 }
 
 
-class Joint(nn.Module):
+class CustomJoint(nn.Module):
+    """The standard joint's computation in a plain module: the loss calls it and backpropagates its graph."""
+
     def __init__(self, hidden: int, vocab: int) -> None:
         super().__init__()
         self.hidden_dim = hidden
@@ -88,7 +97,8 @@ def make_inputs(cell: dict, device: torch.device, dtype: str):
     logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
     target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     logit_lengths[0], target_lengths[0] = T, U
-    return encoder_out, predictor_out, Joint(H, V).to(device), targets, logit_lengths.to(device), target_lengths.to(device)
+    joint = StandardJoint(H, H, H, V) if cell.get("joint", "standard") == "standard" else CustomJoint(H, V)
+    return encoder_out, predictor_out, joint.to(device), targets, logit_lengths.to(device), target_lengths.to(device)
 
 
 def step(mode: str, inputs, dtype: str, memory_budget) -> None:
@@ -200,9 +210,9 @@ class _OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count_ops(batch: int, memory_budget: str) -> dict:
+def count_ops(batch: int, memory_budget: str, joint: str) -> dict:
     """aten ops and host-sync calls of one sample-wise forward + backward (CPU, fp32)."""
-    cell = dict(B=batch, T=50, U=10, V=64, H=64)
+    cell = dict(B=batch, T=50, U=10, V=64, H=64, joint=joint)
     inputs = make_inputs(cell, torch.device("cpu"), "fp32")
     step("samplewise", inputs, "fp32", memory_budget)  # extension load, first-call caches
     functions, dispatch = _SyncCounter(), _OpCounter()
@@ -214,21 +224,22 @@ def count_ops(batch: int, memory_budget: str) -> dict:
     return dict(cell, memory_budget=memory_budget, aten_ops=aten, aten_ops_per_sample=aten / batch, sync_ops=syncs, syncs=sync_detail)
 
 
-def print_op_counts() -> None:
-    """Ops per sample-wise step at B=16 and 64: one sample per group (1 MiB) and T-chunked samples (256 KiB)."""
-    rows = [count_ops(batch, budget) for budget in ("1MiB", "256KiB") for batch in (16, 64)]
-    header = f"{'B':>4} {'budget':>7} {'aten ops':>9} {'per sample':>10} {'sync ops':>8}  sync calls"
+def print_op_counts(joints: list[str]) -> None:
+    """Ops per sample-wise step at B=16 and 64: about one sample per group (1 MiB) and T-chunked samples
+    (256 KiB) for the custom joint at these sizes (the fused standard joint fits more per group)."""
+    rows = [count_ops(batch, budget, joint) for joint in joints for budget in ("1MiB", "256KiB") for batch in (16, 64)]
+    header = f"{'joint':<9} {'B':>4} {'budget':>7} {'aten ops':>9} {'per sample':>10} {'sync ops':>8}  sync calls"
     print(header)
     print("-" * len(header))
     for row in rows:
         print(
-            f"{row['B']:>4} {row['memory_budget']:>7} {row['aten_ops']:>9} {row['aten_ops_per_sample']:>10.1f} "
+            f"{row['joint']:<9} {row['B']:>4} {row['memory_budget']:>7} {row['aten_ops']:>9} {row['aten_ops_per_sample']:>10.1f} "
             f"{row['sync_ops']:>8}  {row['syncs']}"
         )
 
 
 def print_table(rows: list[dict]) -> None:
-    header = f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4}  {'mode':<11} {'time (s)':>9} {'peak (MiB)':>11}  note"
+    header = f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4}  {'joint':<8} {'mode':<11} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  note"
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -236,7 +247,8 @@ def print_table(rows: list[dict]) -> None:
             result = f"{'-':>9} {'-':>11}  {row['error']}"
         else:
             result = f"{row['time_s']:>9.3f} {row['peak_bytes'] / 2**20:>11.1f}"
-        print(f"{row['B']:>5} {row['T']:>5} {row['U']:>4} {row['V']:>5} {row['H']:>4}  {row['mode']:<11} {result}")
+        budget = row.get("memory_budget") or "default"
+        print(f"{row['B']:>5} {row['T']:>5} {row['U']:>4} {row['V']:>5} {row['H']:>4}  {row['joint']:<8} {row['mode']:<11} {budget:>8} {result}")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -268,6 +280,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--joints", default="standard", help="comma-separated subset of " + ",".join(JOINTS))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one CPU measurement in a subprocess
@@ -276,20 +289,23 @@ def main() -> None:
         request = json.loads(args.cell)
         print(json.dumps(measure_cpu_in_process(**request)))
         return
+    joints = [joint for joint in args.joints.split(",") if joint in JOINTS]
     if args.count_ops:
-        print_op_counts()
+        print_op_counts(joints)
         return
 
     measure = measure_cuda if args.device == "cuda" else measure_cpu
     wanted = set(args.modes.split(","))
     rows = []
     for cell in PRESETS[args.preset]:
-        for mode in (m for m in cell["modes"] if m in wanted):
-            shape = {k: cell[k] for k in "BTUVH"}
-            budget = args.memory_budget or cell.get("memory_budget")
-            result = measure(shape, mode, args.dtype, args.repeats, budget)
-            rows.append(dict(shape, mode=mode, **result))
-            print(json.dumps(rows[-1]), flush=True)
+        for joint in joints:
+            for mode in (m for m in cell["modes"] if m in wanted):
+                shape = dict({k: cell[k] for k in "BTUVH"}, joint=joint)
+                budget = args.memory_budget or cell.get("memory_budget")
+                budget = budget.get(args.dtype) if isinstance(budget, dict) else budget
+                result = measure(shape, mode, args.dtype, args.repeats, budget if mode == "samplewise" else None)
+                rows.append(dict(shape, mode=mode, memory_budget=budget if mode == "samplewise" else None, **result))
+                print(json.dumps(rows[-1]), flush=True)
     print_table(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

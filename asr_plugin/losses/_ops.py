@@ -25,6 +25,11 @@ class LatticeStats(NamedTuple):
     nll: torch.Tensor  # (N,) acc
 
 
+def _detached(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` without autograd history (a fused joint's logits have none: no detach op then)."""
+    return tensor.detach() if tensor.requires_grad else tensor
+
+
 def accumulation_dtype(logits_dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if logits_dtype == torch.float64 else torch.float32
 
@@ -38,7 +43,7 @@ def log_probs(
     """
     ops = ops_for(logits.device)
     return ops.transducer_log_probs(
-        logits.detach().contiguous(), lattice.targets, lattice.logit_lengths, lattice.target_lengths, blank, t_offset, bad
+        _detached(logits).contiguous(), lattice.targets, lattice.logit_lengths, lattice.target_lengths, blank, t_offset, bad
     )
 
 
@@ -65,7 +70,7 @@ def logits_grad(
     ``logits`` (when contiguous) and no logits-sized buffer is allocated.
     """
     ops = ops_for(logits.device)
-    source = logits.detach()
+    source = _detached(logits)
     contiguous = source.contiguous()
     grad = source if inplace and contiguous is source else torch.empty_like(contiguous)
     ops.transducer_logits_grad(

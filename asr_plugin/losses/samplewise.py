@@ -125,18 +125,19 @@ def _group_index(problem: _Problem, group: Group) -> torch.Tensor:
 
 def _group_rows(problem: _Problem, tensor: torch.Tensor, group: Group, length: int) -> torch.Tensor:
     """(n, length, H) rows of the group's samples; a view when the group is one sample."""
+    rows = tensor.narrow(1, 0, length) if length < tensor.shape[1] else tensor
     if len(group.samples) == 1:
-        return tensor[group.samples[0] : group.samples[0] + 1, :length]
-    return tensor[:, :length].index_select(0, _group_index(problem, group))
+        return rows.narrow(0, group.samples[0], 1)
+    return rows.index_select(0, _group_index(problem, group))
 
 
 def _add_rows(problem: _Problem, buffer: torch.Tensor, group: Group, t0: int, grad: torch.Tensor) -> None:
     """buffer[group's samples, t0 : t0 + grad.shape[1]] += grad (n, ., H); a plain slice for one sample."""
-    t1 = t0 + grad.shape[1]
+    rows = buffer.narrow(1, t0, grad.shape[1]) if grad.shape[1] < buffer.shape[1] else buffer
     if len(group.samples) == 1:
-        buffer[group.samples[0] : group.samples[0] + 1, t0:t1].add_(grad)
+        rows.narrow(0, group.samples[0], 1).add_(grad)
     else:
-        buffer[:, t0:t1].index_add_(0, _group_index(problem, group), grad)
+        rows.index_add_(0, _group_index(problem, group), grad)
 
 
 def _joint_step(problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs, record: bool):
@@ -170,12 +171,16 @@ def _run_group(
     predictor = _group_rows(problem, problem.predictor_out, group, group.labels_plus_one)
     chunks = group.chunks()
     gradient = scale is not None
+
+    def frames(t0: int, t1: int) -> torch.Tensor:  # (n, t1 - t0, H_e); no slice op for a whole group
+        return encoder if t1 - t0 == group.frames else encoder[:, t0:t1]
+
     # Pass 1: every chunk's log-probs; the last chunk's logits keep their graph (gradient pass) and are
     # backpropagated first, so a group that fits is never recomputed and a chunked one saves one chunk.
     pieces, kept = [], None
     for t0, t1 in chunks:
         last = gradient and t1 == group.frames
-        step = _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, needs if last else Needs(), gradient)
+        step = _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs if last else Needs(), gradient)
         pieces.append(_ops.log_probs(step.logits, lattice, problem.blank, bad[group.start : stop], t0))
         kept = step if last else None
         del step
@@ -186,7 +191,7 @@ def _run_group(
     if not gradient:
         return stats.nll
     for t0, t1 in chunks[-1:] + chunks[:-1]:
-        step = kept if kept is not None else _joint_step(problem, (position, t0), encoder[:, t0:t1], predictor, needs, False)
+        step = kept if kept is not None else _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs, False)
         kept = None
         grad = _ops.logits_grad(
             step.logits, stats, lattice, problem.blank, scale[group.start : stop], problem.clamp, problem.runner.inplace, t0
