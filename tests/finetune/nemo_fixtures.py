@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import re
+import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +16,8 @@ import yaml
 from asr_plugin.finetune.nemo.config import transducer_kwargs
 from asr_plugin.models import Transducer, build_transducer
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_nemo_fixtures.py"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPT = SCRIPTS / "make_nemo_fixtures.py"
 
 # Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
 OURS_TO_NEMO = (
@@ -30,12 +32,19 @@ OURS_TO_NEMO = (
 VOCAB_LAYERS = ("decoder.prediction.embed.weight", "joint.joint_net.2.weight", "joint.joint_net.2.bias")
 
 
-def fixture_script() -> ModuleType:
-    """scripts/make_nemo_fixtures.py as a module: its config builders need no NeMo, `make_fixture` does."""
-    spec = importlib.util.spec_from_file_location("make_nemo_fixtures", SCRIPT)
+def load_script(name: str) -> ModuleType:
+    """scripts/<name>.py as a module (scripts/ is put on sys.path, as when the script runs)."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def fixture_script() -> ModuleType:
+    """scripts/make_nemo_fixtures.py: its config builders need no NeMo, `make_fixture` does."""
+    return load_script("make_nemo_fixtures")
 
 
 def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
