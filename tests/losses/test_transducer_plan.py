@@ -1,0 +1,89 @@
+"""The sample-wise plan: fixed default budget, 2-D sort, max_samples_per_group, logging, non-finite flags."""
+
+import logging
+
+import pytest
+import torch
+
+from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import _memory
+from asr_plugin.losses._memory import default_budget, plan_groups
+
+
+def test_default_budget_is_fixed():
+    """Not a fraction of free memory: the same on every step and rank (no CUDA call needed to know it)."""
+    assert default_budget(torch.device("cpu")) == 256 * 2**20
+    assert default_budget(torch.device("cuda", 3)) == 2**30
+
+
+def padded_cells(plan):
+    return sum(len(g.samples) * g.frames * g.labels_plus_one for g in plan.groups)
+
+
+def test_two_dimensional_sort_groups_alike_samples():
+    """Long-T/short-U and short-T/long-U samples have the same lattice size; grouped by size alone they
+    would pair up across shapes. The 2-D sort pairs like with like: two groups, no padding."""
+    frames, labels = (20, 50, 20, 50), (4, 1, 4, 1)
+    plan = plan_groups(frames, labels, budget=200, bytes_per_cell=1)
+    assert sorted(sorted(g.samples) for g in plan.groups) == [[0, 2], [1, 3]]
+    assert padded_cells(plan) == sum(t * (u + 1) for t, u in zip(frames, labels))
+
+
+def test_two_dimensional_sort_cuts_padding_on_random_lengths():
+    generator = torch.Generator().manual_seed(0)
+    frames = tuple(torch.randint(50, 1000, (256,), generator=generator).tolist())
+    labels = tuple(torch.randint(5, 200, (256,), generator=generator).tolist())
+    plan = plan_groups(frames, labels, budget=4 * 1000 * 200, bytes_per_cell=1)
+    by_size = sorted(range(256), key=lambda b: frames[b] * (labels[b] + 1), reverse=True)
+    # the same greedy grouping over the 1-D (lattice size) order, for comparison
+    size_padded, members = 0, []
+    for b in by_size + [None]:
+        grown = members + [b] if b is not None else members
+        cells = len(grown) * max(frames[i] for i in grown) * (max(labels[i] for i in grown) + 1) if grown else 0
+        if b is None or (members and cells > 4 * 1000 * 200):
+            size_padded += len(members) * max(frames[i] for i in members) * (max(labels[i] for i in members) + 1)
+            members = [b]
+        else:
+            members = grown
+    assert padded_cells(plan) < 0.8 * size_padded
+
+
+def test_max_samples_per_group():
+    plan = plan_groups((5,) * 7, (2,) * 7, budget=10**9, bytes_per_cell=1, max_samples_per_group=3)
+    assert [len(g.samples) for g in plan.groups] == [3, 3, 1]
+    with pytest.raises(ValueError, match="max_samples_per_group must be None or a positive int"):
+        TransducerLoss("samplewise", max_samples_per_group=0)
+    assert "max_samples_per_group=2" in repr(TransducerLoss("samplewise", max_samples_per_group=2))
+
+
+def test_one_sample_per_group_matches_batched(make_joint_problem):
+    problem = make_joint_problem(batch=4, seed=30)
+    inputs = [problem.encoder_out, problem.predictor_out, *problem.joint.parameters()]
+    expected = torch.autograd.grad(transducer_loss(problem.joint(*inputs[:2]), *problem.lattice()), inputs)
+    loss = samplewise_transducer_loss(*inputs[:2], problem.joint, *problem.lattice(), max_samples_per_group=1)
+    for got, want in zip(torch.autograd.grad(loss, inputs), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_plan_is_logged_once(make_joint_problem, caplog, monkeypatch):
+    monkeypatch.setattr(_memory, "_logged", False)
+    problem = make_joint_problem(batch=3, seed=31)
+    with caplog.at_level(logging.DEBUG, logger="asr_plugin.losses._memory"):
+        for _ in range(2):
+            samplewise_transducer_loss(problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())
+    levels = [record.levelno for record in caplog.records]
+    assert levels == [logging.INFO, logging.DEBUG]
+    assert "3 samples in 1 groups" in caplog.records[0].getMessage()
+    assert "estimated peak" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("max_samples", [None, 1])
+def test_non_finite_sample_is_named_in_the_callers_order(make_joint_problem, max_samples):
+    """The kernels flag samples in plan order; the error names the caller's sample id."""
+    problem = make_joint_problem(batch=4, seed=32)
+    encoder_out = problem.encoder_out.detach().clone()
+    encoder_out[3, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="logits of sample 3 are not finite"):
+        samplewise_transducer_loss(
+            encoder_out, problem.predictor_out, problem.joint, *problem.lattice(), max_samples_per_group=max_samples
+        )
