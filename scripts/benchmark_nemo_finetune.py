@@ -34,7 +34,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from asr_plugin.finetune import import_nemo  # noqa: E402
 from asr_plugin.losses import TransducerLoss  # noqa: E402
-from asr_plugin.models.frontend import NemoMelFrontend  # noqa: E402
+from asr_plugin.models import NemoMelFrontend  # noqa: E402
 
 MODES = ("batched", "samplewise")
 

@@ -1,6 +1,7 @@
-"""Conformer-transducer parts: encoder, predictor, joint and the composed model."""
+"""Conformer-transducer parts: encoder, predictor, joint, the composed model, and NeMo's log-mel front end."""
 
 from asr_plugin.models.encoder import ConformerEncoder
+from asr_plugin.models.frontend import NemoMelFrontend
 from asr_plugin.models.joint import Joint
 from asr_plugin.models.predictor import LSTMPredictor, LSTMState
 from asr_plugin.models.subsampling import Conv2dSubsampling
@@ -12,6 +13,7 @@ __all__ = [
     "Joint",
     "LSTMPredictor",
     "LSTMState",
+    "NemoMelFrontend",
     "Transducer",
     "build_transducer",
 ]

@@ -150,3 +150,21 @@ def test_apply_finetune_detects_nemo_files_and_keeps_the_vocabulary(archives):
     assert any(name.startswith("encoder.layers.0.") for name in frozen)
     assert not any(name.startswith("encoder.layers.1.") for name in frozen)
     assert any(name.startswith("encoder.subsampling.") for name in frozen)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", ["conformer_transducer", "fast_conformer_transducer"])
+def test_imported_model_exports(archives, name, tmp_path):
+    from asr_plugin.export import ExportedTransducer, export_transducer
+
+    model = import_nemo(archives[name][0]).model
+    export_transducer(model, tmp_path / "export", feature_dim=80)
+    exported = ExportedTransducer.load(tmp_path / "export")
+    features, lengths = torch.randn(3, 130, 80), torch.tensor([130, 77, 41])  # not the export example's shapes
+    with torch.no_grad():
+        eager, eager_lengths = model.encode(features, lengths)
+        ported, ported_lengths = exported.encode(features, lengths)
+    assert torch.equal(ported_lengths, eager_lengths)
+    projected = model.joint.project_encoder(eager)
+    for b, n in enumerate(eager_lengths.tolist()):
+        torch.testing.assert_close(ported[b, :n], projected[b, :n], atol=1e-5, rtol=1e-5)

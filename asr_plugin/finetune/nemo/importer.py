@@ -14,7 +14,7 @@ from asr_plugin.finetune.nemo.config import frontend_kwargs, num_classes, transd
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
 from asr_plugin.finetune.nemo.weights import NemoWeightReport, convert_state_dict
 from asr_plugin.models import Transducer, build_transducer
-from asr_plugin.models.frontend import NemoMelFrontend
+from asr_plugin.models import NemoMelFrontend
 
 log = logging.getLogger(__name__)
 
