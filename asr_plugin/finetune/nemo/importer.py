@@ -13,8 +13,7 @@ from asr_plugin.finetune.nemo.archive import NemoArchive, read_nemo
 from asr_plugin.finetune.nemo.config import frontend_kwargs, num_classes, transducer_kwargs
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
 from asr_plugin.finetune.nemo.weights import NemoWeightReport, convert_state_dict
-from asr_plugin.models import Transducer, build_transducer
-from asr_plugin.models import NemoMelFrontend
+from asr_plugin.models import NemoMelFrontend, Transducer, build_transducer
 
 log = logging.getLogger(__name__)
 
