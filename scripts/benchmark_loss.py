@@ -14,7 +14,9 @@ from CUDA events.
 
     python scripts/benchmark_loss.py --device cpu --preset cpu-targets
     python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast
+    python scripts/benchmark_loss.py --device cuda --preset paper --dtype fp32   # B=1024, T=1000, U=200
     python scripts/benchmark_loss.py --count-ops     # dispatched ops and host syncs per sample-wise step
+    python scripts/benchmark_loss.py --plan          # the planner's figures for the paper-scale cell, no run
 
 ``--count-ops`` runs one sample-wise forward + backward on the CPU at B=16 and B=64 under a
 TorchDispatchMode and a TorchFunctionMode and counts the aten ops and the calls that block the host on
@@ -61,6 +63,8 @@ PRESETS = {
         dict(B=32, T=250, U=50, V=1024, H=512, modes=MODES),
         # > 2^31 logits: torchaudio's int32 indexing cannot run it
         dict(B=32, T=1000, U=200, V=1024, H=512, modes=("batched", "samplewise")),
+    ],
+    "paper": [
         # The paper's setting. encoder_out (B, T, H) and predictor_out (B, U+1, H) with their gradients take
         # 2 * 4 * 1024 * (1000 + 201) * 512 B = 4.69 GiB in fp32 (2.35 GiB in bf16), so the 5 GiB / 3 GiB
         # targets leave a budget of a few hundred MiB; the second cell is the default budget (1 GiB on CUDA).
@@ -238,6 +242,33 @@ def print_op_counts(joints: list[str]) -> None:
         )
 
 
+def print_plans() -> None:
+    """Groups, steps and estimated peak of the sample-wise plan at B=1024, T=1000, U=200, H=512, V=1024 (the
+    benchmark's lengths), per joint, dtype and budget; nothing is allocated."""
+    from asr_plugin.losses._memory import cell_bytes, plan_groups
+
+    B, T, U, V, H = 1024, 1000, 200, 1024, 512
+    generator = torch.Generator().manual_seed(0)
+    torch.randn(B, T, H, generator=generator), torch.randn(B, U + 1, H, generator=generator)  # same draws as make_inputs
+    torch.randint(1, V, (B, U), generator=generator)
+    frames = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
+    labels = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
+    frames[0], labels[0] = T, U
+    frames, labels = tuple(frames.tolist()), tuple(labels.tolist())
+    print(f"{'joint':<9} {'dtype':<6} {'budget':>7} {'cell B':>7} {'groups':>6} {'steps':>6} {'recomputed':>10} {'step MiB':>9} {'inputs+grads GiB':>16} {'est. peak GiB':>13}")
+    for joint, copies in (("standard", 2), ("custom", 4)):
+        for dtype, size in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            fixed = 2 * B * (T + U + 1) * H * size.itemsize
+            for budget in (192 * 2**20, 512 * 2**20, 2**30):
+                plan = plan_groups(frames, labels, budget, cell_bytes(V, size, H, size, copies))
+                steps = sum(len(group.chunks()) for group in plan.groups)
+                recomputed = steps - len(plan.groups)  # chunks other than each group's last (kept from pass 1)
+                print(
+                    f"{joint:<9} {dtype:<6} {budget // 2**20:>4}MiB {plan.bytes_per_cell:>7} {len(plan.groups):>6} {steps:>6} "
+                    f"{recomputed:>10} {plan.step_bytes() / 2**20:>9.0f} {fixed / 2**30:>16.2f} {(fixed + plan.step_bytes()) / 2**30:>13.2f}"
+                )
+
+
 def print_table(rows: list[dict]) -> None:
     header = f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4}  {'joint':<8} {'mode':<11} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  note"
     print(header)
@@ -282,6 +313,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     parser.add_argument("--joints", default="standard", help="comma-separated subset of " + ",".join(JOINTS))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--plan", action="store_true", help="print the paper-scale plans (no computation)")
     parser.add_argument("--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # internal: one CPU measurement in a subprocess
     args = parser.parse_args()
@@ -292,6 +324,9 @@ def main() -> None:
     joints = [joint for joint in args.joints.split(",") if joint in JOINTS]
     if args.count_ops:
         print_op_counts(joints)
+        return
+    if args.plan:
+        print_plans()
         return
 
     measure = measure_cuda if args.device == "cuda" else measure_cpu

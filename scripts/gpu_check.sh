@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# GPU check of the transducer loss engine on one GPU machine without network (~8 min on one H200):
-# builds the CPU and CUDA extensions, runs the CUDA tests, then the GPU benchmark preset in fp32 and
-# bf16 autocast, and prints a summary. Usage: bash scripts/gpu_check.sh  (from anywhere in the repo)
+# GPU check of the transducer loss engine on one GPU machine without network. Stages, in priority order:
+# build the CPU and CUDA extensions, run the CUDA tests, the paper-scale cells (B=1024, T=1000, U=200, H=512,
+# V=1024, sample-wise, standard fused joint) in fp32 and bf16 autocast at the named budgets (192 MiB fp32,
+# 512 MiB bf16) and the default budget (1 GiB), then the B=32 comparison cells against torchaudio.
+# Each stage has its own timeout; the stages before `paper` fit one 10-minute device command (~6-8 min on
+# one H200, estimated), the comparison stage may need a second call:
+#   bash scripts/gpu_check.sh            # all stages
+#   bash scripts/gpu_check.sh paper      # build, CUDA tests, paper-scale cells only
+#   bash scripts/gpu_check.sh compare    # the B=32 comparison cells only (extensions already built)
+# Results: the tables on stdout and JSON under benchmarks/results/ (copy them to $OUT on the device machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+what="${1:-all}"
 declare -a summary
 
 stage() {  # stage NAME TIMEOUT_S COMMAND...: run, time and record the outcome
@@ -15,17 +23,25 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...: run, time and record the outcome
     start=$(date +%s)
     timeout "$limit" "$@"
     rc=$?
-    summary+=("$(printf '%-28s %-6s %4ss' "$name" "$([ $rc -eq 0 ] && echo ok || echo "rc=$rc")" "$(($(date +%s) - start))")")
+    summary+=("$(printf '%-32s %-6s %4ss' "$name" "$([ $rc -eq 0 ] && echo ok || echo "rc=$rc")" "$(($(date +%s) - start))")")
     return $rc
 }
 
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device visible'; print(torch.cuda.get_device_name(), torch.version.cuda)" || exit 1
-stage "build CPU+CUDA extensions" 300 python -c "from asr_plugin.losses._extension import build_cuda_extension; build_cuda_extension()"
-stage "CUDA tests" 180 python -m pytest tests/losses/test_transducer_cuda.py -q -rs
-stage "benchmark gpu fp32" 240 python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype fp32 --repeats 2
-stage "benchmark gpu bf16-autocast" 120 python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast --repeats 2 --modes batched,samplewise
+bench=(python scripts/benchmark_loss.py --device cuda)
+if [ "$what" != compare ]; then
+    stage "build CPU+CUDA extensions" 180 python -c "from asr_plugin.losses._extension import build_cuda_extension; build_cuda_extension()"
+    stage "CUDA tests" 120 python -m pytest tests/losses/test_transducer_cuda.py -q -rs
+    stage "paper fp32 (192MiB, 1GiB)" 150 "${bench[@]}" --preset paper --dtype fp32 --repeats 1
+    stage "paper bf16 (512MiB, 1GiB)" 90 "${bench[@]}" --preset paper --dtype bf16-autocast --repeats 2
+fi
+if [ "$what" != paper ]; then
+    stage "compare fp32 (B=32)" 240 "${bench[@]}" --preset gpu-targets --dtype fp32 --repeats 2
+    stage "compare bf16 (B=32)" 120 "${bench[@]}" --preset gpu-targets --dtype bf16-autocast --repeats 2 --modes batched,samplewise
+fi
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
-echo "targets: B=1024 T=1000 U=200 H=512 V=1024 sample-wise fp32 <= 5 GiB and <= 15 s, bf16 <= 3 GiB and <= 3 s;"
+echo "targets: B=1024 T=1000 U=200 H=512 V=1024 sample-wise fp32 <= 5 GiB and <= 15 s (192 MiB budget),"
+echo "         bf16 autocast <= 3 GiB and <= 3 s (512 MiB budget); report the default (1 GiB) figures too;"
 echo "         B=32 T=250 U=50: sample-wise no slower than torchaudio; ours batched below torchaudio's memory and runs T=1000."
