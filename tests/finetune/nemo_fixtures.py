@@ -60,11 +60,12 @@ def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
 
 
 def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", seed: int = 0,
-                         config_edit=None) -> tuple[Path, Transducer]:
+                         config_edit=None, extra_weights: dict | None = None) -> tuple[Path, Transducer]:
     """A `.nemo` file laid out as NeMo writes one (config of the fixture script, SentencePiece tokenizer,
     random weights under NeMo's names) and the model of ours it should import as. No NeMo needed.
 
-    `config_edit(config)` may change the config before it is written (to test unsupported keys).
+    `config_edit(config)` may change the config before it is written (to test unsupported keys);
+    `extra_weights` are added to the state dict (tensors NeMo models have and ours do not).
     """
     script = fixture_script()
     tokenizer_dir = script.train_nemo_style_tokenizer(directory / f"{name}_tokenizer")
@@ -83,7 +84,7 @@ def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", se
     if config_edit is not None:
         config_edit(config)
     weights = io.BytesIO()
-    torch.save(nemo_layout(model), weights)
+    torch.save({**nemo_layout(model), **(extra_weights or {})}, weights)
     members = {
         "model_config.yaml": yaml.safe_dump(config).encode(),
         "model_weights.ckpt": weights.getvalue(),

@@ -42,7 +42,7 @@ def test_import_reproduces_the_written_model(archives, name):
         torch.testing.assert_close(imported.model.encode(features, lengths), reference.encode(features, lengths))
 
 
-def test_tokenizer_ids_are_nemo_ids_plus_one(archives, tmp_path):
+def test_tokenizer_ids_are_nemo_ids_plus_one(archives):
     path, _ = archives["conformer_transducer"]
     tokenizer = import_nemo(path).tokenizer
     sp = spm.SentencePieceProcessor(model_file=str(path.parent / "conformer_transducer_tokenizer" / "tokenizer.model"))
@@ -103,6 +103,15 @@ def test_unsupported_config_names_the_key(tmp_path, section, key, value, message
     path, _ = write_synthetic_nemo(tmp_path, config_edit=_edit(section, key, value))
     with pytest.raises(ValueError, match=message):
         import_nemo(path)
+
+
+def test_tensors_without_counterpart_are_reported(tmp_path):
+    ctc = {"ctc_decoder.decoder_layers.0.weight": torch.zeros(41, 32, 1)}  # a hybrid RNNT-CTC model's CTC head
+    path, reference = write_synthetic_nemo(tmp_path, extra_weights=ctc)
+    imported = import_nemo(path)
+    assert imported.report.not_imported["ctc_decoder.decoder_layers.0.weight"] == "no counterpart in our model"
+    assert "ctc_decoder.decoder_layers.0.weight (no counterpart in our model)" in imported.report.summary()
+    assert torch.equal(imported.model.joint.output.weight, reference.joint.output.weight)
 
 
 def test_bad_files_get_clear_errors(tmp_path):
