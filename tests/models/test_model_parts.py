@@ -84,3 +84,15 @@ def test_encoder_blocks_match_torchaudio_without_padding():
     frames, frame_lengths = enc.subsampling(feats, lengths)
     reference, _ = enc.conformer(frames, frame_lengths)
     torch.testing.assert_close(ours, reference)
+
+
+def test_unpadded_subsampling_masking_leaves_valid_frames_as_before():
+    # The original front-end (padding 0) never let padding reach valid frames; masking must not change them.
+    torch.manual_seed(0)
+    sub = Conv2dSubsampling(80, 32, factor=4)
+    feats, lengths = torch.randn(2, 41, 80), torch.tensor([41, 23])
+    out, out_lengths = sub(feats, lengths)
+    plain = sub.conv(feats.unsqueeze(1))  # (B, C, T', F') without any masking
+    plain = sub.out(plain.transpose(1, 2).flatten(2))
+    for b, n in enumerate(out_lengths.tolist()):
+        torch.testing.assert_close(out[b, :n], plain[b, :n])
