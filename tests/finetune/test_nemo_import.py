@@ -177,3 +177,15 @@ def test_imported_model_exports(archives, name, tmp_path):
     projected = model.joint.project_encoder(eager)
     for b, n in enumerate(eager_lengths.tolist()):
         torch.testing.assert_close(ported[b, :n], projected[b, :n], atol=1e-5, rtol=1e-5)
+
+
+def test_gzip_compressed_archives_read_too(archives, tmp_path):
+    import tarfile
+
+    path, reference = archives["conformer_transducer"]
+    compressed = tmp_path / "compressed.nemo"
+    with tarfile.open(path) as source, tarfile.open(compressed, "w:gz") as target:
+        for member in source.getmembers():
+            target.addfile(member, source.extractfile(member))
+    model = import_nemo(compressed).model
+    assert torch.equal(model.encoder.layers[1].self_attn.pos_bias_v, reference.encoder.layers[1].self_attn.pos_bias_v)

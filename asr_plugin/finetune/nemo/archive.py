@@ -56,8 +56,10 @@ def _resolved_config(text: str, path: Path) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.create({"model": config}), resolve=True)["model"]
 
 
-def read_nemo(path: str | os.PathLike) -> NemoArchive:
-    """Reads `path` (plain or gzip tar) into a `NemoArchive`; weights load with ``weights_only=True``.
+def read_nemo(path: str | os.PathLike, weights: bool = True) -> NemoArchive:
+    """Reads `path` (plain or gzip tar) into a `NemoArchive`; weights load with ``weights_only=True``,
+    streamed from the archive (no second copy in memory). ``weights=False`` reads only the config and the
+    small member files (``state_dict`` is then empty).
 
     Raises FileNotFoundError when the file is missing and ValueError naming the file when it is not a
     ``.nemo`` archive or lacks its config or weights.
@@ -68,20 +70,30 @@ def read_nemo(path: str | os.PathLike) -> NemoArchive:
     if not tarfile.is_tarfile(path):
         raise ValueError(f"{path}: not a .nemo file (a tar archive)")
     files: dict[str, bytes] = {}
+    state = None
     with tarfile.open(path, "r:*") as tar:
         for member in tar.getmembers():
-            if member.isfile():
-                files[Path(member.name).name] = tar.extractfile(member).read()
-    for name in (CONFIG_NAME, WEIGHTS_NAME):
-        if name not in files:
-            raise ValueError(f"{path}: the archive has no {name} (members: {sorted(files)[:8]})")
+            name = Path(member.name).name
+            if not member.isfile():
+                continue
+            if name == WEIGHTS_NAME:
+                state = _load_weights(tar.extractfile(member), path) if weights else {}
+            else:
+                files[name] = tar.extractfile(member).read()
+    if CONFIG_NAME not in files or state is None:
+        missing = CONFIG_NAME if CONFIG_NAME not in files else WEIGHTS_NAME
+        raise ValueError(f"{path}: the archive has no {missing} (members: {sorted(files)[:8]})")
     config = _resolved_config(files.pop(CONFIG_NAME).decode("utf-8"), path)
+    return NemoArchive(path=path, config=config, state_dict=state, files=files)
+
+
+def _load_weights(stream: io.IOBase, path: Path) -> dict[str, torch.Tensor]:
     try:
-        state = torch.load(io.BytesIO(files.pop(WEIGHTS_NAME)), map_location="cpu", weights_only=True)
+        state = torch.load(stream, map_location="cpu", weights_only=True)
     except Exception as err:  # UnpicklingError, RuntimeError, EOFError for damaged files
         raise ValueError(f"{path}: {WEIGHTS_NAME} cannot be read as a state dict ({err})") from err
     if isinstance(state, dict) and "state_dict" in state:
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path}: {WEIGHTS_NAME} is not a state dict of tensors")
-    return NemoArchive(path=path, config=config, state_dict=state, files=files)
+    return state

@@ -67,7 +67,7 @@ def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **ov
     What ``conf/model/nemo.yaml`` instantiates, so that ``+finetune=from_nemo`` trains NeMo's architecture;
     `vocab_size` (the recipe's tokenizer) defaults to NeMo's, `overrides` replace `build_transducer` arguments.
     """
-    archive = read_nemo(path)
+    archive = read_nemo(path, weights=False)
     kwargs = {**transducer_kwargs(archive.config), **overrides}
     return build_transducer(vocab_size or num_classes(archive.config) + 1, **kwargs)
 
