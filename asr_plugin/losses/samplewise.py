@@ -73,7 +73,7 @@ class _Problem:
 class _Grads:
     encoder_out: torch.Tensor | None  # (B, T, H_e)
     predictor_out: torch.Tensor | None  # (B, U+1, H_p)
-    params: list[torch.Tensor | None]
+    params: list[torch.Tensor | None]  # None: no gradient (yet)
     scale: float = 1.0  # internal loss scale the buffers still carry
 
     def buffers(self) -> list[torch.Tensor]:
@@ -202,9 +202,13 @@ def _run_group(
             _add_rows(problem, grads.encoder_out, group, t0, encoder_grad)
         if predictor_grad is not None:
             _add_rows(problem, grads.predictor_out, group, 0, predictor_grad)
-        for buffer, param_grad in zip(grads.params, param_grads):
-            if buffer is not None and param_grad is not None:
-                buffer.add_(param_grad)
+        for index, param_grad in enumerate(param_grads):
+            if param_grad is None:
+                continue
+            if grads.params[index] is None:
+                grads.params[index] = param_grad  # a fresh tensor: the first step's gradient is the buffer
+            else:
+                grads.params[index].add_(param_grad)
     return stats.nll
 
 
@@ -218,7 +222,7 @@ def _run(problem: _Problem, scale: torch.Tensor | None, needs: Needs) -> tuple[t
         grads = _Grads(
             torch.zeros_like(encoder_out) if needs.encoder_out else None,
             torch.zeros_like(predictor_out) if needs.predictor_out else None,
-            [torch.zeros_like(p) if needs.params else None for p in problem.runner.params],
+            [None] * len(problem.runner.params),  # filled by the first step that reaches each parameter
             internal,
         )
         scale = scale * internal if internal != 1.0 else scale
