@@ -45,7 +45,7 @@ def test_large_experiment_builds_on_medium(tmp_path):
 
 @pytest.mark.parametrize(
     ("name", "dims"),
-    [("small", (176, 16, 4, 704, 320)), ("medium", (256, 16, 4, 1024, 320)), ("large", (512, 17, 8, 2048, 640))],
+    [("small", (176, 16, 4, 704, 320)), ("medium", (256, 16, 4, 1024, 640)), ("large", (512, 17, 8, 2048, 640))],
 )
 def test_presets_have_nemo_conformer_transducer_dims(name, dims):
     cfg = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
