@@ -51,7 +51,7 @@ def _source_state(options: dict[str, Any], model: Transducer) -> dict:
     path, fmt = options["path"], options["format"]
     if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
         state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
-        log.warning("%s: %s", path, report.summary())
+        log.log(logging.WARNING if report.lost else logging.INFO, "%s: %s", path, report.summary())
         return state
     obj = load_checkpoint_file(path)
     if fmt == "torchaudio_rnnt" or (fmt == "auto" and isinstance(obj, dict) and is_torchaudio_rnnt(obj)):

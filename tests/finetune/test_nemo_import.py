@@ -37,6 +37,7 @@ def test_import_reproduces_the_written_model(archives, name):
     for key, value in reference.state_dict().items():
         assert torch.equal(ours[key], value), key
     assert sorted(imported.report.not_imported) == ["preprocessor.featurizer.fb", "preprocessor.featurizer.window"]
+    assert not imported.report.lost
     features, lengths = torch.randn(2, 90, 80), torch.tensor([90, 61])
     with torch.no_grad():
         torch.testing.assert_close(imported.model.encode(features, lengths), reference.encode(features, lengths))
@@ -109,7 +110,7 @@ def test_tensors_without_counterpart_are_reported(tmp_path):
     ctc = {"ctc_decoder.decoder_layers.0.weight": torch.zeros(41, 32, 1)}  # a hybrid RNNT-CTC model's CTC head
     path, reference = write_synthetic_nemo(tmp_path, extra_weights=ctc)
     imported = import_nemo(path)
-    assert imported.report.not_imported["ctc_decoder.decoder_layers.0.weight"] == "no counterpart in our model"
+    assert imported.report.lost == {"ctc_decoder.decoder_layers.0.weight": "no counterpart in our model"}
     assert "ctc_decoder.decoder_layers.0.weight (no counterpart in our model)" in imported.report.summary()
     assert torch.equal(imported.model.joint.output.weight, reference.joint.output.weight)
 

@@ -97,5 +97,5 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
     if result.missing_keys or result.unexpected_keys:
         raise ValueError(f"{archive.path}: the NeMo weights do not fill our model: missing {result.missing_keys[:8]}, "
                          f"unexpected {result.unexpected_keys[:8]}")
-    log.info("%s", report.summary())
+    log.log(logging.WARNING if report.lost else logging.INFO, "%s", report.summary())
     return NemoImport(model.eval(), tokenizer, frontend, report, model_kwargs, archive.config)

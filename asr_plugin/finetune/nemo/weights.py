@@ -32,9 +32,8 @@ _RENAMES = (
 _EMBEDDING = "decoder.prediction.embed.weight"
 _JOINT_NET = re.compile(r"joint\.joint_net\.(\d+)\.(weight|bias)")
 # Source keys we knowingly leave behind, with the reason the report gives.
-_NOT_NEEDED = (
-    (re.compile(r"preprocessor\.featurizer\.(window|fb)"), "front-end constant: NemoMelFrontend recomputes it"),
-)
+FRONTEND_CONSTANT = "front-end constant: NemoMelFrontend recomputes it"
+_NOT_NEEDED = ((re.compile(r"preprocessor\.featurizer\.(window|fb)"), FRONTEND_CONSTANT),)
 
 
 @dataclass
@@ -43,6 +42,11 @@ class NemoWeightReport:
 
     mapped: dict[str, str] = field(default_factory=dict)
     not_imported: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> dict[str, str]:
+        """Not-imported tensors that carried something (everything but the front end's constants)."""
+        return {key: reason for key, reason in self.not_imported.items() if reason != FRONTEND_CONSTANT}
 
     def summary(self) -> str:
         lines = [f"NeMo import: {len(self.mapped)} tensors mapped, {len(self.not_imported)} not imported"]
