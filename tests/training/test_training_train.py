@@ -44,6 +44,8 @@ def test_killed_run_resumes_from_last_checkpoint_without_losing_steps(tiny_run):
     new_steps = _logged_steps(resumed.paths.output_dir)
     assert new_steps == list(range(saved_step, 7)), "the resumed run must do exactly the missing steps"
     assert result["last_model_path"].startswith(resumed.paths.output_dir)
+    assert result["learning_curves"] == f"{resumed.paths.output_dir}/learning_curves.png"
+    assert open(result["learning_curves"], "rb").read(4) == b"\x89PNG"
 
 
 def test_ckpt_path_must_exist(tiny_run):
