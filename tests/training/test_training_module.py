@@ -35,8 +35,11 @@ def test_batched_and_samplewise_give_the_same_loss_and_gradients():
 
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-5)
     assert all(g is not None for g in grads[0].values()), "every parameter must receive a gradient"
+    # biases in front of BatchNorm have a true gradient of 0 (BN removes the mean): float32 noise of ~1e-6
+    # there, so the absolute tolerance follows the largest gradient
+    atol = 1e-5 * max(float(grad.abs().max()) for grad in grads[0].values())
     for name, grad in grads[0].items():
-        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=atol, msg=lambda m: f"{name}: {m}")
 
 
 class _RecordLoss(L.Callback):
