@@ -13,4 +13,11 @@ from .batched import transducer_loss
 from .module import MODES, TransducerLoss
 from .samplewise import samplewise_transducer_loss
 
-__all__ = ["MODES", "StandardJoint", "TransducerLoss", "parse_memory_budget", "samplewise_transducer_loss", "transducer_loss"]
+__all__ = [
+    "MODES",
+    "StandardJoint",
+    "TransducerLoss",
+    "parse_memory_budget",
+    "samplewise_transducer_loss",
+    "transducer_loss",
+]

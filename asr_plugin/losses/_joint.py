@@ -91,7 +91,9 @@ class _Parameters:
         by_parameter = {id(p): self.leaves[f"joint.{name}"] for name, p in named}
         modules = self.bound.named_modules() if self.bound is not None else []
         self.swapped = {
-            f"{prefix}.{name}": by_parameter[id(p)] for prefix, module in modules for name, p in module.named_parameters(recurse=False)
+            f"{prefix}.{name}": by_parameter[id(p)]
+            for prefix, module in modules
+            for name, p in module.named_parameters(recurse=False)
         }
         self.joint = joint
 
@@ -253,7 +255,9 @@ class _FusedStep:
         wanted = [self.encoder_leaf, self.predictor_leaf, *runner.projection_leaves]
         flags = [needs.encoder_out, needs.predictor_out] + [needs.params] * len(runner.projection_leaves)
         inputs = [tensor for tensor, flag in zip(wanted, flags) if flag]
-        results = iter(torch.autograd.grad(outputs, inputs, output_grads_list, allow_unused=True) if inputs and outputs else ())
+        results = iter(
+            torch.autograd.grad(outputs, inputs, output_grads_list, allow_unused=True) if inputs and outputs else ()
+        )
         encoder_grad, predictor_grad, *projection_grads = [next(results, None) if flag else None for flag in flags]
         projection_grads = iter(projection_grads)
         param_grads = [
@@ -294,7 +298,8 @@ class FusedRunner:
             kept = pre if self.activation == "gelu" else hidden
         del pre, hidden
         _check_logits(logits, encoder, predictor)
-        return _FusedStep(encoder_leaf, predictor_leaf, encoder_proj, predictor_proj, kept if needs.any else None, logits, self)
+        kept = kept if needs.any else None
+        return _FusedStep(encoder_leaf, predictor_leaf, encoder_proj, predictor_proj, kept, logits, self)
 
 
 def _leaf_name(joint: nn.Module, parameter: torch.Tensor) -> str:

@@ -64,7 +64,9 @@ def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
     return max(encoder_dim, predictor_dim)
 
 
-def cell_bytes(vocab: int, logits_dtype: torch.dtype, hidden: int, input_dtype: torch.dtype, hidden_copies: int = 4) -> int:
+def cell_bytes(
+    vocab: int, logits_dtype: torch.dtype, hidden: int, input_dtype: torch.dtype, hidden_copies: int = 4
+) -> int:
     return vocab * logits_dtype.itemsize + hidden_copies * hidden * input_dtype.itemsize + 24
 
 

@@ -43,7 +43,13 @@ def log_probs(
     """
     ops = ops_for(logits.device)
     return ops.transducer_log_probs(
-        _detached(logits).contiguous(), lattice.targets, lattice.logit_lengths, lattice.target_lengths, blank, t_offset, bad
+        _detached(logits).contiguous(),
+        lattice.targets,
+        lattice.logit_lengths,
+        lattice.target_lengths,
+        blank,
+        t_offset,
+        bad,
     )
 
 

@@ -140,7 +140,9 @@ def _add_rows(problem: _Problem, buffer: torch.Tensor, group: Group, t0: int, gr
         rows.index_add_(0, _group_index(problem, group), grad)
 
 
-def _joint_step(problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs, record: bool):
+def _joint_step(
+    problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs, record: bool
+):
     """Run the joint on one chunk; `record` stores the RNG state of a gradient pass for later replays."""
     runner = problem.runner
     if not runner.records_rng:
@@ -191,11 +193,12 @@ def _run_group(
     if not gradient:
         return stats.nll
     for t0, t1 in chunks[-1:] + chunks[:-1]:
-        step = kept if kept is not None else _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs, False)
-        kept = None
-        grad = _ops.logits_grad(
-            step.logits, stats, lattice, problem.blank, scale[group.start : stop], problem.clamp, problem.runner.inplace, t0
-        )
+        if kept is None:
+            step = _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs, False)
+        else:
+            step, kept = kept, None
+        group_scale = scale[group.start : stop]
+        grad = _ops.logits_grad(step.logits, stats, lattice, problem.blank, group_scale, problem.clamp, problem.runner.inplace, t0)
         encoder_grad, predictor_grad, param_grads = step.backprop(grad, needs)
         del step, grad
         if encoder_grad is not None:
@@ -227,7 +230,9 @@ def _run(problem: _Problem, scale: torch.Tensor | None, needs: Needs) -> tuple[t
         )
         scale = scale * internal if internal != 1.0 else scale
     bad = torch.zeros(encoder_out.shape[0], dtype=torch.bool, device=encoder_out.device)  # plan order
-    losses = [_run_group(problem, position, group, scale, needs, grads, bad) for position, group in enumerate(problem.plan.groups)]
+    losses = [
+        _run_group(problem, position, group, scale, needs, grads, bad) for position, group in enumerate(problem.plan.groups)
+    ]
     if internal != 1.0:
         # One sync for both checks: non-finite logits, and gradients overflowed by the internal scale.
         finite = torch.stack([torch.isfinite(tensor).all() for tensor in grads.buffers()]).all()
@@ -296,7 +301,9 @@ def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.T
     return logits
 
 
-def _bytes_per_cell(runner, joint: Joint, probe: torch.Tensor, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> int:
+def _bytes_per_cell(
+    runner: GraphRunner | FusedRunner, joint: Joint, probe: torch.Tensor, encoder_out: torch.Tensor, predictor_out: torch.Tensor
+) -> int:
     vocab = probe.shape[-1]
     if isinstance(runner, FusedRunner):
         return cell_bytes(vocab, probe.dtype, joint.output.in_features, probe.dtype, runner.hidden_copies)
