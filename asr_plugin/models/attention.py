@@ -59,7 +59,7 @@ class RelPositionMultiHeadAttention(nn.Module):
         self.linear_pos = nn.Linear(d_model, d_model, bias=False)
         self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = dropout  # on the attention weights, applied inside scaled_dot_product_attention
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, H, d_k)."""
@@ -79,12 +79,13 @@ class RelPositionMultiHeadAttention(nn.Module):
         k = self._heads(self.linear_k(x)).transpose(1, 2)  # (B, H, T, d_k)
         v = self._heads(self.linear_v(x)).transpose(1, 2)  # (B, H, T, d_k)
         p = self.linear_pos(pos_emb).view(-1, self.num_heads, self.head_dim).transpose(0, 1)  # (H, 2T-1, d_k)
-        content = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.transpose(-2, -1))  # (B, H, T, T)
         by_distance = torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(-2, -1))  # (B, H, T, 2T-1)
         index = _distance_index(length, x.device).expand(*by_distance.shape[:2], length, length)
         position = torch.gather(by_distance, -1, index)  # (B, H, T, T): entry (i, j) scores distance i - j
-        scores = (content + position) / math.sqrt(self.head_dim)
-        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-        weights = self.dropout(torch.softmax(scores, dim=-1))
-        out = torch.matmul(weights, v).transpose(1, 2).reshape(x.shape)  # (B, T, D)
+        bias = (position / math.sqrt(self.head_dim)).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        # softmax((q + u) k^T / sqrt(d_k) + bias) v, fused; every row keeps >= 1 key, so no row is all -inf
+        out = nn.functional.scaled_dot_product_attention(
+            (q + self.pos_bias_u).transpose(1, 2), k, v, attn_mask=bias, dropout_p=self.dropout if self.training else 0.0
+        )  # (B, H, T, d_k)
+        out = out.transpose(1, 2).reshape(x.shape)  # (B, T, D)
         return self.linear_out(out)
