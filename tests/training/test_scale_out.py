@@ -25,12 +25,15 @@ def _env(**extra: str) -> dict[str, str]:
 
 def test_submitit_local_launcher_runs_both_loss_modes(data_dir, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[slurm]'")
-    sweep_dir = tmp_path / "sweep"
     command = [sys.executable, TRAIN, "-m", "hydra/launcher=submitit_local", "+loss=batched,samplewise",
                "hydra.launcher.timeout_min=10", *TINY_RUN, "trainer.max_steps=2", f"paths.data_dir={data_dir}",
-               f"paths.log_dir={tmp_path}/logs", f"hydra.sweep.dir={sweep_dir}"]
+               f"paths.log_dir={tmp_path}/logs"]
     done = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    # one sweep directory (named by ${run_id:} in the launching process), one numbered job directory each
+    sweeps = list((tmp_path / "logs" / "train" / "multiruns").iterdir())
+    assert len(sweeps) == 1
+    sweep_dir = sweeps[0]
     for job, mode in (("0", "batched"), ("1", "samplewise")):
         assert (sweep_dir / job / "checkpoints" / "last.ckpt").is_file()
         assert f"mode: {mode}" in (sweep_dir / job / ".hydra" / "config.yaml").read_text()
