@@ -1,5 +1,6 @@
 """Trains a Conformer-transducer: ``python train.py`` (tiny model, mini corpus, CPU) or e.g.
-``python train.py data=librispeech data.root=/path/to/LibriSpeech model=medium trainer=gpu +loss=samplewise``.
+``python train.py experiment=librispeech_medium paths.data_dir=/data +loss=samplewise`` (LibriSpeech in
+/data/LibriSpeech, all GPUs of the node; ``run.sh`` next to this file runs data preparation, this and decoding).
 
 Configs live in the repository's ``conf/`` (see docs/training.md); outputs go to ``logs/<task_name>/``.
 """
