@@ -118,26 +118,27 @@ class _AutocastState:
         return torch.autocast(self.device_type, dtype=self.dtype, enabled=self.enabled)
 
 
-def _group_index(problem: _Problem, group: Group) -> torch.Tensor:
-    """(n,) sample ids of a group on the device: a slice of the order uploaded once (no host sync)."""
+def _group_index(problem: _Problem, group: Group) -> torch.Tensor | None:
+    """(n,) sample ids of a group on the device, a slice of the order uploaded once (no host sync); None for a
+    one-sample group, whose rows are plain views."""
+    if len(group.samples) == 1:
+        return None
     return problem.order[group.start : group.start + len(group.samples)]
 
 
-def _group_rows(problem: _Problem, tensor: torch.Tensor, group: Group, length: int) -> torch.Tensor:
-    """(n, length, H) rows of the group's samples; a view when the group is one sample."""
+def _group_rows(tensor: torch.Tensor, group: Group, index: torch.Tensor | None, length: int) -> torch.Tensor:
+    """(n, length, H) rows of the group's samples (`index`: `_group_index`); a view for one sample."""
     rows = tensor.narrow(1, 0, length) if length < tensor.shape[1] else tensor
-    if len(group.samples) == 1:
-        return rows.narrow(0, group.samples[0], 1)
-    return rows.index_select(0, _group_index(problem, group))
+    return rows.narrow(0, group.samples[0], 1) if index is None else rows.index_select(0, index)
 
 
-def _add_rows(problem: _Problem, buffer: torch.Tensor, group: Group, t0: int, grad: torch.Tensor) -> None:
-    """buffer[group's samples, t0 : t0 + grad.shape[1]] += grad (n, ., H); a plain slice for one sample."""
+def _add_rows(buffer: torch.Tensor, group: Group, index: torch.Tensor | None, t0: int, grad: torch.Tensor) -> None:
+    """buffer[group's samples, t0 : t0 + grad.shape[1]] += grad (n, ., H); a plain view for one sample."""
     rows = buffer.narrow(1, t0, grad.shape[1]) if grad.shape[1] < buffer.shape[1] else buffer
-    if len(group.samples) == 1:
+    if index is None:
         rows.narrow(0, group.samples[0], 1).add_(grad)
     else:
-        rows.index_add_(0, _group_index(problem, group), grad)
+        rows.index_add_(0, index, grad)
 
 
 def _joint_step(
@@ -169,8 +170,9 @@ def _run_group(
     (plan order), also accumulates the scale-weighted gradients into `grads`. No host sync."""
     stop = group.start + len(group.samples)
     lattice = problem.lattice.rows(group.start, stop)
-    encoder = _group_rows(problem, problem.encoder_out, group, group.frames)
-    predictor = _group_rows(problem, problem.predictor_out, group, group.labels_plus_one)
+    index = _group_index(problem, group)
+    encoder = _group_rows(problem.encoder_out, group, index, group.frames)
+    predictor = _group_rows(problem.predictor_out, group, index, group.labels_plus_one)
     chunks = group.chunks()
     gradient = scale is not None
 
@@ -202,16 +204,16 @@ def _run_group(
         encoder_grad, predictor_grad, param_grads = step.backprop(grad, needs)
         del step, grad
         if encoder_grad is not None:
-            _add_rows(problem, grads.encoder_out, group, t0, encoder_grad)
+            _add_rows(grads.encoder_out, group, index, t0, encoder_grad)
         if predictor_grad is not None:
-            _add_rows(problem, grads.predictor_out, group, 0, predictor_grad)
-        for index, param_grad in enumerate(param_grads):
+            _add_rows(grads.predictor_out, group, index, 0, predictor_grad)
+        for slot, param_grad in enumerate(param_grads):
             if param_grad is None:
                 continue
-            if grads.params[index] is None:
-                grads.params[index] = param_grad  # a fresh tensor: the first step's gradient is the buffer
+            if grads.params[slot] is None:
+                grads.params[slot] = param_grad  # a fresh tensor: the first step's gradient is the buffer
             else:
-                grads.params[index].add_(param_grad)
+                grads.params[slot].add_(param_grad)
     return stats.nll
 
 
