@@ -13,7 +13,7 @@
 # never prepares data itself; rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run.
 # Examples (docs/training.md):
 #   bash recipes/librispeech/run.sh --data-dir /data --train-args "trainer.devices=8"
-#   bash recipes/librispeech/run.sh --stage 4 --eval-args "decoding.methods=[greedy,beam] device=cuda"
+#   bash recipes/librispeech/run.sh --stage 4 --avg 10 --eval-args "decoding.methods=[greedy,beam] decoding.beam=8"
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -117,6 +117,8 @@ fi
 if run_stage 4; then
   decode_dir="$exp_dir/decode_avg$avg"
   echo "stage 4: decode $eval_splits with the last $avg checkpoint(s) of $exp_dir/checkpoints into $decode_dir"
+  # the GPU when there is one (--eval-args "device=cpu" overrides it)
+  device=$(python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
   python recipes/librispeech/eval.py "${data_overrides[@]}" "checkpoint=$exp_dir/checkpoints" "avg=$avg" \
-    "manifests=$(hydra_list "$eval_splits")" "hydra.run.dir=$decode_dir" "${eval_overrides[@]}"
+    "manifests=$(hydra_list "$eval_splits")" "hydra.run.dir=$decode_dir" "device=$device" "${eval_overrides[@]}"
 fi
