@@ -42,6 +42,22 @@ def test_submitit_local_launcher_runs_both_loss_modes(data_dir, tmp_path):
     assert len(logs) == 2 and all("last checkpoint:" in log.read_text() for log in logs)
 
 
+def test_slurm_launcher_config_composes_with_gpus_per_task(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[slurm]'")
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from asr_plugin.training.distributed import register_resolvers
+
+    register_resolvers()  # as the recipe does: the submitit folder lies in the ${run_id:} sweep directory
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", return_hydra_config=True,
+                      overrides=["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=4", f"paths.root_dir={tmp_path}"])
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"].endswith("SlurmLauncher")
+    assert launcher["gpus_per_node"] == 4 and launcher["nodes"] == 1 and launcher["max_num_timeout"] > 0
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
