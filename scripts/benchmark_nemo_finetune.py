@@ -8,7 +8,9 @@ imported ``.nemo`` (--nemo) or, without one, a preset of the same architecture w
 memory or time, so a preset stands in for a downloaded checkpoint of that size.
 
 CPU: each mode runs in a fresh interpreter; memory is the peak RSS above the RSS after the model and inputs
-were built and one warm-up step ran (as scripts/benchmark_loss.py measures it). CUDA: peak allocated memory.
+were built and one warm-up step ran (as scripts/benchmark_loss.py measures it), with glibc's malloc told to
+map every block over 64 KiB on its own (MALLOC_MMAP_THRESHOLD_), so freed tensors leave the RSS and the
+peak is that of live memory, not of what the allocator kept from the warm-up. CUDA: peak allocated memory.
 
     OMP_NUM_THREADS=2 python scripts/benchmark_nemo_finetune.py --preset small --batch 2 --seconds 20
     python scripts/benchmark_nemo_finetune.py --nemo stt_en_conformer_transducer_large.nemo --device cuda --batch 8 --seconds 35
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -118,7 +121,8 @@ def main() -> None:
     rows = []
     for mode in args.modes.split(","):
         request = json.dumps(dict(args=vars(args), mode=mode))
-        process = subprocess.run([sys.executable, __file__, "--cell", request], capture_output=True, text=True)
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        process = subprocess.run([sys.executable, __file__, "--cell", request], capture_output=True, text=True, env=env)
         if process.returncode != 0:
             rows.append(dict(mode=mode, error=(process.stderr.strip().splitlines() or [f"exit {process.returncode}"])[-1]))
         else:
