@@ -99,7 +99,7 @@ class TransducerModule(L.LightningModule):
         world_size = self.trainer.world_size if self._trainer is not None else 1
         if world_size == 1 or self.loss_fn.reduction != "mean":
             return loss
-        local = torch.tensor(float(size), device=loss.device)
+        local = torch.full((), float(size), device=loss.device)  # a fill kernel: no host-to-device copy
         total = self.trainer.strategy.reduce(local.clone(), reduce_op="sum")
         return loss * (local * world_size / total)
 
