@@ -61,3 +61,64 @@ def test_samplewise_cuda_matches_batched(make_joint_problem, reduction, memory_b
     torch.testing.assert_close(loss, batched.detach(), rtol=1e-5, atol=1e-5)
     for got, want in zip(ours, expected):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("autocast", [False, True])
+def test_fused_standard_joint_cuda_matches_batched(autocast):
+    from asr_plugin.models import Joint
+
+    torch.manual_seed(44)
+    joint = Joint(16, 12, 24, 40).cuda()
+    enc = torch.randn(6, 30, 16, device="cuda", requires_grad=True)
+    pred = torch.randn(6, 9, 12, device="cuda", requires_grad=True)
+    targets = torch.randint(1, 40, (6, 8), device="cuda")
+    lengths = (torch.randint(10, 31, (6,), device="cuda"), torch.randint(0, 9, (6,), device="cuda"))
+    inputs = [enc, pred, *joint.parameters()]
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        expected = torch.autograd.grad(transducer_loss(joint(enc, pred), targets, *lengths), inputs)
+        loss = samplewise_transducer_loss(enc, pred, joint, targets, *lengths, memory_budget="64KiB")
+    tolerance = 2e-2 if autocast else 1e-4
+    for got, want in zip(torch.autograd.grad(loss, inputs), expected):
+        torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_samplewise_host_syncs_do_not_grow_with_the_batch(make_joint_problem):
+    """torch.cuda's sync debug mode warns on every synchronising call; one sample per group at both sizes."""
+    import warnings
+
+    counts = []
+    for batch in (4, 16):
+        problem = make_joint_problem(batch=batch, frames=30, labels=8, vocab=40, hidden=16, seed=45)
+        joint = problem.joint.cuda()
+        enc = problem.encoder_out.detach().cuda().requires_grad_()
+        pred = problem.predictor_out.detach().cuda().requires_grad_()
+        lattice = [t.cuda() for t in problem.lattice()]
+
+        def step():
+            samplewise_transducer_loss(enc, pred, joint, *lattice, max_samples_per_group=1).backward()
+
+        step()  # extension load, allocator warm-up
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        counts.append(sum("synchroniz" in str(warning.message) for warning in caught))
+    assert counts[0] == counts[1] <= 10, counts
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_non_finite_flag_on_cuda(make_joint_problem):
+    problem = make_joint_problem(batch=4, seed=46)
+    enc = problem.encoder_out.detach().cuda()
+    enc[2, 0, 0] = float("nan")
+    lattice = [t.cuda() for t in problem.lattice()]
+    with pytest.raises(ValueError, match="logits of sample 2 are not finite"):
+        samplewise_transducer_loss(enc, problem.predictor_out.detach().cuda(), problem.joint.cuda(), *lattice)
