@@ -10,7 +10,7 @@ import sentencepiece as spm
 from asr_plugin.data import BLANK_ID, Tokenizer, normalize_text, train_tokenizer
 from asr_plugin.data.mini_corpus import plan_corpus
 
-TEXTS = [sentence for utts in plan_corpus(300, 10, 10, seed=1).values() for _, _, sentence in utts]
+TEXTS = [utt.text for utts in plan_corpus(300, 10, 10, seed=1).values() for utt in utts]
 
 
 @pytest.fixture(scope="module")
