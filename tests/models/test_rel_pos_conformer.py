@@ -109,3 +109,14 @@ def test_bias_free_blocks_have_no_linear_or_conv_biases():
     enc = ConformerEncoder(d_model=16, num_layers=1, num_heads=2, ffn_dim=32, attention="rel_pos", bias=False)
     names = [name for name, _ in enc.layers.named_parameters() if name.endswith(".bias")]
     assert all("norm" in name for name in names), names  # only LayerNorm / BatchNorm shifts remain
+
+
+def test_rel_pos_encoder_trains_under_bf16_autocast():
+    torch.manual_seed(0)
+    enc = ConformerEncoder(d_model=16, num_layers=1, num_heads=2, ffn_dim=32, attention="rel_pos",
+                           subsampling="dw_striding", subsampling_channels=8, subsampling_factor=8).train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, lengths = enc(torch.randn(2, 60, 80), torch.tensor([60, 33]))
+    assert out.dtype == torch.bfloat16 and lengths.tolist() == [8, 5]
+    out.float().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in enc.layers.parameters())
