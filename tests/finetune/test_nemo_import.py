@@ -115,6 +115,17 @@ def test_tensors_without_counterpart_are_reported(tmp_path):
     assert torch.equal(imported.model.joint.output.weight, reference.joint.output.weight)
 
 
+def test_interpolations_resolve_and_foreign_ones_are_left(tmp_path):
+    def edit(config):
+        config["encoder"]["feat_in"] = "${model.preprocessor.features}"  # as NeMo's example configs write it
+        config["optim"]["sched"] = {"max_steps": "${trainer.max_steps}"}  # outside the model config
+
+    path, reference = write_synthetic_nemo(tmp_path, config_edit=edit)
+    imported = import_nemo(path)
+    assert imported.model_kwargs["input_dim"] == 80
+    assert imported.config["optim"]["sched"]["max_steps"] == "${trainer.max_steps}"
+
+
 def test_bad_files_get_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         import_nemo(tmp_path / "missing.nemo")

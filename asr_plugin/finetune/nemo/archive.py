@@ -47,13 +47,27 @@ def is_nemo_archive(path: str | os.PathLike) -> bool:
 
 
 def _resolved_config(text: str, path: Path) -> dict[str, Any]:
-    """The YAML model config with ``${model.x}``-style interpolations resolved (NeMo may save them unresolved)."""
+    """The YAML model config with ``${model.x}``-style interpolations resolved, section by section.
+
+    NeMo may save interpolations unresolved, some pointing outside the model config (``${trainer.max_steps}``
+    in ``optim``); a section that cannot be resolved is kept as written (the importer reads only
+    ``preprocessor``, ``encoder``, ``decoder``, ``joint``, ``tokenizer`` and ``loss``).
+    """
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     config = yaml.safe_load(text)
     if not isinstance(config, dict):
         raise ValueError(f"{path}: {CONFIG_NAME} is not a mapping")
-    return OmegaConf.to_container(OmegaConf.create({"model": config}), resolve=True)["model"]
+    root = OmegaConf.create({"model": config})
+    resolved = {}
+    for key in config:
+        try:
+            node = root.model[key]
+            resolved[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        except OmegaConfBaseException:
+            resolved[key] = config[key]
+    return resolved
 
 
 def read_nemo(path: str | os.PathLike, weights: bool = True) -> NemoArchive:
