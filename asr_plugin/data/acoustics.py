@@ -22,10 +22,10 @@ class Acoustics:
     level_db: output peak in dB below full scale.
     """
 
-    reverb_probability: float = 0.5
-    rt60: tuple[float, float] = (0.15, 0.5)
-    direct_to_reverb_db: tuple[float, float] = (3.0, 12.0)
-    snr_db: tuple[float, float] = (12.0, 30.0)
+    reverb_probability: float = 0.3
+    rt60: tuple[float, float] = (0.1, 0.35)
+    direct_to_reverb_db: tuple[float, float] = (6.0, 15.0)
+    snr_db: tuple[float, float] = (18.0, 35.0)
     level_db: tuple[float, float] = (-12.0, -1.0)
 
 

@@ -117,8 +117,11 @@ def random_sentence(rng: random.Random) -> str:
         noun = rng.choice(list(NOUNS))
         words = ["THERE", "ARE", rng.choice(NUMBERS), NOUNS[noun]] + _place(rng)
     else:
-        words = _subject(rng) + [rng.choice(("NEVER", "ALWAYS", "OFTEN")), verb_base, "THE", rng.choice(list(NOUNS)),
-                                 "WITH", rng.choice(POSSESSIVES), rng.choice(list(NOUNS))]
+        # a plural or first/second-person subject, so the base form agrees
+        subject = [rng.choice(("I", "WE", "THEY", "YOU"))] if rng.random() < 0.5 else \
+            [rng.choice(NAMES), "AND", rng.choice(NAMES)]
+        words = subject + [rng.choice(("NEVER", "ALWAYS", "OFTEN")), verb_base, "THE", rng.choice(list(NOUNS)),
+                           "WITH", rng.choice(POSSESSIVES), rng.choice(list(NOUNS))]
     return " ".join(words)
 
 

@@ -12,6 +12,7 @@ from torchmetrics.text import WordErrorRate
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
 from asr_plugin.training.memory import PeakMemoryMeter
 
 
@@ -33,6 +34,9 @@ class TransducerModule(L.LightningModule):
         max_symbols_per_frame: greedy-search cap used for the validation/test WER.
         pretrained_lr: lr of the parameters loaded by fine-tuning (see :meth:`mark_pretrained`);
             None puts every parameter at the optimizer's lr.
+        ctc_weight: w in ``(1 - w) * transducer + w * CTC`` for training (:class:`AuxiliaryCTC` on the encoder
+            frames, its head under ``self.ctc``); 0 trains the transducer loss alone. Validation and test
+            losses are the transducer loss either way.
     """
 
     def __init__(
@@ -43,8 +47,11 @@ class TransducerModule(L.LightningModule):
         spec_augment: dict[str, Any] | None = None,
         max_symbols_per_frame: int = 4,
         pretrained_lr: float | None = None,
+        ctc_weight: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= ctc_weight < 1.0:
+            raise ValueError(f"ctc_weight must lie in [0, 1), got {ctc_weight}")
         self.save_hyperparameters()
         self.model = instantiate(model)
         self.loss_fn = instantiate(loss)
@@ -53,6 +60,10 @@ class TransducerModule(L.LightningModule):
         self.pretrained_names: set[str] = set()
         self.tokenizer: TokenDecoder | None = None  # falls back to the datamodule's tokenizer
         self.memory = PeakMemoryMeter()
+        self.ctc = None
+        if ctc_weight > 0:
+            self.ctc = AuxiliaryCTC(self.model.encoder.output_dim, self.model.vocab_size, blank=self.model.blank_id,
+                                    reduction=self.loss_fn.reduction)
 
     def mark_pretrained(self, names: Iterable[str]) -> None:
         """Records the ``self.model`` parameter names loaded from a pretrained checkpoint; they form the
@@ -74,13 +85,25 @@ class TransducerModule(L.LightningModule):
         loss = self.model.loss_from_encoder(encoder_out, encoder_lengths, batch.targets, batch.target_lengths, self.loss_fn)
         return loss, encoder_out, encoder_lengths
 
+    def training_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss to minimise for (B, T_feat, F) features, and its parts to log ({} without auxiliary CTC):
+        ``(1 - w) * transducer + w * ctc`` with w = ``ctc_weight``."""
+        loss, encoder_out, encoder_lengths = self.compute_loss(batch, features)
+        if self.ctc is None:
+            return loss, {}
+        ctc = self.ctc(encoder_out, encoder_lengths, batch.targets, batch.target_lengths)
+        weight = self.hparams.ctc_weight
+        return (1.0 - weight) * loss + weight * ctc, {"transducer_loss": loss.detach(), "ctc_loss": ctc.detach()}
+
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         features = batch.features
         if self.spec_augment is not None:
             features = self.spec_augment(features, batch.feature_lengths)
-        loss, _, _ = self.compute_loss(batch, features)
-        loss = self._normalise_by_global_batch(loss, len(batch))
+        loss, parts = self.training_loss(batch, features)
         size = len(batch)
+        for name, value in parts.items():
+            self.log(f"train/{name}", value, on_step=True, on_epoch=True, batch_size=size)
+        loss = self._normalise_by_global_batch(loss, size)
         # the mean over ranks of the normalised losses is the loss per utterance of the global batch
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=size)
         for group in self.trainer.optimizers[0].param_groups:

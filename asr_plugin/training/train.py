@@ -88,6 +88,7 @@ def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
         spec_augment=OmegaConf.to_container(cfg.spec_augment, resolve=True) if cfg.get("spec_augment") else None,
         max_symbols_per_frame=cfg.get("max_symbols_per_frame", 4),
         pretrained_lr=finetune.get("pretrained_lr") if finetune else None,
+        ctc_weight=cfg.get("ctc_weight", 0.0),
     )
 
 

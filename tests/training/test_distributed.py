@@ -102,7 +102,7 @@ def test_run_id_of_a_single_process_is_its_start_time(clean_env):
 
 
 def test_librispeech_refuses_the_demo_warmup(tmp_path):
-    with pytest.raises(ValueError, match="warmup_steps=50 .*`experiment=librispeech_medium`"):
+    with pytest.raises(ValueError, match="warmup_steps=200 .*`experiment=librispeech_medium`"):
         check_schedule_fits_corpus(compose_train(["data=librispeech", "model=medium"], tmp_path=tmp_path))
     check_schedule_fits_corpus(compose_train(["experiment=librispeech_medium"], tmp_path=tmp_path))
     check_schedule_fits_corpus(compose_train(["data=librispeech", "optim.scheduler.warmup_steps=5000"], tmp_path=tmp_path))
