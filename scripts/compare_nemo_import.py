@@ -5,6 +5,7 @@ encoder output, joint log-probabilities (max abs difference over valid frames), 
 both modes, and greedy transcripts. tests/finetune/test_nemo_equivalence.py asserts on the same numbers.
 
     python scripts/compare_nemo_import.py --out /tmp/nemo_fixtures
+    python scripts/compare_nemo_import.py --out /tmp/nemo_full --full-size   # ~120 M-parameter models
     python scripts/compare_nemo_import.py --nemo stt_en_conformer_transducer_small.nemo
 """
 
@@ -114,8 +115,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nemo", nargs="*", help=".nemo files (default: make the fixtures under --out)")
     parser.add_argument("--out", help="directory for the fixtures (default: a temporary one)")
+    parser.add_argument("--full-size", action="store_true", help="fixtures at the example configs' own sizes")
     args = parser.parse_args()
-    paths = args.nemo or [make_fixture(name, args.out or tempfile.mkdtemp()) for name in ARCHITECTURES]
+    out = args.out or tempfile.mkdtemp()
+    paths = args.nemo or [make_fixture(name, out, full_size=args.full_size) for name in ARCHITECTURES]
     for path in paths:
         result = compare_file(path)
         print(f"{Path(path).name}: " + ", ".join(

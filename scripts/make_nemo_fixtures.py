@@ -6,7 +6,9 @@ examples/asr/conf/fastconformer/fast-conformer_transducer_bpe.yaml of NeMo 3.0) 
 shrunk and the loss/WER fusion turned off:
 
     python scripts/make_nemo_fixtures.py --out /tmp/nemo_fixtures
-    # -> conformer_transducer.nemo, fast_conformer_transducer.nemo (~0.3 MB each)
+    # -> conformer_transducer.nemo, fast_conformer_transducer.nemo (0.75 and 0.65 MB)
+    python scripts/make_nemo_fixtures.py --out /tmp/nemo_full --full-size
+    # the example configs' own (Large, ~120 M parameters) sizes, with a 2-layer LSTM: ~0.5 GB each
 
 The tokenizer is a SentencePiece BPE model trained here the way NeMo's process_asr_text_tokenizer.py
 does (lower case, <unk> = 0, no bos/eos), on a few sentences.
@@ -40,6 +42,9 @@ ARCHITECTURES = {
     ),
 }
 HIDDEN = 24
+# --full-size: the sizes the two example configs are written with (their "Large" rows), 2 LSTM layers as
+# the XLarge/Parakeet rows have.
+FULL_SIZE = dict(d_model=512, n_heads=8, n_layers=17, hidden=640, pred_rnn_layers=2)
 
 
 def train_nemo_style_tokenizer(directory: Path, vocab_size: int = 40) -> Path:
@@ -56,8 +61,10 @@ def train_nemo_style_tokenizer(directory: Path, vocab_size: int = 40) -> Path:
     return directory
 
 
-def nemo_config(name: str, tokenizer_dir: Path) -> dict:
-    """The model section of NeMo's example config for `name`, shrunk."""
+def nemo_config(name: str, tokenizer_dir: Path, full_size: bool = False) -> dict:
+    """The model section of NeMo's example config for `name`, shrunk unless `full_size`."""
+    sizes = FULL_SIZE if full_size else dict(hidden=HIDDEN, pred_rnn_layers=1)
+    hidden = sizes["hidden"]
     encoder = {
         "_target_": "nemo.collections.asr.modules.ConformerEncoder",
         "feat_in": 80, "feat_out": -1, "causal_downsampling": False, "ff_expansion_factor": 4,
@@ -66,11 +73,15 @@ def nemo_config(name: str, tokenizer_dir: Path) -> dict:
         "conv_context_size": None, "dropout": 0.1, "dropout_pre_encoder": 0.1, "dropout_emb": 0.0,
         "dropout_att": 0.1, **ARCHITECTURES[name],
     }
+    if full_size:
+        encoder.update({key: FULL_SIZE[key] for key in ("d_model", "n_heads", "n_layers")})
+        if name == "fast_conformer_transducer":
+            encoder["subsampling_conv_channels"] = 256
     return {
         "sample_rate": 16000,
         "compute_eval_loss": False,
         "log_prediction": False,
-        "model_defaults": {"enc_hidden": encoder["d_model"], "pred_hidden": HIDDEN, "joint_hidden": HIDDEN},
+        "model_defaults": {"enc_hidden": encoder["d_model"], "pred_hidden": hidden, "joint_hidden": hidden},
         "tokenizer": {"dir": str(tokenizer_dir), "type": "bpe"},
         "preprocessor": {
             "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
@@ -85,12 +96,12 @@ def nemo_config(name: str, tokenizer_dir: Path) -> dict:
         "decoder": {
             "_target_": "nemo.collections.asr.modules.RNNTDecoder", "normalization_mode": None,
             "random_state_sampling": False, "blank_as_pad": True,
-            "prednet": {"pred_hidden": HIDDEN, "pred_rnn_layers": 1, "t_max": None, "dropout": 0.1},
+            "prednet": {"pred_hidden": hidden, "pred_rnn_layers": sizes["pred_rnn_layers"], "t_max": None, "dropout": 0.1},
         },
         "joint": {
             "_target_": "nemo.collections.asr.modules.RNNTJoint", "log_softmax": None, "preserve_memory": False,
             "fuse_loss_wer": False, "fused_batch_size": 4,
-            "jointnet": {"joint_hidden": HIDDEN, "activation": "relu", "dropout": 0.1},
+            "jointnet": {"joint_hidden": hidden, "activation": "relu", "dropout": 0.1},
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 10}},
         "loss": {"loss_name": "default", "warprnnt_numba_kwargs": {"fastemit_lambda": 0.0, "clamp": -1.0}},
@@ -98,7 +109,7 @@ def nemo_config(name: str, tokenizer_dir: Path) -> dict:
     }
 
 
-def make_fixture(name: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
+def make_fixture(name: str, out_dir: str | os.PathLike, seed: int = 0, full_size: bool = False) -> Path:
     """Builds NeMo's `name` model with random weights and saves `<out_dir>/<name>.nemo` (never overwrites)."""
     import torch
     from nemo.collections.asr.models import EncDecRNNTBPEModel
@@ -111,7 +122,7 @@ def make_fixture(name: str, out_dir: str | os.PathLike, seed: int = 0) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(seed)
         tokenizer_dir = train_nemo_style_tokenizer(Path(tmp) / "tokenizer")
-        model = EncDecRNNTBPEModel(cfg=OmegaConf.create(nemo_config(name, tokenizer_dir)))
+        model = EncDecRNNTBPEModel(cfg=OmegaConf.create(nemo_config(name, tokenizer_dir, full_size)))
         with torch.no_grad():  # NeMo initialises these to zero; random values test that they are mapped
             for parameter_name, parameter in model.named_parameters():
                 if "pos_bias" in parameter_name:
@@ -125,9 +136,10 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="directory for the .nemo files")
     parser.add_argument("--only", choices=sorted(ARCHITECTURES), help="write only this architecture")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--full-size", action="store_true", help="the example configs' own sizes (~0.5 GB each)")
     args = parser.parse_args()
     for name in [args.only] if args.only else ARCHITECTURES:
-        path = make_fixture(name, args.out, args.seed)
+        path = make_fixture(name, args.out, args.seed, args.full_size)
         print(f"{path}  {path.stat().st_size / 1e6:.2f} MB")
 
 
