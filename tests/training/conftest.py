@@ -68,6 +68,7 @@ TINY_RUN = MICRO_MODEL + TINY_DATA + [
     "trainer.log_every_n_steps=1",
     "trainer.enable_progress_bar=false",
     "callbacks.model_summary=null",
+    "test=false",
 ]
 
 
