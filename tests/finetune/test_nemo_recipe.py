@@ -38,7 +38,8 @@ def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
     cfg = _compose([
         *TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
         "finetune.pretrained_lr=1e-4", "finetune.freeze_encoder_layers=1", f"+loss={mode}", "trainer.max_steps=3",
-        "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "callbacks.model_summary=null",
+        "optim.scheduler.warmup_steps=1", "test=false", "trainer.limit_val_batches=1",
+        "trainer.enable_progress_bar=false", "callbacks.model_summary=null",
     ], tmp_path)
     assert cfg.model._target_ == "asr_plugin.finetune.nemo.nemo_transducer" and cfg.loss.mode == mode
     result = train(cfg)
