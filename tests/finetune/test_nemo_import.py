@@ -5,6 +5,7 @@ The exact equivalence with NeMo's own model is tested in test_nemo_equivalence.p
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 
@@ -52,6 +53,7 @@ def test_tokenizer_ids_are_nemo_ids_plus_one(archives):
     assert tokenizer.decode([0] + tokenizer.encode(text) + [0]) == text
     assert tokenizer.vocab_size == sp.get_piece_size() + 1 and tokenizer.blank_id == 0
     assert tokenizer.id_to_piece(0) == "<blk>" and tokenizer.id_to_piece(1) == sp.id_to_piece(0)
+    assert pickle.loads(pickle.dumps(tokenizer)).encode(text) == tokenizer.encode(text)  # DataLoader workers
 
 
 def test_frontend_dithers_only_in_training_mode(archives):

@@ -22,6 +22,13 @@ class NemoTokenizer:
     def __init__(self, model_proto: bytes) -> None:
         self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
+    def __getstate__(self) -> dict:
+        # SentencePieceProcessor does not pickle (DataLoader workers); its serialized model does.
+        return {"model_proto": self._sp.serialized_model_proto()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["model_proto"])
+
     @property
     def vocab_size(self) -> int:
         """Ids including the blank: NeMo's ``num_classes`` + 1, the model's output size."""
