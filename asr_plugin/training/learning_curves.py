@@ -8,7 +8,10 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
 
-CURVES = ("train/loss_epoch", "val/loss", "val/wer")
+CURVES = ("train/loss_epoch", "train/transducer_loss_epoch", "train/ctc_loss_epoch", "val/loss", "val/wer")
+# (metric, label): with auxiliary CTC the training loss is a mix, so its transducer part is drawn instead
+LOSS_LINES = (("train/transducer_loss_epoch", "train transducer loss"), ("train/ctc_loss_epoch", "train CTC loss"),
+              ("val/loss", "validation transducer loss"))
 
 
 def read_epoch_curves(metrics_csv: str | Path) -> dict[str, dict[int, float]]:
@@ -35,11 +38,12 @@ def plot_learning_curves(metrics_csv: str | Path, png: str | Path) -> Path:
 
     curves = read_epoch_curves(metrics_csv)
     figure, (losses, wer) = plt.subplots(1, 2, figsize=(10, 4))
-    for name, label in (("train/loss_epoch", "train loss"), ("val/loss", "validation loss")):
+    lines = LOSS_LINES if curves["train/transducer_loss_epoch"] else (("train/loss_epoch", "train loss"),) + LOSS_LINES[2:]
+    for name, label in lines:
         points = sorted(curves[name].items())
         if points:
-            losses.plot(*zip(*points), marker="o", markersize=3, label=label)
-    losses.set(xlabel="epoch", ylabel="transducer loss per utterance", yscale="log", title="Losses")
+            losses.plot(*zip(*points), marker="o", markersize=3, label=label, linestyle="--" if "CTC" in label else "-")
+    losses.set(xlabel="epoch", ylabel="loss per utterance (nats)", yscale="log", title="Losses")
     losses.legend()
     points = sorted(curves["val/wer"].items())
     if points:
