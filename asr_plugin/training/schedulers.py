@@ -9,6 +9,7 @@ steps of the whole run for the cosine schedule) and steps them every optimizer s
 from __future__ import annotations
 
 import math
+import warnings
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
@@ -53,6 +54,13 @@ def warmup_noam(optimizer: Optimizer, warmup_steps: int = 1000, min_lr_ratio: fl
 def warmup_cosine(optimizer: Optimizer, warmup_steps: int = 1000, min_lr_ratio: float = 0.0, total_steps: int | None = None) -> LambdaLR:
     """``LambdaLR`` with :func:`cosine_factor`; `total_steps` is the run's optimizer steps (the Trainer's estimate)."""
     _check(warmup_steps, min_lr_ratio)
-    if total_steps is None or total_steps <= warmup_steps:
-        raise ValueError(f"total_steps={total_steps} must exceed warmup_steps={warmup_steps} for the cosine schedule")
+    if total_steps is None or total_steps < 1:
+        raise ValueError(f"total_steps={total_steps}: the cosine schedule needs the run's number of optimizer steps")
+    if warmup_steps >= total_steps:
+        # a quick check (fast_dev_run, limit_train_batches, a few max_steps) is shorter than the warmup: warm up
+        # over its first tenth instead of refusing to run
+        shortened = total_steps // 10
+        warnings.warn(f"warmup_steps={warmup_steps} >= the run's {total_steps} optimizer steps: warming up over "
+                      f"the first {shortened} instead", stacklevel=2)
+        warmup_steps = shortened
     return LambdaLR(optimizer, lambda step: cosine_factor(step, warmup_steps, total_steps, min_lr_ratio))

@@ -61,14 +61,17 @@ def resolve_ckpt_path(ckpt_path: str | None, trainer: L.Trainer, search_dir: str
     return str(newest)
 
 
-# Below this a LibriSpeech run is using the CPU demo's schedule (50 steps): the LibriSpeech experiments
-# warm up for 10k-15k steps, and a transducer at full lr after 50 steps of 600 s batches tends to diverge.
+# Below this a LibriSpeech run is using the CPU demo's schedule (200 warmup steps): the LibriSpeech experiments
+# warm up for 10k-15k steps, and a transducer at full lr after a few hundred steps of 600 s batches tends to diverge.
 MIN_LIBRISPEECH_WARMUP = 1000
 
 
 def check_schedule_fits_corpus(cfg: DictConfig) -> None:
-    """Refuses a LibriSpeech run with the demo's warmup (``data=librispeech`` without ``experiment=...``)."""
+    """Refuses a LibriSpeech run from scratch with the demo's warmup (``data=librispeech`` without
+    ``experiment=...``). Fine-tuning (``cfg.finetune``) starts from trained weights and may warm up briefly."""
     warmup = OmegaConf.select(cfg, "optim.scheduler.warmup_steps")
+    if cfg.get("finetune"):
+        return
     if OmegaConf.select(cfg, "data.corpus") == "librispeech" and warmup is not None and warmup < MIN_LIBRISPEECH_WARMUP:
         raise ValueError(
             f"optim.scheduler.warmup_steps={warmup} is the CPU demo's warmup, too short for LibriSpeech: train with "

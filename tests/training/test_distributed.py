@@ -107,3 +107,5 @@ def test_librispeech_refuses_the_demo_warmup(tmp_path):
     check_schedule_fits_corpus(compose_train(["experiment=librispeech_medium"], tmp_path=tmp_path))
     check_schedule_fits_corpus(compose_train(["data=librispeech", "optim.scheduler.warmup_steps=5000"], tmp_path=tmp_path))
     check_schedule_fits_corpus(compose_train([], tmp_path=tmp_path))  # the demo keeps its warmup
+    finetune = ["data=librispeech", "+finetune=from_checkpoint", "finetune.path=/x/last.ckpt"]
+    check_schedule_fits_corpus(compose_train(finetune, tmp_path=tmp_path))  # fine-tuning may warm up briefly
