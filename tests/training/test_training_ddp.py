@@ -6,7 +6,8 @@ from __future__ import annotations
 import lightning as L
 import torch
 from conftest import micro_module_kwargs
-from training_synthetic import RankBatchesDataModule, SaveGradients, SyntheticDataModule, SyntheticUtterances, collate
+from training_synthetic import (CloseProcessGroup, RankBatchesDataModule, SaveGradients, SyntheticDataModule,
+                                SyntheticUtterances, collate)
 
 from asr_plugin.training import TransducerModule
 
@@ -16,7 +17,7 @@ def _first_step_gradients(path, datamodule: SyntheticDataModule, **trainer_kwarg
     module = TransducerModule(**micro_module_kwargs("samplewise"))
     trainer = L.Trainer(
         accelerator="cpu", max_steps=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, callbacks=[SaveGradients(path)],
+        enable_progress_bar=False, enable_model_summary=False, callbacks=[SaveGradients(path), CloseProcessGroup()],
         use_distributed_sampler=False, **trainer_kwargs,
     )
     trainer.fit(module, datamodule=datamodule)

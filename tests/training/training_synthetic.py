@@ -115,3 +115,16 @@ class CrashAfterSteps(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step >= self.steps:
             raise RuntimeError(f"simulated crash after {self.steps} steps")
+
+
+class CloseProcessGroup(L.Callback):
+    """Ends a spawned DDP run's process group on every rank together (a barrier, then destroy) when fit ends.
+
+    Left to Lightning's exit hook, rank 0 may tear gloo down while rank 1 still destroys its group, and rank 1
+    then aborts ("terminate called without an active exception") although training succeeded.
+    """
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
