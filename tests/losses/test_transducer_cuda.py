@@ -27,7 +27,9 @@ def on_cuda(problem, dtype):
 
 @pytest.mark.cuda
 @needs_gpu
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+# float32: the CUDA kernels sum in another order than the CPU ones (H200, 2026-11-30: one gradient of 182,000
+# off by 1.5e-5), so 5e-5
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
 @pytest.mark.parametrize("clamp", [None, 0.1])
 def test_batched_cuda_matches_cpu(make_problem, dtype, tolerance, clamp):
     problem = make_problem(batch=5, frames=40, labels=12, vocab=70, blank=3, seed=41)
@@ -60,7 +62,7 @@ def test_samplewise_cuda_matches_batched(make_joint_problem, reduction, memory_b
     ours = torch.autograd.grad(loss, inputs, upstream)
     torch.testing.assert_close(loss, batched.detach(), rtol=1e-5, atol=1e-5)
     for got, want in zip(ours, expected):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=5e-5)  # float32 sums in other orders
 
 
 @pytest.mark.cuda
@@ -110,7 +112,8 @@ def test_samplewise_host_syncs_do_not_grow_with_the_batch(make_joint_problem):
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         counts.append(sum("synchroniz" in str(warning.message) for warning in caught))
-    assert counts[0] == counts[1] <= 10, counts
+    # a per-group sync would add 12 from B=4 to B=16; one-off syncs (allocator, first launches) vary by one
+    assert max(counts) <= 10 and abs(counts[1] - counts[0]) <= 2, counts
 
 
 @pytest.mark.cuda
