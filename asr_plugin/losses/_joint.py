@@ -1,33 +1,39 @@
-"""How the sample-wise loss runs the joint on one step (a group's T-chunk) and backpropagates a logits gradient.
+"""How the sample-wise loss runs the joint on a group of samples and backpropagates logits gradients.
 
-Two runners share one interface:
+A runner's ``begin(encoder, predictor, needs)`` opens a group (its rows of the inputs); the group's
+``step(t0, t1, keep)`` gives the logits of frames [t0, t1) (one T-chunk, or the whole group), a step's
+``backprop(grad)`` turns a logits gradient into that chunk's gradients, and the group's ``finish()`` gives
+what can only be formed once every chunk is in. Two runners share this interface:
 
-* ``GraphRunner`` (any joint): calls the joint with autograd on detached leaves and turns the logits
-  gradient into input/parameter gradients with ``torch.autograd.grad``;
-* ``FusedRunner`` (a joint satisfying ``StandardJoint``): computes the step's projections with autograd,
-  then ``output(act(enc_proj + pred_proj))`` without an autograd graph over the lattice, and its backward by
-  hand (the activation is recomputed from the kept hidden tensor), so only the logits and two hidden-sized
-  tensors per cell are alive at once instead of the graph's four.
+* ``GraphRunner`` (any joint): calls the joint with autograd on detached leaves per step and turns the
+  logits gradient into input/parameter gradients with ``torch.autograd.grad``;
+* ``FusedRunner`` (a joint satisfying ``StandardJoint``): projects the group's frames and label states once
+  (with autograd), computes ``output(act(enc_proj + pred_proj))`` per step without an autograd graph over
+  the lattice, and writes its backward by hand: the output layer's gradients per step, the projections'
+  gradients summed over the lattice into group buffers, and one autograd call through the projections in
+  ``finish``. Only the logits and two hidden-sized tensors per cell are alive at once (the graph keeps four).
 
-Both run a ``nn.Module`` joint through ``torch.func.functional_call`` on detached copies of its parameters, so
-hooks registered on the parameters (``p.register_hook``) fire once per backward, as for any other loss, and
-not once per step; module forward hooks still fire on every step.
+A ``nn.Module`` joint runs on detached copies of its parameters, swapped in once per pass with
+``torch.func.functional_call`` (``Runner.with_leaves``), so hooks registered on the parameters
+(``p.register_hook``) fire once per backward, as for any other loss, and not once per step; module forward
+hooks still fire on every call (per step for the graph runner, per group for the projections when fused).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, runtime_checkable
+from typing import Callable, Iterator, Protocol, TypeVar, runtime_checkable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 Joint = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+_Result = TypeVar("_Result")
 
-# Activations the fused runner implements; hidden-sized copies alive per lattice cell in its backward.
-FUSED_ACTIVATIONS = {"tanh": 2, "relu": 2, "gelu": 3}
+# Activations the fused runner implements.
+FUSED_ACTIVATIONS = ("tanh", "relu", "gelu")
 
 
 @runtime_checkable
@@ -62,25 +68,31 @@ class Needs:
         return self.encoder_out or self.predictor_out or self.params
 
 
-StepGrads = tuple  # (encoder grad | None, predictor grad | None, [param grad | None, ...] aligned with params)
+@dataclass
+class StepGrads:
+    """Gradients of one step (frames [t0, t0 + Tc) of the group's encoder rows) or of a whole group (t0 = 0)."""
+
+    encoder_out: torch.Tensor | None  # (n, Tc, H_e)
+    predictor_out: torch.Tensor | None  # (n, U_g+1, H_p)
+    params: list[torch.Tensor | None]  # aligned with the runner's params; None: no contribution
 
 
-class _Bound(nn.Module):
-    """Calls a method of the joint, so ``functional_call`` can swap its parameters for any method."""
+class _CallWithLeaves(nn.Module):
+    """Runs a callback as its forward, so ``functional_call`` swaps the joint's parameters around all of it."""
 
     def __init__(self, joint: nn.Module) -> None:
         super().__init__()
         self.joint = joint
 
-    def forward(self, method: str, *args: torch.Tensor) -> torch.Tensor:
-        return getattr(self.joint, method)(*args)
+    def forward(self, callback: Callable[[], _Result]) -> _Result:
+        return callback()
 
 
 class _Parameters:
     """The joint's trainable parameters (the loss Function's inputs) and detached leaves standing in for them."""
 
     def __init__(self, joint: Joint) -> None:
-        self.bound = _Bound(joint) if isinstance(joint, nn.Module) else None
+        self.bound = _CallWithLeaves(joint) if isinstance(joint, nn.Module) else None
         named = list(joint.named_parameters()) if self.bound is not None else []
         self.leaves = {f"joint.{name}": p.detach().requires_grad_(p.requires_grad) for name, p in named}
         self.params = tuple(p for _, p in named if p.requires_grad)
@@ -95,12 +107,12 @@ class _Parameters:
             for prefix, module in modules
             for name, p in module.named_parameters(recurse=False)
         }
-        self.joint = joint
 
-    def call(self, method: str, *args: torch.Tensor) -> torch.Tensor:
+    def with_leaves(self, callback: Callable[[], _Result]) -> _Result:
+        """callback() with the joint's parameters replaced by the leaves (restored on exit, also on error)."""
         if self.bound is None:
-            return self.joint(*args)
-        return torch.func.functional_call(self.bound, self.swapped, (method, *args), tie_weights=False)
+            return callback()
+        return torch.func.functional_call(self.bound, self.swapped, (callback,), tie_weights=False)
 
 
 def _leaf(rows: torch.Tensor, requires_grad: bool) -> torch.Tensor:
@@ -108,11 +120,16 @@ def _leaf(rows: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     return rows.requires_grad_() if requires_grad else rows
 
 
-def _check_logits(logits, encoder: torch.Tensor, predictor: torch.Tensor) -> None:
-    expected = (encoder.shape[0], encoder.shape[1], predictor.shape[1])
+def _check_logits(logits, expected: tuple[int, int, int]) -> None:
+    """`expected`: (n, Tc, U_g+1)."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 4 or tuple(logits.shape[:3]) != expected:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise ValueError(f"joint must return logits of shape (N, T, U+1, V) = {expected + ('V',)}, got {shape}")
+
+
+def _frames(rows: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+    """rows[:, t0:t1] (n, t1 - t0, H); no slice op for the whole group."""
+    return rows if t1 - t0 == rows.shape[1] else rows[:, t0:t1]
 
 
 def _graph_saved(output: torch.Tensor) -> bool:
@@ -161,6 +178,15 @@ class RngState:
             yield
 
 
+def _autograd_grads(
+    outputs: list[torch.Tensor], output_grads: list[torch.Tensor], wanted: list[torch.Tensor], flags: list[bool]
+) -> list[torch.Tensor | None]:
+    """d(outputs)/d(wanted[i]) contracted with `output_grads`, None where flags[i] is False."""
+    inputs = [tensor for tensor, flag in zip(wanted, flags) if flag]
+    results = iter(torch.autograd.grad(outputs, inputs, output_grads, allow_unused=True) if inputs and outputs else ())
+    return [next(results, None) if flag else None for flag in flags]
+
+
 @dataclass
 class _GraphStep:
     """Logits of one step with the joint's autograd graph on detached leaves."""
@@ -169,14 +195,39 @@ class _GraphStep:
     predictor_leaf: torch.Tensor  # (n, U_g+1, H_p)
     logits: torch.Tensor  # (n, Tc, U_g+1, V)
     leaves: tuple[torch.Tensor, ...]  # parameter leaves aligned with the runner's params
+    needs: Needs
 
-    def backprop(self, grad: torch.Tensor, needs: Needs) -> StepGrads:
-        wanted = [self.encoder_leaf, self.predictor_leaf, *self.leaves]
+    def backprop(self, grad: torch.Tensor) -> StepGrads:
+        needs = self.needs
         flags = [needs.encoder_out, needs.predictor_out] + [needs.params] * len(self.leaves)
-        inputs = [tensor for tensor, flag in zip(wanted, flags) if flag]
-        results = iter(torch.autograd.grad(self.logits, inputs, grad, allow_unused=True))
-        encoder_grad, predictor_grad, *param_grads = [next(results) if flag else None for flag in flags]
-        return encoder_grad, predictor_grad, param_grads
+        encoder_grad, predictor_grad, *param_grads = _autograd_grads(
+            [self.logits], [grad], [self.encoder_leaf, self.predictor_leaf, *self.leaves], flags
+        )
+        return StepGrads(encoder_grad, predictor_grad, param_grads)
+
+
+@dataclass
+class _GraphGroup:
+    runner: GraphRunner
+    encoder: torch.Tensor  # (n, T_g, H_e)
+    predictor: torch.Tensor  # (n, U_g+1, H_p)
+    needs: Needs
+
+    def step(self, t0: int, t1: int, keep: bool) -> _GraphStep:
+        """Logits of frames [t0, t1); with `keep`, with the graph for `backprop`."""
+        needs = self.needs if keep else Needs()
+        encoder = _frames(self.encoder, t0, t1)
+        encoder_leaf = _leaf(encoder, needs.encoder_out)
+        predictor_leaf = _leaf(self.predictor, needs.predictor_out)
+        with torch.set_grad_enabled(needs.any):
+            logits = self.runner.joint(encoder_leaf, predictor_leaf)
+        _check_logits(logits, (encoder.shape[0], encoder.shape[1], self.predictor.shape[1]))
+        if needs.any and self.runner.inplace is None:
+            self.runner.inplace = not _graph_saved(logits)
+        return _GraphStep(encoder_leaf, predictor_leaf, logits, self.runner.trainable_leaves, needs)
+
+    def finish(self) -> StepGrads:
+        return StepGrads(None, None, [None] * len(self.runner.params))  # every step returned its own
 
 
 class GraphRunner:
@@ -187,20 +238,17 @@ class GraphRunner:
 
     def __init__(self, joint: Joint) -> None:
         self._parameters = _Parameters(joint)
+        self.joint = joint
         self.params = self._parameters.params
+        self.trainable_leaves = self._parameters.trainable_leaves
+        self.with_leaves = self._parameters.with_leaves
         # Whether the logits gradient may overwrite the logits: decided on the first gradient step (the
         # joint's graph has the same structure for every step).
         self.inplace: bool | None = None
 
-    def step(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> _GraphStep:
-        encoder_leaf = _leaf(encoder, needs.encoder_out)
-        predictor_leaf = _leaf(predictor, needs.predictor_out)
-        with torch.set_grad_enabled(needs.any):
-            logits = self._parameters.call("forward", encoder_leaf, predictor_leaf)
-        _check_logits(logits, encoder, predictor)
-        if needs.any and self.inplace is None:
-            self.inplace = not _graph_saved(logits)
-        return _GraphStep(encoder_leaf, predictor_leaf, logits, self._parameters.trainable_leaves)
+    def begin(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> _GraphGroup:
+        """Open a group (inside ``with_leaves``): `needs` of its gradient pass, Needs() for losses only."""
+        return _GraphGroup(self, encoder, predictor, needs)
 
 
 def _activate(pre: torch.Tensor, activation: str) -> torch.Tensor:
@@ -212,94 +260,125 @@ def _activate(pre: torch.Tensor, activation: str) -> torch.Tensor:
     return F.gelu(pre)
 
 
+def _activation_backward_(grad: torch.Tensor, kept: torch.Tensor, activation: str) -> torch.Tensor:
+    """grad * act'(.) written over `grad` in one pass; `kept` is the tanh/relu output or the GELU input."""
+    aten = torch.ops.aten
+    if activation == "tanh":
+        return aten.tanh_backward.grad_input(grad, kept, grad_input=grad)
+    if activation == "relu":
+        return aten.threshold_backward.grad_input(grad, kept, 0, grad_input=grad)
+    return aten.gelu_backward.grad_input(grad, kept, approximate="none", grad_input=grad)
+
+
 @dataclass
 class _FusedStep:
-    """One step of a standard joint: projections with their graph, the lattice part without one."""
+    """One step of a standard joint, computed without an autograd graph."""
 
-    encoder_leaf: torch.Tensor  # (n, Tc, H_e)
-    predictor_leaf: torch.Tensor  # (n, U_g+1, H_p)
-    encoder_proj: torch.Tensor  # (n, Tc, H), with graph
-    predictor_proj: torch.Tensor  # (n, U_g+1, H), with graph
-    hidden: torch.Tensor | None  # (n, Tc, U_g+1, H): act output (tanh/relu) or pre-activation (gelu)
+    group: _FusedGroup
+    t0: int
+    hidden: torch.Tensor | None  # (n, Tc, U_g+1, H): act output (tanh/relu) or pre-activation (gelu); None: no backprop
     logits: torch.Tensor  # (n, Tc, U_g+1, V)
-    runner: FusedRunner
 
-    def backprop(self, grad: torch.Tensor, needs: Needs) -> StepGrads:
-        """`grad` (n, Tc, U_g+1, V) in the logits dtype; consumes the step (the hidden tensor is overwritten)."""
-        runner, activation = self.runner, self.runner.activation
+    def backprop(self, grad: torch.Tensor) -> StepGrads:
+        """`grad` (n, Tc, U_g+1, V) in the logits dtype: the output layer's gradients; the projections'
+        are summed into the group (``_FusedGroup.finish``). Consumes the step (its hidden tensor is overwritten)."""
+        group, runner = self.group, self.group.runner
         weight, bias = runner.output_weight, runner.output_bias
         flat_grad = grad.reshape(-1, grad.shape[-1])  # (cells, V)
         output_grads = {}
-        if needs.params and (weight.requires_grad or (bias is not None and bias.requires_grad)):
-            hidden = F.gelu(self.hidden) if activation == "gelu" else self.hidden
+        if group.needs.params and (weight.requires_grad or (bias is not None and bias.requires_grad)):
+            hidden = F.gelu(self.hidden) if runner.activation == "gelu" else self.hidden
             flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H)
             if weight.requires_grad:
                 output_grads[id(weight)] = flat_grad.t().mm(flat_hidden).to(weight.dtype)  # (V, H)
             if bias is not None and bias.requires_grad:
                 output_grads[id(bias)] = flat_grad.sum(0).to(bias.dtype)  # (V,)
             del hidden, flat_hidden
-        hidden_grad = grad.matmul(weight.to(grad.dtype))  # (n, Tc, U_g+1, H)
-        if activation == "gelu":
-            pre_grad = torch.ops.aten.gelu_backward(hidden_grad, self.hidden)
-        elif activation == "tanh":
-            pre_grad = hidden_grad.mul_(self.hidden.mul_(self.hidden).neg_().add_(1))  # (1 - tanh^2)
-        else:
-            pre_grad = hidden_grad.mul_(self.hidden.sign_())  # relu: 1 where the output is positive
+        if group.projected:
+            hidden_grad = grad.matmul(weight.to(grad.dtype))  # (n, Tc, U_g+1, H)
+            group.add_projection_grads(self.t0, _activation_backward_(hidden_grad, self.hidden, runner.activation))
         self.hidden = None
-        outputs, output_grads_list = [], []
-        for proj, reduce_dim in ((self.encoder_proj, 2), (self.predictor_proj, 1)):
+        return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
+
+
+class _FusedGroup:
+    """A group's projections (computed once, with autograd) and the sums of their gradients over the lattice."""
+
+    def __init__(self, runner: FusedRunner, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> None:
+        self.runner, self.needs = runner, needs
+        self.encoder_leaf = _leaf(encoder, needs.encoder_out)  # (n, T_g, H_e)
+        self.predictor_leaf = _leaf(predictor, needs.predictor_out)  # (n, U_g+1, H_p)
+        with torch.set_grad_enabled(needs.any):
+            self.encoder_proj = runner.joint.project_encoder(self.encoder_leaf)  # (n, T_g, H)
+            self.predictor_proj = runner.joint.project_predictor(self.predictor_leaf)  # (n, U_g+1, H)
+        # Gradients reach the projections only when they carry a graph (a trainable projection or input).
+        self.projected = self.encoder_proj.requires_grad or self.predictor_proj.requires_grad
+        # d loss / d projection, summed over U (encoder side, per frame) and over T (predictor side), in float32
+        # (or float64) whatever the activations' dtype: (n, T_g, H) and (n, U_g+1, H). Steps cover disjoint
+        # frames, so each encoder row is written once; every step adds to every predictor row.
+        accumulate = torch.float64 if self.encoder_proj.dtype == torch.float64 else torch.float32
+        self.encoder_proj_grad = torch.empty_like(self.encoder_proj, dtype=accumulate) if self.projected else None
+        self.predictor_proj_grad = torch.zeros_like(self.predictor_proj, dtype=accumulate) if self.projected else None
+
+    def step(self, t0: int, t1: int, keep: bool) -> _FusedStep:
+        """Logits of frames [t0, t1); with `keep`, the hidden activation too, for `backprop`."""
+        with torch.no_grad():
+            pre = _frames(self.encoder_proj, t0, t1).unsqueeze(2) + self.predictor_proj.unsqueeze(1)  # (n, Tc, U_g+1, H)
+            hidden = _activate(pre, self.runner.activation)
+            logits = F.linear(hidden, self.runner.output_weight, self.runner.output_bias)  # autocast casts as eager would
+            kept = pre if self.runner.activation == "gelu" else hidden
+        del pre, hidden
+        _check_logits(logits, (self.encoder_leaf.shape[0], t1 - t0, self.predictor_leaf.shape[1]))
+        return _FusedStep(self, t0, kept if keep and self.needs.any else None, logits)
+
+    def add_projection_grads(self, t0: int, pre_grad: torch.Tensor) -> None:
+        """Add a step's pre-activation gradient (n, Tc, U_g+1, H) into the projections' (broadcast-add backward)."""
+        encoder_rows = self.encoder_proj_grad.narrow(1, t0, pre_grad.shape[1])  # the step's frames only
+        torch.sum(pre_grad, 2, dtype=encoder_rows.dtype, out=encoder_rows)
+        self.predictor_proj_grad.add_(pre_grad.sum(1, dtype=self.predictor_proj_grad.dtype))
+
+    def finish(self) -> StepGrads:
+        """The group's encoder/predictor gradients and the projections' parameter gradients (one autograd call)."""
+        runner, needs = self.runner, self.needs
+        outputs, output_grads = [], []
+        for proj, proj_grad in ((self.encoder_proj, self.encoder_proj_grad), (self.predictor_proj, self.predictor_proj_grad)):
             if proj.requires_grad:
                 outputs.append(proj)
-                output_grads_list.append(pre_grad.sum(reduce_dim).to(proj.dtype))  # broadcast-add backward
-        del pre_grad
-        wanted = [self.encoder_leaf, self.predictor_leaf, *runner.projection_leaves]
+                output_grads.append(proj_grad.to(proj.dtype))
         flags = [needs.encoder_out, needs.predictor_out] + [needs.params] * len(runner.projection_leaves)
-        inputs = [tensor for tensor, flag in zip(wanted, flags) if flag]
-        results = iter(
-            torch.autograd.grad(outputs, inputs, output_grads_list, allow_unused=True) if inputs and outputs else ()
+        encoder_grad, predictor_grad, *projection_grads = _autograd_grads(
+            outputs, output_grads, [self.encoder_leaf, self.predictor_leaf, *runner.projection_leaves], flags
         )
-        encoder_grad, predictor_grad, *projection_grads = [next(results, None) if flag else None for flag in flags]
-        projection_grads = iter(projection_grads)
-        param_grads = [
-            output_grads.get(id(leaf)) if leaf is weight or leaf is bias else next(projection_grads)
-            for leaf in runner.trainable_leaves
-        ]
-        return encoder_grad, predictor_grad, param_grads
+        by_leaf = {id(leaf): grad for leaf, grad in zip(runner.projection_leaves, projection_grads)}
+        return StepGrads(encoder_grad, predictor_grad, [by_leaf.get(id(leaf)) for leaf in runner.trainable_leaves])
 
 
 class FusedRunner:
-    """A ``StandardJoint`` run fused: per step, projections (autograd), then act and the output Linear by hand."""
+    """A ``StandardJoint`` run fused: projections once per group (autograd), act and the output Linear by hand."""
 
+    hidden_copies = 2  # per cell: the kept activation and its gradient (GELU: its input, and GELU of it for W_out)
     records_rng = False  # nothing random: a fused joint has no active dropout
     inplace = True  # nothing saves the logits
 
     def __init__(self, joint: StandardJoint, activation: str) -> None:
         self._parameters = _Parameters(joint)
+        self.joint = joint
         self.params = self._parameters.params
+        self.trainable_leaves = self._parameters.trainable_leaves
+        self.with_leaves = self._parameters.with_leaves
         self.activation = activation
-        self.hidden_copies = FUSED_ACTIVATIONS[activation]
         leaves = self._parameters.leaves
         self.output_weight = leaves[_leaf_name(joint, joint.output.weight)]
         self.output_bias = None if joint.output.bias is None else leaves[_leaf_name(joint, joint.output.bias)]
-        self.trainable_leaves = self._parameters.trainable_leaves
         output = {id(self.output_weight), id(self.output_bias)}
         self.projection_leaves = tuple(leaf for leaf in self.trainable_leaves if id(leaf) not in output)
 
-    def step(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> _FusedStep:
-        encoder_leaf = _leaf(encoder, needs.encoder_out)
-        predictor_leaf = _leaf(predictor, needs.predictor_out)
-        with torch.set_grad_enabled(needs.any):
-            encoder_proj = self._parameters.call("project_encoder", encoder_leaf)  # (n, Tc, H)
-            predictor_proj = self._parameters.call("project_predictor", predictor_leaf)  # (n, U_g+1, H)
-        with torch.no_grad():
-            pre = encoder_proj.unsqueeze(2) + predictor_proj.unsqueeze(1)  # (n, Tc, U_g+1, H)
-            hidden = _activate(pre, self.activation)
-            logits = F.linear(hidden, self.output_weight, self.output_bias)  # autocast casts as eager would
-            kept = pre if self.activation == "gelu" else hidden
-        del pre, hidden
-        _check_logits(logits, encoder, predictor)
-        kept = kept if needs.any else None
-        return _FusedStep(encoder_leaf, predictor_leaf, encoder_proj, predictor_proj, kept, logits, self)
+    def begin(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> _FusedGroup:
+        """Open a group (inside ``with_leaves``): `needs` of its gradient pass, Needs() for losses only."""
+        return _FusedGroup(self, encoder, predictor, needs)
+
+
+JointGroup = _GraphGroup | _FusedGroup
 
 
 def _leaf_name(joint: nn.Module, parameter: torch.Tensor) -> str:

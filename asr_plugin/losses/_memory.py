@@ -8,8 +8,9 @@ is estimated as ``n * T_g * (U_g+1) * cell_bytes``. For any joint (its autograd 
                + 24                        # log-probs (2), denominator, alpha, beta (float32) + slack
 
 For a standard joint run fused (no autograd graph over the lattice, see ``_joint.py``) the hidden part is
-``copies * H * hidden_bytes``: the activation and its gradient (copies = 2), plus the pre-activation for
-GELU (copies = 3). H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint
+``2 * H * hidden_bytes``: the kept activation (GELU: its input) and its gradient, which the activation's
+derivative overwrites in place (GELU's output for the W_out gradient is freed before the gradient exists).
+H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint
 exposes it, else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
 (autocast aware).
 
@@ -84,11 +85,23 @@ class Group:
     chunk: int
 
     def chunks(self) -> list[tuple[int, int]]:
-        return [(t0, min(t0 + self.chunk, self.frames)) for t0 in range(0, self.frames, self.chunk)]
+        """[t0, t1) of each step: a shorter remainder first, then full chunks. The sample-wise loss keeps the
+        last chunk from its first pass and recomputes the others, so the kept one is a full chunk."""
+        bounds = [0, *range(self.frames % self.chunk or self.chunk, self.frames + 1, self.chunk)]
+        return list(zip(bounds[:-1], bounds[1:]))
 
     def cells(self) -> int:
         """Padded lattice cells of one step (one T-chunk)."""
         return len(self.samples) * self.chunk * self.labels_plus_one
+
+    def lattice_cells(self) -> int:
+        """Padded lattice cells of the whole group."""
+        return len(self.samples) * self.frames * self.labels_plus_one
+
+    def recomputed_cells(self) -> int:
+        """Cells whose joint forward runs twice: every chunk but the last, which is kept from the first pass."""
+        t0, _ = self.chunks()[-1]
+        return len(self.samples) * t0 * self.labels_plus_one
 
 
 @dataclass(frozen=True)
@@ -101,12 +114,17 @@ class Plan:
         """Estimated transient memory of the largest step."""
         return max(group.cells() for group in self.groups) * self.bytes_per_cell
 
+    def recomputed_fraction(self) -> float:
+        """Share of the padded lattice cells whose joint forward runs twice (T-chunked samples)."""
+        return sum(g.recomputed_cells() for g in self.groups) / sum(g.lattice_cells() for g in self.groups)
+
     def describe(self, fixed_bytes: int) -> str:
         chunks = sum(len(group.chunks()) for group in self.groups)
         peak = fixed_bytes + self.step_bytes()
         return (
             f"sample-wise transducer loss: {len(self.order)} samples in {len(self.groups)} groups, {chunks} steps "
-            f"(T-chunks); largest step ~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{peak / 2**20:.1f} MiB "
+            f"(T-chunks; {100 * self.recomputed_fraction():.0f} % of the lattice cells recomputed); largest step "
+            f"~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{peak / 2**20:.1f} MiB "
             f"(inputs, their gradients and parameter-gradient buffers: {fixed_bytes / 2**20:.1f} MiB)"
         )
 

@@ -28,7 +28,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _ops
-from ._joint import FusedRunner, GraphRunner, Joint, Needs, RngState, make_runner
+from ._joint import FusedRunner, GraphRunner, Joint, JointGroup, Needs, RngState, StepGrads, make_runner
 from ._memory import (
     Group,
     Plan,
@@ -141,20 +141,34 @@ def _add_rows(buffer: torch.Tensor, group: Group, index: torch.Tensor | None, t0
         rows.index_add_(0, index, grad)
 
 
-def _joint_step(
-    problem: _Problem, key: tuple[int, int], encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs, record: bool
-):
-    """Run the joint on one chunk; `record` stores the RNG state of a gradient pass for later replays."""
-    runner = problem.runner
-    if not runner.records_rng:
-        return runner.step(encoder, predictor, needs)
+def _accumulate(grads: _Grads, group: Group, index: torch.Tensor | None, t0: int, step: StepGrads) -> None:
+    """Add a step's (t0: its first frame) or a finished group's (t0 = 0) gradients into the step's buffers."""
+    if step.encoder_out is not None:
+        _add_rows(grads.encoder_out, group, index, t0, step.encoder_out)
+    if step.predictor_out is not None:
+        _add_rows(grads.predictor_out, group, index, 0, step.predictor_out)
+    for slot, param_grad in enumerate(step.params):
+        if param_grad is None:
+            continue
+        if grads.params[slot] is None:
+            grads.params[slot] = param_grad  # a fresh tensor: the first contribution is the buffer
+        else:
+            grads.params[slot].add_(param_grad)
+
+
+def _joint_step(problem: _Problem, joint: JointGroup, key: tuple[int, int], t1: int, keep: bool, record: bool):
+    """Logits of frames [key[1], t1) of the group at position key[0]; `record` stores the RNG state of a
+    gradient pass for later replays."""
+    t0 = key[1]
+    if not problem.runner.records_rng:
+        return joint.step(t0, t1, keep)
     state = problem.rng_states.get(key)
     if state is None:
         if record:
-            problem.rng_states[key] = RngState.capture(encoder.device)
-        return runner.step(encoder, predictor, needs)
+            problem.rng_states[key] = RngState.capture(problem.encoder_out.device)
+        return joint.step(t0, t1, keep)
     with state.replay():
-        return runner.step(encoder, predictor, needs)
+        return joint.step(t0, t1, keep)
 
 
 def _run_group(
@@ -175,16 +189,14 @@ def _run_group(
     predictor = _group_rows(problem.predictor_out, group, index, group.labels_plus_one)
     chunks = group.chunks()
     gradient = scale is not None
-
-    def frames(t0: int, t1: int) -> torch.Tensor:  # (n, t1 - t0, H_e); no slice op for a whole group
-        return encoder if t1 - t0 == group.frames else encoder[:, t0:t1]
+    joint = problem.runner.begin(encoder, predictor, needs if gradient else Needs())
 
     # Pass 1: every chunk's log-probs; the last chunk's logits keep their graph (gradient pass) and are
     # backpropagated first, so a group that fits is never recomputed and a chunked one saves one chunk.
     pieces, kept = [], None
     for t0, t1 in chunks:
         last = gradient and t1 == group.frames
-        step = _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs if last else Needs(), gradient)
+        step = _joint_step(problem, joint, (position, t0), t1, keep=last, record=gradient)
         pieces.append(_ops.log_probs(step.logits, lattice, problem.blank, bad[group.start : stop], t0))
         kept = step if last else None
         del step
@@ -194,26 +206,17 @@ def _run_group(
     stats = _ops.lattice_stats(log_probs, denominators, lattice)
     if not gradient:
         return stats.nll
+    group_scale = scale[group.start : stop]
     for t0, t1 in chunks[-1:] + chunks[:-1]:
         if kept is None:
-            step = _joint_step(problem, (position, t0), frames(t0, t1), predictor, needs, False)
+            step = _joint_step(problem, joint, (position, t0), t1, keep=True, record=False)
         else:
             step, kept = kept, None
-        group_scale = scale[group.start : stop]
         grad = _ops.logits_grad(step.logits, stats, lattice, problem.blank, group_scale, problem.clamp, problem.runner.inplace, t0)
-        encoder_grad, predictor_grad, param_grads = step.backprop(grad, needs)
+        step_grads = step.backprop(grad)
         del step, grad
-        if encoder_grad is not None:
-            _add_rows(grads.encoder_out, group, index, t0, encoder_grad)
-        if predictor_grad is not None:
-            _add_rows(grads.predictor_out, group, index, 0, predictor_grad)
-        for slot, param_grad in enumerate(param_grads):
-            if param_grad is None:
-                continue
-            if grads.params[slot] is None:
-                grads.params[slot] = param_grad  # a fresh tensor: the first step's gradient is the buffer
-            else:
-                grads.params[slot].add_(param_grad)
+        _accumulate(grads, group, index, t0, step_grads)
+    _accumulate(grads, group, index, 0, joint.finish())
     return stats.nll
 
 
@@ -232,9 +235,12 @@ def _run(problem: _Problem, scale: torch.Tensor | None, needs: Needs) -> tuple[t
         )
         scale = scale * internal if internal != 1.0 else scale
     bad = torch.zeros(encoder_out.shape[0], dtype=torch.bool, device=encoder_out.device)  # plan order
-    losses = [
-        _run_group(problem, position, group, scale, needs, grads, bad) for position, group in enumerate(problem.plan.groups)
-    ]
+    losses = problem.runner.with_leaves(
+        lambda: [
+            _run_group(problem, position, group, scale, needs, grads, bad)
+            for position, group in enumerate(problem.plan.groups)
+        ]
+    )
     if internal != 1.0:
         # One sync for both checks: non-finite logits, and gradients overflowed by the internal scale.
         finite = torch.stack([torch.isfinite(tensor).all() for tensor in grads.buffers()]).all()

@@ -186,7 +186,9 @@ def test_plan_groups_sorts_and_bounds():
         assert group.labels_plus_one == max(labels[b] + 1 for b in group.samples)
         assert len(group.samples) * group.chunk * group.labels_plus_one <= 100
     chunked = plan_groups((50,), (4,), budget=100, bytes_per_cell=1).groups
-    assert chunked[0].chunk == 20 and chunked[0].chunks() == [(0, 20), (20, 40), (40, 50)]
+    assert chunked[0].chunk == 20 and chunked[0].chunks() == [(0, 10), (10, 30), (30, 50)]  # the kept last chunk is a full one
+    assert chunked[0].recomputed_cells() == 30 * 5 and chunked[0].lattice_cells() == 50 * 5
+    assert plan.recomputed_fraction() == 0  # every group fits: nothing recomputed
 
 
 class DropoutJoint(nn.Module):
