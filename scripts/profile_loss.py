@@ -36,7 +36,9 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from benchmark_loss import ROOT, make_inputs, step  # scripts/ is sys.path[0] when this script runs
+# scripts/ is sys.path[0] when this script runs; benchmark_loss puts the repository on sys.path
+from benchmark_loss import ROOT, make_inputs, step
+from asr_plugin.losses._memory import parse_memory_budget
 
 MiB = 2**20
 ASR_OPS = ("transducer_log_probs", "transducer_alphas_betas", "transducer_logits_grad")
@@ -285,8 +287,9 @@ def print_step(index: int, summary: dict, plan: dict, device: str) -> None:
               f"peak reserved {memory['peak_reserved_bytes'] / MiB:.1f} MiB; allocator during the step: "
               + ", ".join(f"{key} {value}" for key, value in memory["allocator"].items()))
         if plan["estimated_peak_mib"] is not None:
-            print(f"planner: inputs+gradients {plan['fixed_mib']} MiB + largest step {plan['largest_step_mib']} MiB = estimated "
-                  f"peak {plan['estimated_peak_mib']} MiB; peak - estimate = {peak - plan['estimated_peak_mib']:.1f} MiB")
+            print(f"planner: inputs + their gradients + parameter-gradient buffers {plan['fixed_mib']} MiB + largest step "
+                  f"{plan['largest_step_mib']} MiB = estimated peak {plan['estimated_peak_mib']} MiB; peak - estimate = "
+                  f"{peak - plan['estimated_peak_mib']:.1f} MiB")
 
 
 # --- CUDA memory: which allocations are live at the peak -------------------------------------------------------
@@ -392,6 +395,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--history-entries", type=int, default=2_000_000, help="CUDA allocator trace entries kept")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
+    try:
+        parse_memory_budget(args.memory_budget, "--memory-budget")
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.device == "cuda" and not torch.cuda.is_available():
