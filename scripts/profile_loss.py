@@ -171,8 +171,11 @@ class PlanLog(logging.Handler):
     """Collects the plan lines the loss logs on ``asr_plugin.losses._memory`` (every step: level DEBUG)."""
 
     PATTERN = re.compile(r"(\d+) samples in (\d+) groups, (\d+) steps")
-    MIB = {"largest_step_mib": r"largest step ~([\d.]+) MiB", "estimated_peak_mib": r"estimated peak ~([\d.]+) MiB",
-           "fixed_mib": r"parameter-gradient buffers: ([\d.]+) MiB"}
+    MIB = {
+        "largest_step_mib": r"largest step ~([\d.]+) MiB",
+        "estimated_peak_mib": r"estimated peak ~([\d.]+) MiB",
+        "fixed_mib": r"parameter-gradient buffers: ([\d.]+) MiB",  # inputs, their gradients and parameter-gradient buffers
+    }
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
