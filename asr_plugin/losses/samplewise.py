@@ -216,6 +216,7 @@ def _run_group(
         step_grads = step.backprop(grad)
         del step, grad
         _accumulate(grads, group, index, t0, step_grads)
+        del step_grads  # not alive during the next step's backprop
     _accumulate(grads, group, index, 0, joint.finish())
     return stats.nll
 
