@@ -100,3 +100,30 @@ def test_parameter_hooks_fire_once_per_backward():
         loss.backward()
         assert len(calls) == 1
         torch.testing.assert_close(calls[0], joint.output.weight.grad)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_parameters_are_restored_when_the_joint_raises(fused):
+    """The joint's parameters are swapped for detached leaves for a whole pass; an error inside it (here the
+    third projection call / joint call) leaves the module with its own Parameters again."""
+    joint, encoder_out, predictor_out, lattice = make_case("tanh", seed=6)
+    if not fused:
+        joint.train().dropout.p = 0.1  # not fusable: called as a module
+    originals = {name: p for name, p in joint.named_parameters()}
+    calls = []
+
+    def fail_on_third_call(module, args, output):
+        calls.append(module)
+        if len(calls) == 3:
+            raise RuntimeError("joint failed")
+
+    hooked = joint.encoder_proj if fused else joint
+    handle = hooked.register_forward_hook(fail_on_third_call)
+    with pytest.raises(RuntimeError, match="joint failed"):
+        samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB")
+    handle.remove()
+    assert all(p is originals[name] for name, p in joint.named_parameters())
+    assert len(list(joint.parameters())) == len(originals)
+    loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB")
+    loss.backward()
+    assert all(p.grad is not None for p in joint.parameters())
