@@ -38,11 +38,12 @@ FUSED_ACTIVATIONS = ("tanh", "relu", "gelu")
 
 @runtime_checkable
 class StandardJoint(Protocol):
-    """A joint computing ``output(act(project_encoder(enc)[:, :, None] + project_predictor(pred)[:, None]))``.
+    """A joint computing
+    ``output(dropout(act(project_encoder(enc)[:, :, None] + project_predictor(pred)[:, None])))``.
 
     The sample-wise loss recognises it and runs it fused. ``fused_activation`` is "tanh", "relu" or "gelu"
-    (exact), or None when the joint cannot be fused right now (e.g. dropout active in training); the loss
-    then calls the joint as any other.
+    (exact), or None when the joint cannot be fused (the loss then calls the joint as any other);
+    ``fused_dropout`` is the (inverted) dropout probability on the activations, 0 when inactive (eval mode).
     """
 
     output: nn.Linear
@@ -53,6 +54,9 @@ class StandardJoint(Protocol):
 
     @property
     def fused_activation(self) -> str | None: ...
+
+    @property
+    def fused_dropout(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,7 @@ class GraphRunner:
     """Any joint: autograd through its graph; steps that are recomputed replay the RNG state (dropout)."""
 
     hidden_copies = 4
+    mask_bytes = 0
     records_rng = True
 
     def __init__(self, joint: Joint) -> None:
@@ -270,6 +275,14 @@ def _activation_backward_(grad: torch.Tensor, kept: torch.Tensor, activation: st
     return aten.gelu_backward.grad_input(grad, kept, approximate="none", grad_input=grad)
 
 
+def _dropped(hidden: torch.Tensor, mask: torch.Tensor | None, keep_prob: float, inplace: bool) -> torch.Tensor:
+    """Inverted dropout of `hidden` with the drawn `mask` (bool, True = kept); `hidden` itself without one."""
+    if mask is None:
+        return hidden
+    dropped = hidden.mul_(mask) if inplace else hidden.mul(mask)
+    return dropped.mul_(1.0 / keep_prob)
+
+
 @dataclass
 class _FusedStep:
     """One step of a standard joint, computed without an autograd graph."""
@@ -277,6 +290,7 @@ class _FusedStep:
     group: _FusedGroup
     t0: int
     hidden: torch.Tensor | None  # (n, Tc, U_g+1, H): act output (tanh/relu) or pre-activation (gelu); None: no backprop
+    mask: torch.Tensor | None  # (n, Tc, U_g+1, H) bool dropout mask (True: kept); None: no dropout or no backprop
     logits: torch.Tensor  # (n, Tc, U_g+1, V)
 
     def backprop(self, grad: torch.Tensor) -> StepGrads:
@@ -287,17 +301,18 @@ class _FusedStep:
         flat_grad = grad.reshape(-1, grad.shape[-1])  # (cells, V)
         output_grads = {}
         if group.needs.params and (weight.requires_grad or (bias is not None and bias.requires_grad)):
-            hidden = F.gelu(self.hidden) if runner.activation == "gelu" else self.hidden
-            flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H)
+            gelu = runner.activation == "gelu"
+            hidden = _dropped(F.gelu(self.hidden) if gelu else self.hidden, self.mask, runner.keep_prob, inplace=gelu)
+            flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H), what W_out saw
             if weight.requires_grad:
                 output_grads[id(weight)] = flat_grad.t().mm(flat_hidden).to(weight.dtype)  # (V, H)
             if bias is not None and bias.requires_grad:
                 output_grads[id(bias)] = flat_grad.sum(0).to(bias.dtype)  # (V,)
             del hidden, flat_hidden
         if group.projected:
-            hidden_grad = grad.matmul(weight.to(grad.dtype))  # (n, Tc, U_g+1, H)
+            hidden_grad = _dropped(grad.matmul(weight.to(grad.dtype)), self.mask, runner.keep_prob, inplace=True)  # (n, Tc, U_g+1, H)
             group.add_projection_grads(self.t0, _activation_backward_(hidden_grad, self.hidden, runner.activation))
-        self.hidden = None
+        self.hidden = self.mask = None
         return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
 
 
@@ -321,15 +336,20 @@ class _FusedGroup:
         self.predictor_proj_grad = torch.zeros_like(self.predictor_proj, dtype=accumulate) if self.projected else None
 
     def step(self, t0: int, t1: int, keep: bool) -> _FusedStep:
-        """Logits of frames [t0, t1); with `keep`, the hidden activation too, for `backprop`."""
+        """Logits of frames [t0, t1); with `keep`, the hidden activation (and dropout mask) too, for `backprop`.
+        The mask is drawn from the global RNG, so a recomputation that replays its state draws the same one."""
+        runner = self.runner
         with torch.no_grad():
             pre = _frames(self.encoder_proj, t0, t1).unsqueeze(2) + self.predictor_proj.unsqueeze(1)  # (n, Tc, U_g+1, H)
-            hidden = _activate(pre, self.runner.activation)
-            logits = F.linear(hidden, self.runner.output_weight, self.runner.output_bias)  # autocast casts as eager would
-            kept = pre if self.runner.activation == "gelu" else hidden
-        del pre, hidden
+            hidden = _activate(pre, runner.activation)
+            mask = torch.empty_like(hidden, dtype=torch.bool).bernoulli_(runner.keep_prob) if runner.keep_prob < 1 else None
+            dropped = _dropped(hidden, mask, runner.keep_prob, inplace=runner.activation == "gelu")
+            logits = F.linear(dropped, runner.output_weight, runner.output_bias)  # autocast casts as eager would
+            kept = pre if runner.activation == "gelu" else hidden
+        del pre, hidden, dropped
         _check_logits(logits, (self.encoder_leaf.shape[0], t1 - t0, self.predictor_leaf.shape[1]))
-        return _FusedStep(self, t0, kept if keep and self.needs.any else None, logits)
+        backprop = keep and self.needs.any
+        return _FusedStep(self, t0, kept if backprop else None, mask if backprop else None, logits)
 
     def add_projection_grads(self, t0: int, pre_grad: torch.Tensor) -> None:
         """Add a step's pre-activation gradient (n, Tc, U_g+1, H) into the projections' (broadcast-add backward)."""
@@ -354,19 +374,23 @@ class _FusedGroup:
 
 
 class FusedRunner:
-    """A ``StandardJoint`` run fused: projections once per group (autograd), act and the output Linear by hand."""
+    """A ``StandardJoint`` run fused: projections once per group (autograd), act, dropout and the output Linear
+    by hand."""
 
     hidden_copies = 2  # per cell: the kept activation and its gradient (GELU: its input, and GELU of it for W_out)
-    records_rng = False  # nothing random: a fused joint has no active dropout
     inplace = True  # nothing saves the logits
 
-    def __init__(self, joint: StandardJoint, activation: str) -> None:
+    def __init__(self, joint: StandardJoint, activation: str, dropout: float) -> None:
         self._parameters = _Parameters(joint)
         self.joint = joint
         self.params = self._parameters.params
         self.trainable_leaves = self._parameters.trainable_leaves
         self.with_leaves = self._parameters.with_leaves
         self.activation = activation
+        self.keep_prob = 1.0 - dropout
+        # With dropout, the bool mask is kept per cell, and recomputed steps replay the RNG state of the first.
+        self.mask_bytes = 1 if dropout > 0 else 0
+        self.records_rng = dropout > 0
         leaves = self._parameters.leaves
         self.output_weight = leaves[_leaf_name(joint, joint.output.weight)]
         self.output_bias = None if joint.output.bias is None else leaves[_leaf_name(joint, joint.output.bias)]
@@ -390,7 +414,7 @@ def make_runner(joint: Joint) -> GraphRunner | FusedRunner:
     if not callable(joint):
         raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
     if isinstance(joint, nn.Module) and isinstance(joint, StandardJoint) and isinstance(joint.output, nn.Linear):
-        activation = joint.fused_activation
-        if activation in FUSED_ACTIVATIONS:
-            return FusedRunner(joint, activation)
+        activation, dropout = joint.fused_activation, float(joint.fused_dropout)
+        if activation in FUSED_ACTIVATIONS and 0.0 <= dropout < 1.0:
+            return FusedRunner(joint, activation, dropout)
     return GraphRunner(joint)

@@ -9,7 +9,8 @@ is estimated as ``n * T_g * (U_g+1) * cell_bytes``. For any joint (its autograd 
 
 For a standard joint run fused (no autograd graph over the lattice, see ``_joint.py``) the hidden part is
 ``2 * H * hidden_bytes``: the kept activation (GELU: its input) and its gradient, which the activation's
-derivative overwrites in place (GELU's output for the W_out gradient is freed before the gradient exists).
+derivative overwrites in place (GELU's output for the W_out gradient is freed before the gradient exists),
+plus ``H`` bytes for the kept bool dropout mask when the joint's dropout is active.
 H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint
 exposes it, else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
 (autocast aware).
@@ -66,9 +67,14 @@ def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
 
 
 def cell_bytes(
-    vocab: int, logits_dtype: torch.dtype, hidden: int, input_dtype: torch.dtype, hidden_copies: int = 4
+    vocab: int,
+    logits_dtype: torch.dtype,
+    hidden: int,
+    input_dtype: torch.dtype,
+    hidden_copies: int = 4,
+    mask_bytes: int = 0,
 ) -> int:
-    return vocab * logits_dtype.itemsize + hidden_copies * hidden * input_dtype.itemsize + 24
+    return vocab * logits_dtype.itemsize + hidden * (hidden_copies * input_dtype.itemsize + mask_bytes) + 24
 
 
 @dataclass(frozen=True)

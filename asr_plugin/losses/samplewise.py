@@ -315,7 +315,7 @@ def _bytes_per_cell(
 ) -> int:
     vocab = probe.shape[-1]
     if isinstance(runner, FusedRunner):
-        return cell_bytes(vocab, probe.dtype, joint.output.in_features, probe.dtype, runner.hidden_copies)
+        return cell_bytes(vocab, probe.dtype, joint.output.in_features, probe.dtype, runner.hidden_copies, runner.mask_bytes)
     hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
     return cell_bytes(vocab, probe.dtype, hidden, encoder_out.dtype, runner.hidden_copies)
 

@@ -15,7 +15,7 @@ class Joint(nn.Module):
     sample-wise loss can call it on one sample's own lattice. The projections are applied before the
     broadcast, so they cost O(T + U) rather than O(T * U). It also satisfies
     ``asr_plugin.losses.StandardJoint`` (``project_encoder``, ``project_predictor``, ``output``,
-    ``fused_activation``), so the sample-wise loss runs it fused when dropout is inactive.
+    ``fused_activation``, ``fused_dropout``), so the sample-wise loss runs it fused, dropout included.
 
     Args:
         encoder_dim: H_e.
@@ -49,13 +49,18 @@ class Joint(nn.Module):
 
     @property
     def fused_activation(self) -> str | None:
-        """The activation for the loss's fused path; None while dropout is active or when a subclass
-        changes how the scores are formed (the loss then calls the joint itself)."""
-        dropout_active = self.training and self.dropout.p > 0
+        """The activation for the loss's fused path; None when a subclass or a replaced module changes how the
+        scores are formed (the loss then calls the joint itself)."""
         standard = type(self).combine is Joint.combine and type(self).forward is Joint.forward
         standard &= type(self.activation) is _ACTIVATIONS[self.activation_name]
         standard &= getattr(self.activation, "approximate", "none") == "none"  # the loss fuses exact GELU
-        return self.activation_name if standard and not dropout_active else None
+        standard &= type(self.dropout) is nn.Dropout
+        return self.activation_name if standard else None
+
+    @property
+    def fused_dropout(self) -> float:
+        """Dropout probability on the activations that the loss's fused path applies (0 in eval mode)."""
+        return self.dropout.p if self.training else 0.0
 
     def project_encoder(self, encoder_out: torch.Tensor) -> torch.Tensor:
         """(..., H_e) -> (..., H_j); decoding projects every frame once."""

@@ -6,7 +6,7 @@ from torch import nn
 
 from asr_plugin.losses import StandardJoint, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses._joint import FusedRunner, GraphRunner, make_runner
-from asr_plugin.losses._memory import cell_bytes
+from asr_plugin.losses._memory import cell_bytes, plan_groups
 from asr_plugin.models import Joint
 
 
@@ -77,8 +77,13 @@ def test_frozen_output_layer_and_inputs_without_grad():
 
 def test_when_the_joint_is_not_fused():
     joint = Joint(4, 4, 6, 5, dropout=0.1)
-    assert isinstance(make_runner(joint), GraphRunner)  # dropout active: called as a module (masks replayed)
-    assert isinstance(make_runner(joint.eval()), FusedRunner)
+    runner = make_runner(joint)  # training: fused with dropout, recomputations replay the RNG state
+    assert isinstance(runner, FusedRunner) and runner.keep_prob == pytest.approx(0.9) and runner.records_rng
+    runner = make_runner(joint.eval())
+    assert isinstance(runner, FusedRunner) and runner.keep_prob == 1.0 and not runner.records_rng
+    joint.train().dropout = nn.AlphaDropout(0.1)  # not the dropout the fused path implements
+    assert isinstance(make_runner(joint), GraphRunner)
+    joint = Joint(4, 4, 6, 5)
     joint.activation = nn.SiLU()  # not the activation its name says
     assert isinstance(make_runner(joint), GraphRunner)
 
@@ -91,7 +96,9 @@ def test_when_the_joint_is_not_fused():
 
 def test_parameter_hooks_fire_once_per_backward():
     """The joint runs on detached parameter leaves, so a hook on a parameter sees only the final gradient."""
-    for joint, budget in ((make_case("tanh")[0], "2KiB"), (Joint(6, 7, 8, 8, dropout=0.2), "2KiB")):
+    graph_joint = Joint(6, 7, 8, 8)
+    graph_joint.activation = nn.Softsign()  # called as a module
+    for joint, budget in ((make_case("tanh")[0], "2KiB"), (Joint(6, 7, 8, 8, dropout=0.2), "2KiB"), (graph_joint, "2KiB")):
         _, encoder_out, predictor_out, lattice = make_case("tanh")
         calls = []
         joint.output.weight.register_hook(lambda grad: calls.append(grad))
@@ -108,7 +115,7 @@ def test_parameters_are_restored_when_the_joint_raises(fused):
     third projection call / joint call) leaves the module with its own Parameters again."""
     joint, encoder_out, predictor_out, lattice = make_case("tanh", seed=6)
     if not fused:
-        joint.train().dropout.p = 0.1  # not fusable: called as a module
+        joint.activation = nn.Softsign()  # not fusable: called as a module
     originals = {name: p for name, p in joint.named_parameters()}
     calls = []
 
@@ -127,3 +134,76 @@ def test_parameters_are_restored_when_the_joint_raises(fused):
     loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB")
     loss.backward()
     assert all(p.grad is not None for p in joint.parameters())
+
+
+def _dropout_problem(activation, dtype=torch.float64, batch=1, seed=7):
+    joint, encoder_out, predictor_out, lattice = make_case(activation, batch=batch, dtype=dtype, seed=seed)
+    joint.dropout.p = 0.4
+    return joint.train(), encoder_out, predictor_out, lattice
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "gelu"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunked):
+    """Fused dropout is inverted dropout on the activations with one bool mask per chunk, drawn from the global
+    RNG in chunk order (after the loss's one-cell probe of the joint); the reference draws the same masks and
+    runs the joint's math through autograd and the batched loss."""
+    joint, encoder_out, predictor_out, lattice = _dropout_problem(activation)
+    frames, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
+    budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)
+    chunks = plan_groups((frames,), (labels_plus_one - 1,), budget, cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)).groups[0].chunks()
+    assert len(chunks) == (3 if chunked else 1)
+
+    def reference():
+        torch.manual_seed(0)
+        joint(encoder_out[:1, :1], predictor_out[:1, :1])  # the loss's probe draws from the RNG first
+        mask = torch.cat([torch.empty(1, t1 - t0, labels_plus_one, hidden, dtype=torch.bool).bernoulli_(0.6) for t0, t1 in chunks], 1)
+        pre = joint.project_encoder(encoder_out).unsqueeze(2) + joint.project_predictor(predictor_out).unsqueeze(1)
+        act = {"tanh": torch.tanh, "relu": torch.relu, "gelu": torch.nn.functional.gelu}[activation](pre)
+        return transducer_loss(joint.output(act * mask / 0.6), *lattice, reduction="sum")
+
+    def samplewise():
+        torch.manual_seed(0)
+        return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction="sum", memory_budget=budget)
+
+    expected = loss_and_grads(reference, joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64))
+    ours = loss_and_grads(samplewise, joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64))
+    for got, want in zip(ours, expected):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
+    """Several groups and T-chunks (and, for "none", the backward's recomputation): every pass sees the masks of
+    the first, so the gradient matches a finite difference of the loss under the same seed."""
+    joint, encoder_out, predictor_out, lattice = _dropout_problem("tanh", batch=4, seed=8)
+    upstream = torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64) if reduction == "none" else torch.tensor(1.0, dtype=torch.float64)
+
+    def seeded_loss():
+        torch.manual_seed(0)
+        loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget="3KiB")
+        return (loss * upstream).sum()
+
+    weight = joint.output.weight
+    (grad,) = torch.autograd.grad(seeded_loss(), weight)
+    direction = torch.randn(weight.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    eps = 1e-6
+    with torch.no_grad():
+        weight += eps * direction
+        plus = seeded_loss()
+        weight -= 2 * eps * direction
+        minus = seeded_loss()
+        weight += eps * direction
+    torch.testing.assert_close((plus - minus) / (2 * eps), (grad * direction).sum(), rtol=1e-6, atol=1e-6)
+
+
+def test_fused_dropout_is_random_in_training_and_off_in_eval():
+    joint, encoder_out, predictor_out, lattice = _dropout_problem("relu", batch=3, seed=9)
+
+    def loss(seed):
+        torch.manual_seed(seed)
+        return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="3KiB")
+
+    assert not torch.allclose(loss(0), loss(1))
+    joint.eval()
+    torch.testing.assert_close(loss(0), transducer_loss(joint(encoder_out, predictor_out), *lattice))

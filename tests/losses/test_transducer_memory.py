@@ -1,5 +1,6 @@
 """The sample-wise loss keeps its promise on memory: a step's heap growth is the input gradients, the
-parameter-gradient buffers and at most `memory_budget`, whatever the joint, dtype or chunking.
+parameter-gradient buffers and at most `memory_budget`, whatever the joint (fused, with dropout, or through
+its autograd graph), dtype or chunking.
 
 Heap in use is read from glibc (``mallinfo2``: bytes in allocated chunks, mmapped ones included) after every
 dispatched op, so transients that live between two ops are seen; a tensor torch frees is returned at once
@@ -73,13 +74,16 @@ class GraphJoint(torch.nn.Module):
         return self.output(torch.tanh(hidden))
 
 
-@pytest.mark.parametrize("joint_kind", ["standard", "graph"])
+@pytest.mark.parametrize("joint_kind", ["standard", "standard+dropout", "graph"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 @pytest.mark.parametrize("budget_mib", [2, 8])  # T-chunks of ~10 / ~40 frames, whole samples
 def test_step_stays_within_budget(joint_kind, autocast, budget_mib):
     torch.manual_seed(0)
     batch, frames, labels, hidden, vocab = 3, 200, 50, 256, 512
-    joint = Joint(hidden, hidden, hidden, vocab) if joint_kind == "standard" else GraphJoint(hidden, vocab)
+    if joint_kind == "graph":
+        joint = GraphJoint(hidden, vocab)
+    else:  # fused; with dropout it also keeps a bool mask per hidden unit of a step
+        joint = Joint(hidden, hidden, hidden, vocab, dropout=0.2 if joint_kind == "standard+dropout" else 0.0)
     encoder_out = torch.randn(batch, frames, hidden, requires_grad=True)
     predictor_out = torch.randn(batch, labels + 1, hidden, requires_grad=True)
     targets = torch.randint(1, vocab, (batch, labels))
