@@ -3,7 +3,8 @@
 Modes: torchaudio batched (``torchaudio.functional.rnnt_loss`` on the full logits), ours batched
 (``transducer_loss``), ours sample-wise (``samplewise_transducer_loss``). The joint is
 Linear(tanh(enc_proj + pred_proj)) with hidden size H, either ``asr_plugin.models.Joint`` ("standard": the
-sample-wise loss runs it fused) or an equivalent plain module ("custom": run through its autograd graph);
+sample-wise loss runs it fused; "dropout": the same with dropout 0.1 in training mode, also fused) or an
+equivalent plain module ("custom": run through its autograd graph);
 encoder/predictor outputs have size H. Lengths vary per sample (T_b in [0.7 T, T], U_b in [0.7 U, U], the
 first sample at T and U).
 
@@ -53,7 +54,7 @@ from asr_plugin.losses import samplewise_transducer_loss, transducer_loss  # noq
 from asr_plugin.models import Joint as StandardJoint  # noqa: E402
 
 MODES = ("torchaudio", "batched", "samplewise")
-JOINTS = ("standard", "custom")
+JOINTS = ("standard", "dropout", "custom")
 PRESETS = {
     "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES)],
     "cpu-targets": [
@@ -106,7 +107,11 @@ def make_inputs(cell: dict, device: torch.device, dtype: str):
     logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
     target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     logit_lengths[0], target_lengths[0] = T, U
-    joint = StandardJoint(H, H, H, V) if cell.get("joint", "standard") == "standard" else CustomJoint(H, V)
+    kind = cell.get("joint", "standard")
+    if kind == "custom":
+        joint = CustomJoint(H, V)
+    else:  # "dropout": the standard joint in training mode with dropout 0.1 on its activations (run fused)
+        joint = StandardJoint(H, H, H, V, dropout=0.1 if kind == "dropout" else 0.0)
     return encoder_out, predictor_out, joint.to(device), targets, logit_lengths.to(device), target_lengths.to(device)
 
 

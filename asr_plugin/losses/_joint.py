@@ -275,12 +275,10 @@ def _activation_backward_(grad: torch.Tensor, kept: torch.Tensor, activation: st
     return aten.gelu_backward.grad_input(grad, kept, approximate="none", grad_input=grad)
 
 
-def _dropped(hidden: torch.Tensor, mask: torch.Tensor | None, keep_prob: float, inplace: bool) -> torch.Tensor:
-    """Inverted dropout of `hidden` with the drawn `mask` (bool, True = kept); `hidden` itself without one."""
-    if mask is None:
-        return hidden
-    dropped = hidden.mul_(mask) if inplace else hidden.mul(mask)
-    return dropped.mul_(1.0 / keep_prob)
+def _drop_(hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """`hidden` zeroed in place where the dropout `mask` (bool, True = dropped) is set. The 1 / (1 - p) scale of
+    inverted dropout is applied to W_out and its gradient instead, (V, H) tensors rather than (cells, H) ones."""
+    return hidden if mask is None else hidden.masked_fill_(mask, 0)
 
 
 @dataclass
@@ -289,8 +287,9 @@ class _FusedStep:
 
     group: _FusedGroup
     t0: int
-    hidden: torch.Tensor | None  # (n, Tc, U_g+1, H): act output (tanh/relu) or pre-activation (gelu); None: no backprop
-    mask: torch.Tensor | None  # (n, Tc, U_g+1, H) bool dropout mask (True: kept); None: no dropout or no backprop
+    # (n, Tc, U_g+1, H): act output with the dropped units zeroed (tanh/relu) or pre-activation (gelu); None: no backprop
+    hidden: torch.Tensor | None
+    mask: torch.Tensor | None  # (n, Tc, U_g+1, H) bool dropout mask (True: dropped); None: no dropout or no backprop
     logits: torch.Tensor  # (n, Tc, U_g+1, V)
 
     def backprop(self, grad: torch.Tensor) -> StepGrads:
@@ -301,16 +300,17 @@ class _FusedStep:
         flat_grad = grad.reshape(-1, grad.shape[-1])  # (cells, V)
         output_grads = {}
         if group.needs.params and (weight.requires_grad or (bias is not None and bias.requires_grad)):
-            gelu = runner.activation == "gelu"
-            hidden = _dropped(F.gelu(self.hidden) if gelu else self.hidden, self.mask, runner.keep_prob, inplace=gelu)
-            flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H), what W_out saw
+            hidden = _drop_(F.gelu(self.hidden), self.mask) if runner.activation == "gelu" else self.hidden
+            flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H), what W_out saw (unscaled)
             if weight.requires_grad:
-                output_grads[id(weight)] = flat_grad.t().mm(flat_hidden).to(weight.dtype)  # (V, H)
+                weight_grad = flat_grad.t().mm(flat_hidden)  # (V, H)
+                output_grads[id(weight)] = (weight_grad.mul_(runner.scale) if self.mask is not None else weight_grad).to(weight.dtype)
             if bias is not None and bias.requires_grad:
                 output_grads[id(bias)] = flat_grad.sum(0).to(bias.dtype)  # (V,)
             del hidden, flat_hidden
         if group.projected:
-            hidden_grad = _dropped(grad.matmul(weight.to(grad.dtype)), self.mask, runner.keep_prob, inplace=True)  # (n, Tc, U_g+1, H)
+            # zero where dropped, so the activation's derivative there (from the zeroed output) never counts
+            hidden_grad = _drop_(grad.matmul(runner.scaled_weight.to(grad.dtype)), self.mask)  # (n, Tc, U_g+1, H)
             group.add_projection_grads(self.t0, _activation_backward_(hidden_grad, self.hidden, runner.activation))
         self.hidden = self.mask = None
         return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
@@ -342,11 +342,11 @@ class _FusedGroup:
         with torch.no_grad():
             pre = _frames(self.encoder_proj, t0, t1).unsqueeze(2) + self.predictor_proj.unsqueeze(1)  # (n, Tc, U_g+1, H)
             hidden = _activate(pre, runner.activation)
-            mask = torch.empty_like(hidden, dtype=torch.bool).bernoulli_(runner.keep_prob) if runner.keep_prob < 1 else None
-            dropped = _dropped(hidden, mask, runner.keep_prob, inplace=runner.activation == "gelu")
-            logits = F.linear(dropped, runner.output_weight, runner.output_bias)  # autocast casts as eager would
+            mask = torch.empty_like(hidden, dtype=torch.bool).bernoulli_(runner.dropout) if runner.dropout else None
+            # autocast casts as eager would
+            logits = F.linear(_drop_(hidden, mask), runner.scaled_weight, runner.output_bias)
             kept = pre if runner.activation == "gelu" else hidden
-        del pre, hidden, dropped
+        del pre, hidden
         _check_logits(logits, (self.encoder_leaf.shape[0], t1 - t0, self.predictor_leaf.shape[1]))
         backprop = keep and self.needs.any
         return _FusedStep(self, t0, kept if backprop else None, mask if backprop else None, logits)
@@ -387,12 +387,14 @@ class FusedRunner:
         self.trainable_leaves = self._parameters.trainable_leaves
         self.with_leaves = self._parameters.with_leaves
         self.activation = activation
-        self.keep_prob = 1.0 - dropout
         # With dropout, the bool mask is kept per cell, and recomputed steps replay the RNG state of the first.
+        self.dropout, self.scale = dropout, 1.0 / (1.0 - dropout)
         self.mask_bytes = 1 if dropout > 0 else 0
         self.records_rng = dropout > 0
         leaves = self._parameters.leaves
         self.output_weight = leaves[_leaf_name(joint, joint.output.weight)]
+        with torch.no_grad():  # W_out / (1 - p): the forward's and the hidden gradient's weight
+            self.scaled_weight = self.output_weight * self.scale if dropout > 0 else self.output_weight
         self.output_bias = None if joint.output.bias is None else leaves[_leaf_name(joint, joint.output.bias)]
         output = {id(self.output_weight), id(self.output_bias)}
         self.projection_leaves = tuple(leaf for leaf in self.trainable_leaves if id(leaf) not in output)

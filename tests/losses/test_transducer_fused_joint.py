@@ -78,9 +78,9 @@ def test_frozen_output_layer_and_inputs_without_grad():
 def test_when_the_joint_is_not_fused():
     joint = Joint(4, 4, 6, 5, dropout=0.1)
     runner = make_runner(joint)  # training: fused with dropout, recomputations replay the RNG state
-    assert isinstance(runner, FusedRunner) and runner.keep_prob == pytest.approx(0.9) and runner.records_rng
+    assert isinstance(runner, FusedRunner) and runner.dropout == pytest.approx(0.1) and runner.records_rng
     runner = make_runner(joint.eval())
-    assert isinstance(runner, FusedRunner) and runner.keep_prob == 1.0 and not runner.records_rng
+    assert isinstance(runner, FusedRunner) and runner.dropout == 0.0 and not runner.records_rng
     joint.train().dropout = nn.AlphaDropout(0.1)  # not the dropout the fused path implements
     assert isinstance(make_runner(joint), GraphRunner)
     joint = Joint(4, 4, 6, 5)
@@ -145,9 +145,9 @@ def _dropout_problem(activation, dtype=torch.float64, batch=1, seed=7):
 @pytest.mark.parametrize("activation", ["tanh", "relu", "gelu"])
 @pytest.mark.parametrize("chunked", [False, True])
 def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunked):
-    """Fused dropout is inverted dropout on the activations with one bool mask per chunk, drawn from the global
-    RNG in chunk order (after the loss's one-cell probe of the joint); the reference draws the same masks and
-    runs the joint's math through autograd and the batched loss."""
+    """Fused dropout is inverted dropout on the activations with one bool mask per chunk (True: dropped), drawn
+    from the global RNG in chunk order (after the loss's one-cell probe of the joint); the reference draws the
+    same masks and runs the joint's math through autograd and the batched loss."""
     joint, encoder_out, predictor_out, lattice = _dropout_problem(activation)
     frames, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
     budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)
@@ -157,10 +157,10 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
     def reference():
         torch.manual_seed(0)
         joint(encoder_out[:1, :1], predictor_out[:1, :1])  # the loss's probe draws from the RNG first
-        mask = torch.cat([torch.empty(1, t1 - t0, labels_plus_one, hidden, dtype=torch.bool).bernoulli_(0.6) for t0, t1 in chunks], 1)
+        dropped = [torch.empty(1, t1 - t0, labels_plus_one, hidden, dtype=torch.bool).bernoulli_(0.4) for t0, t1 in chunks]
         pre = joint.project_encoder(encoder_out).unsqueeze(2) + joint.project_predictor(predictor_out).unsqueeze(1)
         act = {"tanh": torch.tanh, "relu": torch.relu, "gelu": torch.nn.functional.gelu}[activation](pre)
-        return transducer_loss(joint.output(act * mask / 0.6), *lattice, reduction="sum")
+        return transducer_loss(joint.output(act.masked_fill(torch.cat(dropped, 1), 0) / 0.6), *lattice, reduction="sum")
 
     def samplewise():
         torch.manual_seed(0)
