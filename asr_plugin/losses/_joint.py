@@ -287,7 +287,7 @@ class _FusedStep:
 
     group: _FusedGroup
     t0: int
-    # (n, Tc, U_g+1, H): act output with the dropped units zeroed (tanh/relu) or pre-activation (gelu); None: no backprop
+    # (n, Tc, U_g+1, H): act output, dropped units zeroed (tanh/relu), or pre-activation (gelu); None: no backprop
     hidden: torch.Tensor | None
     mask: torch.Tensor | None  # (n, Tc, U_g+1, H) bool dropout mask (True: dropped); None: no dropout or no backprop
     logits: torch.Tensor  # (n, Tc, U_g+1, V)
@@ -304,7 +304,9 @@ class _FusedStep:
             flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(grad.dtype)  # (cells, H), what W_out saw (unscaled)
             if weight.requires_grad:
                 weight_grad = flat_grad.t().mm(flat_hidden)  # (V, H)
-                output_grads[id(weight)] = (weight_grad.mul_(runner.scale) if self.mask is not None else weight_grad).to(weight.dtype)
+                if self.mask is not None:
+                    weight_grad.mul_(runner.scale)
+                output_grads[id(weight)] = weight_grad.to(weight.dtype)
             if bias is not None and bias.requires_grad:
                 output_grads[id(bias)] = flat_grad.sum(0).to(bias.dtype)  # (V,)
             del hidden, flat_hidden
@@ -340,7 +342,8 @@ class _FusedGroup:
         The mask is drawn from the global RNG, so a recomputation that replays its state draws the same one."""
         runner = self.runner
         with torch.no_grad():
-            pre = _frames(self.encoder_proj, t0, t1).unsqueeze(2) + self.predictor_proj.unsqueeze(1)  # (n, Tc, U_g+1, H)
+            # (n, Tc, U_g+1, H)
+            pre = _frames(self.encoder_proj, t0, t1).unsqueeze(2) + self.predictor_proj.unsqueeze(1)
             hidden = _activate(pre, runner.activation)
             mask = torch.empty_like(hidden, dtype=torch.bool).bernoulli_(runner.dropout) if runner.dropout else None
             # autocast casts as eager would
@@ -361,7 +364,8 @@ class _FusedGroup:
         """The group's encoder/predictor gradients and the projections' parameter gradients (one autograd call)."""
         runner, needs = self.runner, self.needs
         outputs, output_grads = [], []
-        for proj, proj_grad in ((self.encoder_proj, self.encoder_proj_grad), (self.predictor_proj, self.predictor_proj_grad)):
+        pairs = ((self.encoder_proj, self.encoder_proj_grad), (self.predictor_proj, self.predictor_proj_grad))
+        for proj, proj_grad in pairs:
             if proj.requires_grad:
                 outputs.append(proj)
                 output_grads.append(proj_grad.to(proj.dtype))
