@@ -1,60 +1,11 @@
-"""Tiny models shared by the decoding, fine-tuning, evaluation and export tests."""
+"""Fixtures of the decoding, fine-tuning, evaluation and export tests (helpers: tiny_models.py)."""
 
 from __future__ import annotations
 
 import pytest
-import torch
-
-from asr_plugin.models import Transducer, build_transducer
-
-TINY_SIZES = dict(
-    input_dim=16,
-    d_model=16,
-    num_layers=1,
-    num_heads=2,
-    ffn_dim=32,
-    conv_kernel_size=3,
-    predictor_embed_dim=8,
-    predictor_dim=12,
-    joint_dim=10,
-)
-
-
-def tiny_transducer(vocab_size: int = 7, seed: int = 0, **overrides) -> Transducer:
-    """A randomly initialised small transducer in eval mode."""
-    torch.manual_seed(seed)
-    model = build_transducer(vocab_size, **{**TINY_SIZES, **overrides})
-    # A sharper joint than the default init, so searches emit tokens instead of only blanks.
-    with torch.no_grad():
-        model.joint.output.weight.mul_(4.0)
-        model.joint.output.bias[model.blank_id] -= 1.0
-    return model.eval()
-
-
-class CharTokenizer:
-    """Token id k (k >= 1) <-> letter 'a' + k - 1, enough for the text plumbing."""
-
-    blank_id = 0
-
-    def __init__(self, vocab_size: int = 7) -> None:
-        self.vocab_size = vocab_size
-
-    def decode(self, ids: list[int]) -> str:
-        return "".join(chr(ord("a") + i - 1) for i in ids)
-
-    def encode(self, text: str) -> list[int]:
-        return [ord(c) - ord("a") + 1 for c in text]
+from tiny_models import CharTokenizer
 
 
 @pytest.fixture
 def tokenizer() -> CharTokenizer:
     return CharTokenizer()
-
-
-def random_encoder_out(model: Transducer, batch: int, frames: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, T, H_e) random frames and (B,) lengths with the first utterance full-length."""
-    generator = torch.Generator().manual_seed(seed)
-    encoder_out = torch.randn(batch, frames, model.encoder.output_dim, generator=generator)
-    lengths = torch.randint(1, frames + 1, (batch,), generator=generator)
-    lengths[0] = frames
-    return encoder_out, lengths

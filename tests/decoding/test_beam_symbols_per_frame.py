@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import random_encoder_out, tiny_transducer
+from tiny_models import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import greedy_search, modified_beam_search
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_transducer
+from tiny_models import tiny_transducer
 
 from asr_plugin.decoding import greedy_search, modified_beam_search
 from asr_plugin.export import ExportedTransducer, export_transducer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torchaudio
-from conftest import tiny_transducer
+from tiny_models import tiny_transducer
 from test_finetune_loading import lightning_checkpoint, rnnt_loss, save
 
 from asr_plugin.finetune import apply_finetune, import_torchaudio_rnnt

@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 import torchaudio
-from conftest import tiny_transducer
+from tiny_models import tiny_transducer
 
 from asr_plugin.finetune import (
     apply_finetune,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import micro_module_kwargs
+from train_configs import micro_module_kwargs
 from training_synthetic import SyntheticUtterances, collate
 
 from asr_plugin.training import TransducerModule

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import compose_train
+from train_configs import compose_train
 
 from asr_plugin.training.distributed import launch_rank, prepare_data_once, run_id
 from asr_plugin.training.train import check_schedule_fits_corpus

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import MICRO_MODEL, REPO_ROOT
+from train_configs import MICRO_MODEL, REPO_ROOT
 
 # The recipe's defaults (experiment=librispeech_medium) cut down to a micro model on the CPU, two epochs
 # of two steps each (two best checkpoints to average in stage 4).

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO_ROOT, TINY_DATA, TINY_RUN
+from train_configs import REPO_ROOT, TINY_DATA, TINY_RUN
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CONF_DIR, compose_train
+from train_configs import CONF_DIR, compose_train
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import lightning as L
 import pytest
 import torch
-from conftest import micro_module_kwargs
+from train_configs import micro_module_kwargs
 from training_synthetic import SyntheticDataModule, SyntheticUtterances, collate
 
 from asr_plugin.training import TransducerModule

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO_ROOT, TINY_RUN
+from train_configs import REPO_ROOT, TINY_RUN
 
 from asr_plugin.training import train
 

@@ -1,0 +1,73 @@
+"""Helpers of the training tests: composing conf/train.yaml and tiny module and run configs.
+
+A module of its own (not conftest.py) so that test files can import it by a name no other test directory
+uses: `pytest tests/training tests/data` collects both directories' conftest modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+
+# Smaller than conf/model/tiny.yaml: a few seconds per step on one CPU core.
+MICRO_MODEL = [
+    "model.d_model=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.ffn_dim=64",
+    "model.conv_kernel_size=3",
+    "model.predictor_embed_dim=16",
+    "model.predictor_dim=32",
+    "model.joint_dim=32",
+]
+
+
+def compose_train(overrides: list[str] = (), tmp_path: Path | None = None) -> DictConfig:
+    """conf/train.yaml composed as the recipe would, with run paths under `tmp_path` (no Hydra runtime)."""
+    paths = []
+    if tmp_path is not None:
+        paths = [f"paths.root_dir={tmp_path}", f"paths.output_dir={tmp_path}/run"]  # log_dir: root_dir/logs
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides) + paths)
+
+
+def micro_module_kwargs(mode: str = "batched", dropout: float = 0.0, vocab_size: int = 12, **optim) -> dict:
+    """TransducerModule kwargs from conf/ files: the micro model (no dropout), the loss node of
+    train.yaml in `mode`, conf/optim/noam.yaml (with `optim` overriding optimizer keys), no SpecAugment."""
+    model = OmegaConf.merge(
+        OmegaConf.load(CONF_DIR / "model" / "tiny.yaml"),
+        OmegaConf.from_dotlist([o.removeprefix("model.") for o in MICRO_MODEL]),
+        {"vocab_size": vocab_size, "dropout": dropout, "predictor_dropout": dropout},
+    )
+    loss = OmegaConf.merge(OmegaConf.load(CONF_DIR / "train.yaml").loss, {"mode": mode})
+    optim = OmegaConf.merge(OmegaConf.load(CONF_DIR / "optim" / "noam.yaml"), {"optimizer": optim})
+    return {
+        "model": OmegaConf.to_container(model),
+        "loss": OmegaConf.to_container(loss),
+        "optim": OmegaConf.to_container(optim),
+        "spec_augment": None,
+    }
+
+# The data helper's test-sized mini corpus and loader settings (tests/data/conftest.py uses the same).
+TINY_DATA = [
+    "data.mini_corpus.n_train=24",
+    "data.mini_corpus.n_dev=8",
+    "data.mini_corpus.n_test=8",
+    "data.vocab_size=48",
+    "data.max_duration=10",
+    "data.num_buckets=3",
+    "data.num_workers=0",
+    "data.prepare_num_workers=1",
+]
+# A few seconds of training: micro model, short runs, no progress bar or model summary.
+TINY_RUN = MICRO_MODEL + TINY_DATA + [
+    "trainer.limit_val_batches=1",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "callbacks.model_summary=null",
+    "test=false",
+]
