@@ -41,7 +41,7 @@ if [ "$what" != compare ]; then  # a cached build takes seconds
     stage "build CPU+CUDA extensions" 180 python -c "from asr_plugin.losses._extension import build_cuda_extension; build_cuda_extension()"
 fi
 if [ "$what" = all ] || [ "$what" = paper ]; then
-    stage "CUDA tests" 120 python -m pytest tests/losses/test_transducer_cuda.py -q -rs
+    stage "CUDA tests" 150 python -m pytest tests/losses/test_transducer_cuda.py tests/losses/test_transducer_fused_joint.py -q -rs
     stage "paper fp32 (192MiB, 1GiB, 160MiB)" 210 "${bench[@]}" --preset paper --dtype fp32 --repeats 1
     stage "paper bf16 (512MiB, 1GiB)" 90 "${bench[@]}" --preset paper --dtype bf16-autocast --repeats 2
 fi

@@ -142,13 +142,21 @@ def _dropout_problem(activation, dtype=torch.float64, batch=1, seed=7):
     return joint.train(), encoder_out, predictor_out, lattice
 
 
+ON_GPU = pytest.param(
+    "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_GPU])
 @pytest.mark.parametrize("activation", ["tanh", "relu", "gelu"])
 @pytest.mark.parametrize("chunked", [False, True])
-def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunked):
+def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunked, device):
     """Fused dropout is inverted dropout on the activations with one bool mask per chunk (True: dropped), drawn
     from the global RNG in chunk order (after the loss's one-cell probe of the joint); the reference draws the
     same masks and runs the joint's math through autograd and the batched loss."""
     joint, encoder_out, predictor_out, lattice = _dropout_problem(activation)
+    joint, lattice = joint.to(device), [tensor.to(device) for tensor in lattice]
+    encoder_out, predictor_out = (tensor.detach().to(device).requires_grad_() for tensor in (encoder_out, predictor_out))
     frames, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
     budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)
     chunks = plan_groups((frames,), (labels_plus_one - 1,), budget, cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)).groups[0].chunks()
@@ -157,7 +165,8 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
     def reference():
         torch.manual_seed(0)
         joint(encoder_out[:1, :1], predictor_out[:1, :1])  # the loss's probe draws from the RNG first
-        dropped = [torch.empty(1, t1 - t0, labels_plus_one, hidden, dtype=torch.bool).bernoulli_(0.4) for t0, t1 in chunks]
+        shapes = [(1, t1 - t0, labels_plus_one, hidden) for t0, t1 in chunks]
+        dropped = [torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(0.4) for shape in shapes]
         pre = joint.project_encoder(encoder_out).unsqueeze(2) + joint.project_predictor(predictor_out).unsqueeze(1)
         act = {"tanh": torch.tanh, "relu": torch.relu, "gelu": torch.nn.functional.gelu}[activation](pre)
         return transducer_loss(joint.output(act.masked_fill(torch.cat(dropped, 1), 0) / 0.6), *lattice, reduction="sum")
@@ -166,8 +175,9 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
         torch.manual_seed(0)
         return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction="sum", memory_budget=budget)
 
-    expected = loss_and_grads(reference, joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64))
-    ours = loss_and_grads(samplewise, joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64))
+    upstream = torch.tensor(1.0, dtype=torch.float64, device=device)
+    expected = loss_and_grads(reference, joint, encoder_out, predictor_out, upstream)
+    ours = loss_and_grads(samplewise, joint, encoder_out, predictor_out, upstream)
     for got, want in zip(ours, expected):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
