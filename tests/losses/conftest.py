@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from torch import nn
+from loss_joints import TanhJoint
 
 
 def reference_nll(logits, targets, logit_lengths, target_lengths, blank):
@@ -73,21 +73,6 @@ def make_problem():
 @pytest.fixture
 def reference():
     return reference_nll
-
-
-class TanhJoint(nn.Module):
-    """Linear(tanh(enc_proj + pred_proj)), the usual transducer joint; exposes its hidden size."""
-
-    def __init__(self, encoder_dim, predictor_dim, joint_dim, vocab):
-        super().__init__()
-        self.joint_dim = joint_dim
-        self.encoder_proj = nn.Linear(encoder_dim, joint_dim)
-        self.predictor_proj = nn.Linear(predictor_dim, joint_dim)
-        self.output = nn.Linear(joint_dim, vocab)
-
-    def forward(self, encoder_out, predictor_out):  # (N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)
-        hidden = self.encoder_proj(encoder_out).unsqueeze(2) + self.predictor_proj(predictor_out).unsqueeze(1)
-        return self.output(torch.tanh(hidden))
 
 
 @dataclass

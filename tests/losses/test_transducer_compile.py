@@ -26,8 +26,8 @@ class TinyModel(nn.Module):
 
 
 class LocalTanhJoint(nn.Module):
-    """conftest's TanhJoint (sharing its layers) with its forward defined here: dynamo guards a traced
-    function's globals through its module's name, and in a full pytest run "conftest" is another folder's."""
+    """loss_joints.TanhJoint (sharing its layers) with its forward defined here, so the compiled code is this
+    file's own: dynamo guards a traced function's globals through its module's name."""
 
     def __init__(self, joint: nn.Module) -> None:
         super().__init__()

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from asr_plugin.losses import samplewise_transducer_loss
 from asr_plugin.models import Joint
+from loss_joints import TanhJoint
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -59,21 +60,6 @@ class PeakHeap(TorchDispatchMode):
         return self.peak - self.start
 
 
-class GraphJoint(torch.nn.Module):
-    """The standard joint's computation as a plain module: the loss runs it through its autograd graph."""
-
-    def __init__(self, hidden: int, vocab: int) -> None:
-        super().__init__()
-        self.hidden_dim = hidden
-        self.encoder_proj = torch.nn.Linear(hidden, hidden)
-        self.predictor_proj = torch.nn.Linear(hidden, hidden)
-        self.output = torch.nn.Linear(hidden, vocab)
-
-    def forward(self, encoder_out, predictor_out):
-        hidden = self.encoder_proj(encoder_out).unsqueeze(2) + self.predictor_proj(predictor_out).unsqueeze(1)
-        return self.output(torch.tanh(hidden))
-
-
 @pytest.mark.parametrize("joint_kind", ["standard", "standard+dropout", "graph"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 @pytest.mark.parametrize("budget_mib", [2, 8])  # T-chunks of ~10 / ~40 frames, whole samples
@@ -81,7 +67,7 @@ def test_step_stays_within_budget(joint_kind, autocast, budget_mib):
     torch.manual_seed(0)
     batch, frames, labels, hidden, vocab = 3, 200, 50, 256, 512
     if joint_kind == "graph":
-        joint = GraphJoint(hidden, vocab)
+        joint = TanhJoint(hidden, hidden, hidden, vocab)  # run through its autograd graph
     else:  # fused; with dropout it also keeps a bool mask per hidden unit of a step
         joint = Joint(hidden, hidden, hidden, vocab, dropout=0.2 if joint_kind == "standard+dropout" else 0.0)
     encoder_out = torch.randn(batch, frames, hidden, requires_grad=True)
