@@ -1,0 +1,64 @@
+"""scripts/benchmark_loss.py, which `scripts/gpu_check.sh` runs on the GPU: its CPU path end to end on the
+tiny preset (so the script cannot rot between GPU sessions), and issue 9's CPU targets, counted with its
+`--count-ops` machinery: host-sync calls per sample-wise step constant in B and at most 10, and aten ops per
+sample with the fused standard joint at most half of what the engine dispatched before issue 9."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import benchmark_loss  # noqa: E402
+
+# aten ops per sample at commit 37e5e5e, before issue 9 (docs/loss.md, "before/after issue 9"), per (B, budget)
+OPS_PER_SAMPLE_BEFORE = {(16, "1MiB"): 77.2, (64, "1MiB"): 72.5, (16, "256KiB"): 256.9, (64, "256KiB"): 238.2}
+
+
+@pytest.mark.parametrize("joint", ["standard", "dropout", "custom"])
+@pytest.mark.parametrize("budget", ["1MiB", "256KiB"])
+def test_host_syncs_per_step_are_constant_in_the_batch(joint, budget):
+    small, large = (benchmark_loss.count_ops(batch, budget, joint) for batch in (16, 64))
+    assert small["syncs"] == large["syncs"], (small["syncs"], large["syncs"])
+    assert large["sync_ops"] <= 10, large["syncs"]
+
+
+@pytest.mark.parametrize("budget", ["1MiB", "256KiB"])
+def test_fused_joint_halves_the_ops_per_sample(budget):
+    for batch in (16, 64):
+        counted = benchmark_loss.count_ops(batch, budget, "standard")
+        assert counted["aten_ops_per_sample"] <= 0.5 * OPS_PER_SAMPLE_BEFORE[batch, budget], counted
+
+
+@pytest.mark.parametrize("mode", benchmark_loss.MODES)
+@pytest.mark.parametrize("joint", benchmark_loss.JOINTS)
+def test_every_mode_and_joint_measures_on_the_cpu(mode, joint):
+    (cell,) = benchmark_loss.PRESETS["quick"]
+    shape = dict({k: cell[k] for k in "BTUVH"}, joint=joint)
+    result = benchmark_loss.measure_cpu_in_process(shape, mode, "fp32", repeats=1, memory_budget=None)
+    # the peak is RSS above a baseline; inside pytest's process it may even be negative (freed pages)
+    assert result["time_s"] > 0 and isinstance(result["peak_bytes"], int), result
+
+
+def test_cli_writes_the_table_and_json(tmp_path):
+    """The command line as gpu_check.sh uses it, on the CPU: one (mode, joint) in its subprocess."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    command = [
+        sys.executable, str(SCRIPTS / "benchmark_loss.py"), "--device", "cpu", "--preset", "quick", "--repeats", "1",
+        "--modes", "samplewise", "--joints", "dropout", "--memory-budget", "64KiB", "--out", str(tmp_path),
+    ]
+    process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert process.returncode == 0, process.stderr
+    (path,) = tmp_path.glob("loss_cpu_quick_fp32_*.json")
+    (row,) = json.loads(path.read_text())["rows"]
+    assert (row["mode"], row["joint"], row["memory_budget"]) == ("samplewise", "dropout", "64KiB")
+    assert "error" not in row and row["time_s"] > 0 and math.isfinite(row["peak_bytes"]), row
+    assert " dropout  samplewise     64KiB " in process.stdout, process.stdout
