@@ -73,7 +73,8 @@ def main() -> int:
     print(f"imports ok: torch {torch.__version__}, torchaudio {torchaudio.__version__}, python {sys.version.split()[0]}")
     differences = _lock_differences()
     if differences:
-        print(f"{len(differences)} package(s) differ from {LOCK.name} (newer releases within the bounds):")
+        why = "other versions within the bounds, e.g. newer releases or a venv's own setuptools"
+        print(f"{len(differences)} package(s) differ from {LOCK.name} ({why}):")
         print("\n".join(f"  {line}" for line in differences))
     else:
         print(f"every package matches {LOCK.name}")
