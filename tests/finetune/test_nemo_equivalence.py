@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("nemo.collections.asr")
+pytestmark = pytest.mark.nemo
 
 from nemo_fixtures import load_script  # noqa: E402
 
