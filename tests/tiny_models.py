@@ -1,4 +1,4 @@
-"""Tiny models shared by the decoding, fine-tuning, evaluation and export tests.
+"""Tiny models shared by the decoding, fine-tuning, evaluation and export tests (tests/ is on sys.path: see tests/conftest.py).
 
 A module of its own (not conftest.py) so that test files can import it by a name no other test directory
 uses."""

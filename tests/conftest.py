@@ -1,4 +1,5 @@
-"""Fixtures of the decoding, fine-tuning, evaluation and export tests (helpers: tiny_models.py)."""
+"""Fixtures shared by every test directory (pytest puts tests/ on sys.path for this file, so test files import
+the shared helpers in tiny_models.py by name)."""
 
 from __future__ import annotations
 
