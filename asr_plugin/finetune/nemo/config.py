@@ -13,6 +13,11 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
+from asr_plugin.models.frontend import LOG_GUARD_TYPES, MEL_NORMS, NORMALIZATIONS, WINDOWS
+
+
 def _equals(*allowed: Any) -> Callable[[Any], bool]:
     return lambda value: value in allowed
 
@@ -61,16 +66,20 @@ JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
     "joint_hidden": _any, "activation": _equals("relu", "tanh"), "dropout": _any, "encoder_hidden": _any,
     "pred_hidden": _any,
 }
+# NeMo's log_zero_guard_value names: float32's finfo values (NeMo's features are float32).
+LOG_GUARD_NAMES = {"tiny": float(torch.finfo(torch.float32).tiny), "eps": float(torch.finfo(torch.float32).eps)}
 PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
     "_target_": _target("AudioToMelSpectrogramPreprocessor"), "sample_rate": _any, "window_size": _any,
-    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals("hann"),
-    "normalize": _equals("per_feature"), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
-    "lowfreq": _any, "highfreq": _any, "log": _equals(True), "log_zero_guard_type": _equals("add"),
-    "log_zero_guard_value": lambda v: isinstance(v, (int, float)), "dither": _any, "pad_to": _any,
-    "frame_splicing": _equals(1), "exact_pad": _equals(False), "pad_value": _equals(0, 0.0),
-    "mag_power": _equals(2, 2.0), "mel_norm": _equals("slaney"), "use_grads": _any, "rng": _equals(None),
-    "nb_augmentation_prob": _equals(0, 0.0), "nb_max_freq": _any, "stft_exact_pad": _equals(False),
-    "stft_conv": _equals(False), "max_duration": _any,
+    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals(*WINDOWS),
+    "normalize": _equals(*NORMALIZATIONS), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
+    "lowfreq": _any, "highfreq": _any, "log": _equals(True, False), "log_zero_guard_type": _equals(*LOG_GUARD_TYPES),
+    "log_zero_guard_value": lambda v: (isinstance(v, str) and v in LOG_GUARD_NAMES)
+    or (isinstance(v, (int, float)) and v > 0),
+    "dither": _any, "pad_to": _any, "frame_splicing": _equals(1), "exact_pad": _equals(False),
+    "pad_value": _equals(0, 0.0), "mag_power": lambda v: isinstance(v, (int, float)) and v > 0,
+    "mel_norm": _equals(*MEL_NORMS), "use_grads": _any, "rng": _equals(None), "nb_augmentation_prob": _equals(0, 0.0),
+    "nb_max_freq": _any, "stft_exact_pad": _equals(False), "stft_conv": _equals(False), "max_duration": _any,
+    "use_torchaudio": _any,
 }
 LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
 
@@ -150,9 +159,13 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     """`NemoMelFrontend` keyword arguments for NeMo's ``preprocessor`` section (ValueError names bad keys)."""
     pre = _check("preprocessor", _required("model", config, "preprocessor"), PREPROCESSOR_KEYS)
     sample_rate = int(pre.get("sample_rate", 16000))
-    win_length = pre.get("n_window_size") or round(float(pre.get("window_size", 0.02)) * sample_rate)
-    hop_length = pre.get("n_window_stride") or round(float(pre.get("window_stride", 0.01)) * sample_rate)
+    # As AudioToMelSpectrogramPreprocessor: window_size/window_stride (defaults 0.02 s / 0.01 s) win over
+    # n_window_size/n_window_stride unless set to null, and are truncated to whole samples.
+    window_size, window_stride = pre.get("window_size", 0.02), pre.get("window_stride", 0.01)
+    win_length = int(window_size * sample_rate) if window_size else _required("preprocessor", pre, "n_window_size")
+    hop_length = int(window_stride * sample_rate) if window_stride else _required("preprocessor", pre, "n_window_stride")
     n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length))
+    guard = pre.get("log_zero_guard_value", 2.0**-24)
     return {
         "sample_rate": sample_rate,
         "num_mel_bins": int(pre.get("features", pre.get("nfilt", 64))),
@@ -161,7 +174,13 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "hop_length": int(hop_length),
         "preemphasis": pre.get("preemph", 0.97),
         "dither": float(pre.get("dither", 1e-5)),
-        "log_guard": float(pre.get("log_zero_guard_value", 2.0**-24)),
-        "f_min": float(pre.get("lowfreq", 0.0)),
-        "f_max": float(pre["highfreq"]) if pre.get("highfreq") is not None else None,
+        "log_guard": float(LOG_GUARD_NAMES.get(guard, guard)),
+        "f_min": float(pre.get("lowfreq") or 0.0),
+        "f_max": float(pre["highfreq"]) if pre.get("highfreq") else None,
+        "window": pre.get("window", "hann"),
+        "normalize": pre.get("normalize", "per_feature") or None,
+        "mag_power": float(pre.get("mag_power", 2.0)),
+        "log": bool(pre.get("log", True)),
+        "log_guard_type": pre.get("log_zero_guard_type", "add"),
+        "mel_norm": pre.get("mel_norm", "slaney"),
     }
