@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import itertools
 import json
 import math
 import time
@@ -87,23 +88,28 @@ class SmokeSettings:
     search: bool = False
     search_start: int = 8
     max_trials: int = 8
+    loader_batches: int = 4
+    loader_only: bool = False
     overrides: Sequence[str] = field(default_factory=tuple)
 
 
-def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: int) -> DictConfig:
-    """The experiment's config with the smoke's model, data and loss; the Trainer is set up in `train_steps`."""
+def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: int, exact_batches: bool = True) -> DictConfig:
+    """The experiment's config with the smoke's model, data paths and loss (the Trainer is set up in
+    `train_steps`). `exact_batches`: one duration bucket, no speed perturbation and ``batch * max_seconds``
+    padded seconds per batch, so that every batch holds `batch` utterances; otherwise the experiment's own
+    batching and speed perturbation (what the loader's rate is measured with)."""
     data = settings.work_dir / "data"
     overrides = [
         f"experiment={settings.experiment}", f"model={model.preset}", f"paths.root_dir={settings.work_dir}",
         f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}", f"data.manifest_dir={data}",
         f"data.train_splits=[{SPLIT}]", f"data.valid_splits=[{SPLIT}]", f"data.test_splits=[{SPLIT}]",
-        f"data.vocab_size={model.vocab_size}", f"data.max_duration={batch * settings.max_seconds}",
-        "data.num_buckets=1", "data.speed_perturb=null", f"data.num_workers={settings.num_workers}",
+        f"data.vocab_size={model.vocab_size}", f"data.num_workers={settings.num_workers}",
         f"data.prepare_num_workers={max(1, settings.num_workers)}", f"data.pin_memory={settings.device == 'cuda'}",
-        *settings.overrides,
     ]
+    if exact_batches:
+        overrides += [f"data.max_duration={batch * settings.max_seconds}", "data.num_buckets=1", "data.speed_perturb=null"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
+        cfg = compose(config_name="train", overrides=overrides + list(settings.overrides))
     with open_dict(cfg):
         cfg.loss.mode = mode
         cfg.loss.memory_budget = settings.memory_budget if mode == "samplewise" else None
@@ -118,19 +124,17 @@ def prepared_datamodule(cfg: DictConfig):
     return datamodule
 
 
-def loader_rate(datamodule, batches: int = 3) -> dict:
-    """Audio-seconds per CPU-second of one loading process: `batches` training batches read, decoded and
-    featurised in this process (``num_workers=0``), timed by process CPU time."""
+def loader_rate(datamodule, batches: int) -> dict:
+    """Audio-seconds per CPU-second of one loading process: `batches` training batches read, decoded,
+    speed-perturbed (as the data config says) and featurised in this process (``num_workers=0``), timed by
+    process CPU time."""
     workers = datamodule.num_workers
     datamodule.num_workers, datamodule.persistent_workers = 0, False
     try:
         loader = iter(datamodule.train_dataloader())
         hop_s = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
         start, frames, count = time.process_time(), 0, 0
-        for _ in range(batches):
-            batch = next(loader, None)
-            if batch is None:
-                break
+        for batch in itertools.islice(loader, batches):
             frames += int(batch.feature_lengths.sum())
             count += 1
         cpu = time.process_time() - start
@@ -283,9 +287,11 @@ def run_smoke(settings: SmokeSettings, models: Sequence[ModelSpec], modes: Seque
 
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(0, workers=True)
-    first = compose_config(settings, models[0], modes[0], settings.batch)
-    results["loader"] = loader_rate(datamodule_for(models[0], first))
+    loader_cfg = compose_config(settings, models[0], modes[0], settings.batch, exact_batches=False)
+    results["loader"] = loader_rate(prepared_datamodule(loader_cfg), settings.loader_batches)
     save()
+    if settings.loader_only:
+        return results
     for model in models:
         for mode in modes:
             run = _empty_run(model, mode, settings.batch, settings.steps)
@@ -362,6 +368,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--search", action="store_true", help="also search the largest batch per model and mode")
     parser.add_argument("--search-start", type=int, default=8)
     parser.add_argument("--max-trials", type=int, default=8)
+    parser.add_argument("--loader-batches", type=int, default=4, help="batches timed for the loader's rate")
+    parser.add_argument("--loader-only", action="store_true", help="measure the loader's rate only (no GPU needed)")
     parser.add_argument("--time-limit", type=float, default=480.0, help="seconds; later runs are skipped")
     parser.add_argument("--override", action="append", default=[], help="extra Hydra override (repeatable)")
     args = parser.parse_args(argv)
@@ -369,6 +377,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.models = [ModelSpec.parse(text) for text in args.models.split(",")]
     except ValueError as error:
         parser.error(str(error))
+    if args.loader_only:
+        args.device = "cpu"
     args.modes = args.modes.split(",")
     if not args.modes or any(mode not in ("batched", "samplewise") for mode in args.modes):
         parser.error(f"--modes: a comma-separated subset of batched,samplewise, got {','.join(args.modes)}")
@@ -376,7 +386,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--steps must be >= 3 (the rates leave out the first step), got {args.steps}")
     if not (args.corpus / SPLIT).is_dir():
         parser.error(f"--corpus {args.corpus}: no {SPLIT}/ inside (make one with scripts/make_synthetic_librispeech.py)")
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available() and not args.loader_only:
         parser.error("--device cuda: no CUDA device visible (use --device cpu for a dry run)")
     return args
 
@@ -387,7 +397,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         corpus=args.corpus.resolve(), work_dir=(args.work_dir or args.out / "work").resolve(), experiment=args.experiment,
         device=args.device, batch=args.batch, steps=args.steps, max_seconds=args.max_seconds,
         memory_budget=args.memory_budget, num_workers=args.num_workers, search=args.search,
-        search_start=args.search_start, max_trials=args.max_trials, overrides=tuple(args.override),
+        search_start=args.search_start, max_trials=args.max_trials, loader_batches=args.loader_batches,
+        loader_only=args.loader_only, overrides=tuple(args.override),
     )
     results = run_smoke(settings, args.models, args.modes, args.out, args.time_limit)
     print(render_results(results))
