@@ -1,7 +1,7 @@
 """The GPU check's stages, in the order they matter, and the same stages at CPU sizes (the dry run).
 
 GPU (one H200, one device command of at most 10 minutes): the limits sum to 535 s, under the 540 s total.
-Expected seconds come from the one H200 run so far (commit b45418b, docs/loss.md): the `paper` part (build,
+Expected seconds come from the one H200 run so far (docs/loss.md, "GPU (measured once, H200)"): the `paper` part (build,
 CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
 steps (fp32 192 MiB 18.05 s, 1 GiB 14.41 s; bf16 512 MiB 4.82 s, 1 GiB 2.85 s per step) plus ~6 s to start
 and build the inputs. The 160 MiB fp32 cell, the TF32 cell, the smoke and the profiles have not run on a GPU:
@@ -28,8 +28,10 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
     bench += ["--preset", "paper"] if cuda else ["--preset", "quick", "--modes", "samplewise"]
     profile = [python, "scripts/profile_loss.py", "--device", device, *(PROFILE_CELL if cuda else CPU_PROFILE_CELL),
                "--steps", "1", "--out", "{dir}"]
+    # the smoke's corpus and run logs go next to the stage directory, not into it (nor into the archive)
+    # (the smoke starts no run it cannot finish within the stage's limit)
     smoke = ["bash", "scripts/gpu_smoke_train.sh", "--quick" if cuda else "--dry-run", "--out", "{dir}",
-             "--time-limit", "{limit}"]  # the smoke starts no run it cannot finish before the stage is cut
+             "--work-dir", "{dir}.work", "--time-limit", "{limit}"]
     build = ("build",)
 
     def stage(name: str, command: list[str], **kwargs) -> Stage:
