@@ -38,7 +38,7 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
         return Stage(name, command, limits[name], expected[name], **kwargs)
 
     return [
-        stage("build", [python, "-m", "asr_plugin.gpucheck.build", "--device", device]),
+        stage("build", [python, "-m", "asr_plugin.losses.build", *(["--cuda"] if cuda else [])]),
         stage("cuda-tests", [python, "-m", "pytest", "-m", "cuda", *CUDA_TESTS, "-q", "-rs", "-p", "no:cacheprovider",
                              "--junitxml={dir}/junit.xml"], needs=build, table=junit_table),
         stage("paper-bf16", bench + ["--dtype", "bf16-autocast", "--repeats", "2"], needs=build, table=benchmark_table()),
