@@ -9,7 +9,7 @@
 #   bash scripts/gpu_smoke_train.sh [--out DIR] [--work-dir DIR] [--utterances 256] [--time-limit 540]
 #        [--quick] [--dry-run] [more asr_plugin.training.smoke options, e.g. --models medium:500 --steps 10]
 #
-# --quick: the throughput runs only, on 40 utterances (the GPU check's stage). --dry-run: the same code path
+# --quick: the throughput runs only, 4 steps on 64 utterances (the GPU check's stage). --dry-run: the same code path
 # sized for a CPU (micro model, 3-4 s utterances, batches of 4, 3 steps, a 3-try search), no GPU needed.
 # --out defaults to $OUT when set, else benchmarks/results/gpu_smoke; the corpus, manifests and run logs go to
 # --work-dir (default /tmp/asr_gpu_smoke).
@@ -41,7 +41,7 @@ done
 
 case "$mode" in
   full) min_s=35 max_s=40 args=(--search) ;;
-  quick) min_s=35 max_s=40 utterances=40 args=() ;;
+  quick) min_s=35 max_s=40 utterances=64 args=(--steps 4) ;;
   dry-run)
     min_s=3 max_s=4 utterances=12
     args=(--device cpu --models tiny:64 --batch 4 --steps 3 --num-workers 0 --search --search-start 2 --max-trials 3)

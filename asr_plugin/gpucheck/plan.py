@@ -58,7 +58,7 @@ def gpu_stages(python: str) -> list[Stage]:
     limits = {"build": 90, "cuda-tests": 50, "paper-bf16": 45, "paper-fp32": 125, "paper-fp32-tf32": 60,
               "train-smoke": 100, "profile-bf16": 30, "profile-fp32": 35}
     expected = {"build": 55, "cuda-tests": 25, "paper-bf16": 29, "paper-fp32": 105, "paper-fp32-tf32": 45,
-                "train-smoke": 85, "profile-bf16": 18, "profile-fp32": 24}
+                "train-smoke": 80, "profile-bf16": 18, "profile-fp32": 24}
     return _stages(python, "cuda", limits, expected)
 
 

@@ -13,7 +13,7 @@ For each model (``conf/model/<preset>.yaml`` with its vocabulary size) and loss 
 1. a throughput run: `steps` optimizer steps of `batch` utterances: utterances/s and audio-seconds/s
    (Lightning's ``ThroughputMonitor`` over the steps after the first), peak memory per step
    (``train/peak_memory_mib``), the first and last training loss and whether every loss was finite;
-2. with ``search``: the largest batch that trains (two steps per try; CUDA out of memory = does not fit):
+2. with ``search``: the largest batch that trains (three steps per try; CUDA out of memory = does not fit):
    doubling from `search_start`, then bisecting until the gap is at most an eighth of the batch, within
    `max_trials` tries, capped at the corpus size (a cap that fits is reported as such).
 
@@ -54,7 +54,9 @@ from asr_plugin.training.train import build_module
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 SPLIT = "train-clean-100"
-PROBE_STEPS = 2  # the optimizer's state is allocated in step 1; step 2 runs with it
+# Tries run 3 steps: the optimizer's state is allocated at the end of step 1, and an epoch holds at most one
+# smaller (remainder) batch, so step 2 or 3 runs a full batch with that state allocated.
+PROBE_STEPS = 3
 
 
 @dataclass(frozen=True)
