@@ -253,103 +253,116 @@ def fits_in_memory(train: Callable[[], object]) -> bool:
     return False
 
 
-def _empty_run(model: ModelSpec, mode: str, batch: int, steps: int) -> dict:
-    return dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, batch=batch, steps=steps, status="skipped",
-                seconds=0.0, utterances_per_step=None, utterances_per_s=None, audio_s_per_s=None, peak_mib=None,
-                loss_first=None, loss_last=None, loss_finite=None, error="")
+def _release_memory() -> None:
+    gc.collect()
+    garbage_collection_cuda()
+
+
+class SmokeSession:
+    """The smoke's state: its results (rewritten to ``<out>/smoke.json`` after every run), its deadline and
+    the data modules it prepared (one per vocabulary size: each has its own tokenizer)."""
+
+    def __init__(self, settings: SmokeSettings, out: Path, time_limit_s: float, min_run_s: float = 20.0) -> None:
+        self.settings, self.out, self.min_run_s = settings, out, min_run_s
+        self.deadline = time.monotonic() + time_limit_s
+        self.device = torch.device(settings.device)
+        self.datamodules: dict[int, object] = {}
+        self.results = dict(
+            meta=dict(device=torch.cuda.get_device_name() if self.device.type == "cuda" else "cpu", torch=torch.__version__,
+                      experiment=settings.experiment, batch=settings.batch, steps=settings.steps,
+                      max_seconds=settings.max_seconds, memory_budget=settings.memory_budget, corpus=str(settings.corpus)),
+            loader=None, runs=[], searches=[])
+        out.mkdir(parents=True, exist_ok=True)
+
+    def save(self) -> None:
+        write_text_atomic(self.out / "smoke.json", json.dumps(self.results, indent=2))
+
+    def out_of_time(self) -> bool:
+        return self.deadline - time.monotonic() < self.min_run_s
+
+    def datamodule(self, model: ModelSpec, cfg: DictConfig):
+        if model.vocab_size not in self.datamodules:
+            self.datamodules[model.vocab_size] = prepared_datamodule(cfg)
+        return self.datamodules[model.vocab_size]
+
+    def module(self, cfg: DictConfig, datamodule):
+        with torch.device(self.device):  # initialised on the device: 1.1 B parameters are slow to initialise on a CPU
+            return build_module(cfg, datamodule.tokenizer.vocab_size)
+
+    def begin(self, kind: str, entry: dict) -> bool:
+        """Records `entry` under `kind`; False (and the entry marked) when no run can start any more."""
+        self.results[kind].append(entry)
+        if self.out_of_time():
+            entry["error" if kind == "runs" else "stopped"] = "no time left"
+            self.save()
+            return False
+        return True
+
+    def measure_loader(self, model: ModelSpec, mode: str) -> None:
+        cfg = compose_config(self.settings, model, mode, self.settings.batch, exact_batches=False)
+        self.results["loader"] = loader_rate(prepared_datamodule(cfg), self.settings.loader_batches)
+        self.save()
+
+    def throughput(self, model: ModelSpec, mode: str) -> None:
+        settings = self.settings
+        run = dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, batch=settings.batch, steps=settings.steps,
+                   status="skipped", seconds=0.0, utterances_per_step=None, utterances_per_s=None, audio_s_per_s=None,
+                   peak_mib=None, loss_first=None, loss_last=None, loss_finite=None, error="")
+        if not self.begin("runs", run):
+            return
+        cfg = compose_config(settings, model, mode, settings.batch)
+        datamodule = self.datamodule(model, cfg)
+        datamodule.max_duration = settings.batch * settings.max_seconds
+        started = time.monotonic()
+        try:
+            run.update(train_steps(cfg, datamodule, self.module(cfg, datamodule), settings.steps,
+                                   settings.work_dir / "runs" / f"{model.preset}_{mode}", settings.device))
+            run["status"] = "ok"
+        except (RuntimeError, MemoryError) as error:
+            run["status"] = "oom" if is_oom_error(error) else "error"
+            run["error"] = str(error).splitlines()[0][:200]
+        _release_memory()
+        run["seconds"] = time.monotonic() - started
+        self.save()
+
+    def search(self, model: ModelSpec, mode: str) -> None:
+        settings = self.settings
+        cfg = compose_config(settings, model, mode, settings.search_start)
+        datamodule = self.datamodule(model, cfg)
+        cap = len(read_manifest(datamodule.split_manifest(SPLIT)))  # no batch beyond the corpus
+        search = dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, start=settings.search_start, cap=cap,
+                      largest_fit=None, smallest_oom=None, trials=[], stopped="")
+        if not self.begin("searches", search):
+            return
+        module = self.module(cfg, datamodule)
+
+        def fits(batch: int) -> bool:
+            datamodule.max_duration = batch * settings.max_seconds
+            run_dir = settings.work_dir / "runs" / f"search_{model.preset}_{mode}_{batch}"
+            return fits_in_memory(lambda: train_steps(cfg, datamodule, module, PROBE_STEPS, run_dir, settings.device))
+
+        search.update(largest_fitting(fits, settings.search_start, cap, settings.max_trials, self.out_of_time))
+        del module
+        _release_memory()
+        self.save()
 
 
 def run_smoke(settings: SmokeSettings, models: Sequence[ModelSpec], modes: Sequence[str], out: Path,
-              time_limit_s: float, min_run_s: float = 20.0) -> dict:
-    """Throughput runs for every (model, mode), then the batch searches; see the module docstring."""
-    deadline = time.monotonic() + time_limit_s
-    device = torch.device(settings.device)
-    results = dict(meta=dict(device=torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                             torch=torch.__version__, experiment=settings.experiment, batch=settings.batch,
-                             steps=settings.steps, max_seconds=settings.max_seconds, memory_budget=settings.memory_budget,
-                             corpus=str(settings.corpus)),
-                   loader=None, runs=[], searches=[])
-
-    def save() -> None:
-        write_text_atomic(out / "smoke.json", json.dumps(results, indent=2))
-
-    def left() -> float:
-        return deadline - time.monotonic()
-
-    datamodules = {}
-
-    def datamodule_for(model: ModelSpec, cfg: DictConfig):
-        if model.vocab_size not in datamodules:  # one tokenizer per vocabulary size
-            datamodules[model.vocab_size] = prepared_datamodule(cfg)
-        return datamodules[model.vocab_size]
-
-    def build(cfg: DictConfig, datamodule):
-        with torch.device(device):  # initialise on the device: a 1.1B-parameter model is slow to initialise on a CPU
-            return build_module(cfg, datamodule.tokenizer.vocab_size)
-
-    out.mkdir(parents=True, exist_ok=True)
+              time_limit_s: float) -> dict:
+    """The loader's rate, throughput runs for every (model, mode), then the batch searches (module docstring)."""
+    session = SmokeSession(settings, out, time_limit_s)
     L.seed_everything(0, workers=True)
-    loader_cfg = compose_config(settings, models[0], modes[0], settings.batch, exact_batches=False)
-    results["loader"] = loader_rate(prepared_datamodule(loader_cfg), settings.loader_batches)
-    save()
+    session.measure_loader(models[0], modes[0])
     if settings.loader_only:
-        return results
+        return session.results
     for model in models:
         for mode in modes:
-            run = _empty_run(model, mode, settings.batch, settings.steps)
-            results["runs"].append(run)
-            if left() < min_run_s:
-                run["error"] = "no time left"
-                save()
-                continue
-            cfg = compose_config(settings, model, mode, settings.batch)
-            datamodule = datamodule_for(model, cfg)
-            datamodule.max_duration = settings.batch * settings.max_seconds
-            started = time.monotonic()
-            try:
-                module = build(cfg, datamodule)
-                run.update(train_steps(cfg, datamodule, module, settings.steps,
-                                       settings.work_dir / "runs" / f"{model.preset}_{mode}", settings.device))
-                run["status"] = "ok"
-            except (RuntimeError, MemoryError) as error:
-                run["status"] = "oom" if is_oom_error(error) else "error"
-                run["error"] = str(error).splitlines()[0][:200]
-            finally:
-                module = None
-                gc.collect()
-                garbage_collection_cuda()
-            run["seconds"] = time.monotonic() - started
-            save()
-    if not settings.search:
-        return results
-    cap = len(read_manifest(datamodules[models[0].vocab_size].split_manifest(SPLIT)))  # no batch beyond the corpus
-    for model in models:
-        for mode in modes:
-            search = dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, start=settings.search_start,
-                          cap=cap, largest_fit=None, smallest_oom=None, trials=[], stopped="")
-            results["searches"].append(search)
-            if left() < min_run_s:
-                search["stopped"] = "no time left"
-                save()
-                continue
-            cfg = compose_config(settings, model, mode, settings.search_start)
-            datamodule = datamodule_for(model, cfg)
-            module = build(cfg, datamodule)
-
-            def fits(batch: int) -> bool:
-                datamodule.max_duration = batch * settings.max_seconds
-                run_dir = settings.work_dir / "runs" / f"search_{model.preset}_{mode}_{batch}"
-                return fits_in_memory(lambda: train_steps(cfg, datamodule, module, PROBE_STEPS, run_dir, settings.device))
-
-            try:
-                search.update(largest_fitting(fits, settings.search_start, cap, settings.max_trials,
-                                              out_of_time=lambda: left() < min_run_s))
-            finally:
-                module = None
-                gc.collect()
-                garbage_collection_cuda()
-            save()
-    return results
+            session.throughput(model, mode)
+    if settings.search:
+        for model in models:
+            for mode in modes:
+                session.search(model, mode)
+    return session.results
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
