@@ -38,11 +38,12 @@ def test_killed_run_resumes_from_last_checkpoint_without_losing_steps(tiny_run):
     saved_step = torch.load(f"{killed.paths.output_dir}/checkpoints/last.ckpt", weights_only=False)["global_step"]
     assert saved_step >= 3
 
-    resumed = tiny_run(every_step + ["ckpt_path=last", "trainer.max_steps=7"], run="resumed")
+    # the requeued job: the same run directory (ASR_RUN_ID, the SLURM job id)
+    resumed = tiny_run(every_step + ["ckpt_path=last", "trainer.max_steps=7"], run="killed")
     result = train(resumed)
     assert result["global_step"] == 7
     new_steps = _logged_steps(resumed.paths.output_dir)
-    assert new_steps == list(range(saved_step, 7)), "the resumed run must do exactly the missing steps"
+    assert new_steps == list(range(7)), "metrics.csv keeps the killed run's steps and gains exactly the missing ones"
     assert result["last_model_path"].startswith(resumed.paths.output_dir)
     assert result["learning_curves"] == f"{resumed.paths.output_dir}/learning_curves.png"
     assert open(result["learning_curves"], "rb").read(4) == b"\x89PNG"
@@ -85,5 +86,5 @@ def test_finetune_from_a_previous_run_uses_pretrained_lr_and_freezing(tiny_run):
     assert encoder and all(torch.equal(source[key], tuned[key]) for key in encoder), "frozen encoder changed"
     assert not torch.equal(source["model.joint.output.weight"], tuned["model.joint.output.weight"])
     with open(f"{cfg.paths.output_dir}/csv/metrics.csv") as file:
-        rows = [row for row in csv.DictReader(file) if row.get("train/lr_pretrained")]
-    assert rows and all(float(row["train/lr_pretrained"]) <= 1e-4 for row in rows)
+        rows = [row for row in csv.DictReader(file) if row.get("train/lr/pretrained")]
+    assert rows and all(float(row["train/lr/pretrained"]) <= 1e-4 for row in rows)

@@ -128,3 +128,15 @@ class CloseProcessGroup(L.Callback):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
+
+
+class PoisonAfterSteps(L.Callback):
+    """Makes the joint's output layer NaN after `steps` optimizer steps: the next loss sees non-finite logits."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step >= self.steps:
+            with torch.no_grad():
+                pl_module.model.joint.output.weight.fill_(float("nan"))
