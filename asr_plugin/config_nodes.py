@@ -112,7 +112,7 @@ def _signature(target: Callable) -> tuple[inspect.Signature, dict[str, Any]]:
 
 
 def check_arguments(target: Callable, arguments: Mapping[str, Any], key: str, partial: bool = False,
-                    supplied: Iterable[str] = ()) -> None:
+                    supplied: Iterable[str] = (), name: str | None = None) -> None:
     """Raises ConfigError unless ``target(**arguments)`` fits its signature.
 
     Args:
@@ -121,7 +121,9 @@ def check_arguments(target: Callable, arguments: Mapping[str, Any], key: str, pa
         key: the node's dotted config key, for the messages ("optim.optimizer").
         partial: a ``_partial_`` node: required arguments may be given later.
         supplied: argument names the caller passes itself (e.g. the Trainer's ``callbacks``).
+        name: the target as the config names it (default: its defining module's name).
     """
+    shown = name or _name(target)
     signature, hints = _signature(target)
     parameters = signature.parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -130,16 +132,16 @@ def check_arguments(target: Callable, arguments: Mapping[str, Any], key: str, pa
     where = f"{key}: " if key else ""
     unknown = sorted(set(arguments) - named) if not takes_any else []
     if unknown:
-        raise ConfigError(f"{where}{_name(target)} has no argument(s) {unknown}; it takes {sorted(named)}")
+        raise ConfigError(f"{where}{shown} has no argument(s) {unknown}; it takes {sorted(named)}")
     if not partial:
         missing = [name for name in named if parameters[name].default is inspect.Parameter.empty
                    and name not in arguments and name not in set(supplied)]
         if missing:
-            raise ConfigError(f"{where}{_name(target)} needs {missing}: set {', '.join(_join(key, m) for m in missing)}")
-    for name, value in arguments.items():
-        annotation = hints.get(name, inspect.Parameter.empty)
-        if name in named and not matches(value, annotation):
-            raise ConfigError(f"{_join(key, name)}={value!r}: {_name(target)} expects {_type_name(annotation)}, "
+            raise ConfigError(f"{where}{shown} needs {missing}: set {', '.join(_join(key, m) for m in missing)}")
+    for argument, value in arguments.items():
+        annotation = hints.get(argument, inspect.Parameter.empty)
+        if argument in named and not matches(value, annotation):
+            raise ConfigError(f"{_join(key, argument)}={value!r}: {shown} expects {_type_name(annotation)}, "
                               f"got {type(value).__name__}")
 
 
@@ -222,7 +224,7 @@ class AllowList:
         name, partial, arguments = _split(node, key)
         target = self.resolve(name, key)
         built = {arg: self._value(value, _join(key, arg)) for arg, value in arguments.items()}
-        check_arguments(target, built, key, partial=partial)
+        check_arguments(target, built, key, partial=partial, name=name)
         return functools.partial(target, **built) if partial else target(**built)
 
     def _value(self, value: Any, key: str) -> Any:
@@ -257,7 +259,7 @@ def check_config_node(node: Mapping[str, Any], key: str, supplied: Iterable[str]
         for child_key, child in _nested_nodes(value, _join(key, arg)):
             check_config_node(child, child_key)
     plain = {arg: value for arg, value in given.items() if not _nested_nodes(value, "")}
-    check_arguments(target, plain, key, partial=partial,
+    check_arguments(target, plain, key, partial=partial, name=name,
                     supplied=set(supplied) | {arg for arg, value in arguments.items() if value == MISSING})
 
 

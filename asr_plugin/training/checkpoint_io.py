@@ -12,6 +12,7 @@ partial file is removed and the previous checkpoint stays. Loading is always ``w
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options (got {storage_options!r})")
-        write_atomic(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+        path = Path(path)
+        try:
+            write_atomic(path, lambda tmp: torch.save(checkpoint, tmp))
+        except (OSError, RuntimeError) as err:  # torch's writer reports a full disk as a RuntimeError
+            free = shutil.disk_usage(path.parent).free / 2**20 if path.parent.is_dir() else float("nan")
+            raise OSError(f"writing checkpoint {path} failed ({err}); any previous {path.name} is kept. "
+                          f"{free:.0f} MiB are free on its file system") from err
 
     def load_checkpoint(self, path: str | os.PathLike, map_location: Any = lambda storage, loc: storage,
                         weights_only: bool | None = None) -> dict[str, Any]:

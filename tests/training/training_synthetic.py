@@ -140,3 +140,19 @@ class PoisonAfterSteps(L.Callback):
         if trainer.global_step >= self.steps:
             with torch.no_grad():
                 pl_module.model.joint.output.weight.fill_(float("nan"))
+
+
+class CheckpointPayload(L.Callback):
+    """Adds `megabytes` of zeros to every checkpoint (`grown_megabytes` from step `grow_at_step` on), so that
+    writing one takes a while, and before each write creates ``<marker_dir>/saving-<global step>`` (a test
+    kills the process while that write is on)."""
+
+    def __init__(self, megabytes: float, marker_dir: str, grow_at_step: int | None = None, grown_megabytes: float = 0.0):
+        self.megabytes, self.marker_dir = megabytes, Path(marker_dir)
+        self.grow_at_step, self.grown_megabytes = grow_at_step, grown_megabytes
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.marker_dir.mkdir(parents=True, exist_ok=True)
+        (self.marker_dir / f"saving-{trainer.global_step}").touch()
+        grown = self.grow_at_step is not None and trainer.global_step >= self.grow_at_step
+        checkpoint["payload"] = torch.zeros(int((self.grown_megabytes if grown else self.megabytes) * 2**20) // 4)
