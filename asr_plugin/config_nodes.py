@@ -210,8 +210,8 @@ class AllowList:
             if isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer):
                 return candidate
         allowed = ", ".join(self.names())
-        raise ConfigError(f"{_join(key, TARGET)}={name!r} is refused: only this project's classes are built "
-                          f"from a config read from a file ({allowed})")
+        raise ConfigError(f"{_join(key, TARGET)}={name!r} is refused: a node that checkpoints store (and files "
+                          f"bring back) may name only this project's classes here: {allowed}")
 
     def build(self, node: Mapping[str, Any], key: str) -> Any:
         """Builds `node` (a ``_partial_`` node: a ``functools.partial``); nested nodes are built the same way.

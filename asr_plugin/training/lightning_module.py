@@ -26,6 +26,9 @@ SPEC_AUGMENT_TARGETS = AllowList({"asr_plugin.data.SpecAugment": SpecAugment})
 OPTIMIZER_TARGETS = AllowList({}, optimizers=True)
 SCHEDULER_TARGETS = AllowList({"asr_plugin.training.schedulers.warmup_noam": warmup_noam,
                                "asr_plugin.training.schedulers.warmup_cosine": warmup_cosine})
+# {config key: what its node may name}
+NODE_TARGETS = {"loss": LOSS_TARGETS, "spec_augment": SPEC_AUGMENT_TARGETS, "optim.optimizer": OPTIMIZER_TARGETS,
+                "optim.scheduler": SCHEDULER_TARGETS}
 
 
 class TransducerModule(L.LightningModule):

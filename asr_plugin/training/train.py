@@ -17,7 +17,7 @@ from asr_plugin.finetune.nemo import nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
-from asr_plugin.training.lightning_module import TransducerModule
+from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
 from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER, checkpoint_records, model_node, peek_checkpoint
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,17 @@ def check_config(cfg: DictConfig) -> None:
     runs: a wrong-type value (``trainer.max_steps=abc``, ``optim.optimizer.lr=fast``) or an unknown argument
     is a ConfigError naming its key, not an error deep inside Lightning or torch after data preparation."""
     plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    for key in ("model", "loss", "spec_augment", "data"):
-        if plain.get(key):
-            check_config_node(plain[key], key)
-    for key in ("optimizer", "scheduler"):
-        check_config_node(plain["optim"][key], f"optim.{key}")
+    model = plain["model"]
+    if model.get(TARGET) not in MODEL_ARCHITECTURES:
+        raise ConfigError(f"model._target_={model.get(TARGET)!r}: the model is built by one of {sorted(MODEL_ARCHITECTURES)}")
+    check_config_node(model, "model")
+    for key, allowed in NODE_TARGETS.items():  # what the module builds (and its checkpoints store)
+        group, _, child = key.partition(".")
+        node = plain[group][child] if child else plain.get(group)
+        if node:
+            check_config_node(node, key)
+            allowed.resolve(node[TARGET], key)
+    check_config_node(plain["data"], "data")
     check_config_node(plain["trainer"], "trainer", supplied=("callbacks", "logger", "plugins"))
     for group in ("callbacks", "logger"):
         for name, node in (plain.get(group) or {}).items():
@@ -140,11 +146,8 @@ def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
 def model_architecture(model_cfg: dict[str, Any]) -> dict[str, Any]:
     """The model node a checkpoint stores: plain ``build_transducer`` arguments (a ``.nemo`` architecture is
     read here, once), never a reference to another file."""
-    target = model_cfg.get(TARGET)
-    if target not in MODEL_ARCHITECTURES:
-        raise ConfigError(f"model._target_={target!r}: the model is built by one of {sorted(MODEL_ARCHITECTURES)}")
     arguments = {k: v for k, v in model_cfg.items() if k != TARGET}
-    return model_node(MODEL_ARCHITECTURES[target](**arguments))
+    return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
 
 
 def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:

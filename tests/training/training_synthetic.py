@@ -131,13 +131,17 @@ class CloseProcessGroup(L.Callback):
 
 
 class PoisonAfterSteps(L.Callback):
-    """Makes the joint's output layer NaN after `steps` optimizer steps: the next loss sees non-finite logits."""
+    """Makes the joint's output layer NaN after `steps` optimizer steps: the next loss sees non-finite logits.
+    With `snapshot`, first copies the run's metrics.csv there (what is on disk when the run fails)."""
 
-    def __init__(self, steps: int):
-        self.steps = steps
+    def __init__(self, steps: int, snapshot: str | None = None):
+        self.steps, self.snapshot = steps, snapshot
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step >= self.steps:
+            if self.snapshot:
+                metrics = Path(trainer.logger.log_dir) / "metrics.csv"
+                Path(self.snapshot).write_text(metrics.read_text() if metrics.exists() else "")
             with torch.no_grad():
                 pl_module.model.joint.output.weight.fill_(float("nan"))
 
