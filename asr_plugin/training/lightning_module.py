@@ -219,6 +219,12 @@ class TransducerModule(L.LightningModule):
         self.log(f"{key}/wer", metric, prog_bar=key == "val", metric_attribute=f"wer.{name}", **options)
         return loss
 
+    def on_fit_start(self) -> None:
+        # A trainer.validate() before fit (validate_first) ran in inference mode, which left the WER metrics'
+        # states as inference tensors that fit's validation (under no_grad) cannot update: start afresh.
+        for metric in self.wer.values():
+            metric.reset()
+
     def validation_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         return self._evaluate(batch, "val")
 

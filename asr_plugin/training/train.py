@@ -143,20 +143,26 @@ def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
             trainer_cfg[key] = wanted
 
 
-def model_architecture(model_cfg: dict[str, Any]) -> dict[str, Any]:
-    """The model node a checkpoint stores: plain ``build_transducer`` arguments (a ``.nemo`` architecture is
-    read here, once), never a reference to another file."""
+def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The model node a checkpoint stores: plain ``build_transducer`` arguments, never a reference to another
+    file. A ``.nemo`` architecture is read here, once; resuming (`resumed`: the checkpoint) takes the one the
+    checkpoint recorded instead, so a fine-tuned run resumes without its ``.nemo``."""
+    saved = (resumed or {}).get("hyper_parameters", {}).get("model")
+    if model_cfg[TARGET] == NEMO_TRANSDUCER and isinstance(saved, dict) and saved.get(TARGET) == BUILD_TRANSDUCER:
+        log.info("resuming: the architecture is the checkpoint's (%s is not read)", model_cfg.get("path"))
+        return dict(saved)
     arguments = {k: v for k, v in model_cfg.items() if k != TARGET}
     return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
 
 
-def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
-    """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied)."""
+def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None) -> TransducerModule:
+    """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied); `resumed`:
+    the checkpoint the run resumes from (see `model_architecture`)."""
     with open_dict(cfg):
         cfg.model.vocab_size = vocab_size
     finetune = cfg.get("finetune")
     return TransducerModule(
-        model=model_architecture(OmegaConf.to_container(cfg.model, resolve=True)),
+        model=model_architecture(OmegaConf.to_container(cfg.model, resolve=True), resumed),
         loss=OmegaConf.to_container(cfg.loss, resolve=True),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         spec_augment=OmegaConf.to_container(cfg.spec_augment, resolve=True) if cfg.get("spec_augment") else None,
@@ -193,8 +199,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Trains (and optionally tests) the model described by `cfg`.
 
     Order: config check (every node against its target's signature) -> seed -> data module (``prepare_data``
-    on rank 0, ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) -> model and loss ->
-    callbacks, loggers, Trainer -> the checkpoint to resume (``cfg.ckpt_path``: "last" or a file) ->
+    on rank 0, ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) -> callbacks, loggers,
+    Trainer -> the checkpoint to resume (``cfg.ckpt_path``: "last" or a file) -> model and loss ->
     fine-tuning (``cfg.finetune``; not when resuming a checkpoint that records it) -> validation before the
     first step (``validate_first``) -> fit -> test with the best checkpoint (else the last weights) when
     ``cfg.test``.
@@ -215,21 +221,21 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     datamodule = instantiate(cfg.data)
     prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
     datamodule.setup("fit")
-    module = build_module(cfg, datamodule.tokenizer.vocab_size)
 
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = _instantiate_all(cfg.get("logger"), "logger")
     if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
         callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
     trainer = build_trainer(cfg, callbacks, loggers)
+    ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer)
+    resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
+
+    module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed)
     if loggers:
         for logger in loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-
-    ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer)
-    resumes_finetuning = ckpt_path is not None and "pretrained" in checkpoint_records(peek_checkpoint(ckpt_path))
-    if cfg.get("finetune") and not resumes_finetuning:  # else the checkpoint has the weights and the groups
-        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))
+    if cfg.get("finetune") and not (resumed and "pretrained" in checkpoint_records(resumed)):
+        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))  # else the checkpoint has weights and groups
 
     start_metrics: dict[str, float] = {}
     if validates_first(cfg, resuming=ckpt_path is not None):

@@ -160,3 +160,44 @@ class CheckpointPayload(L.Callback):
         (self.marker_dir / f"saving-{trainer.global_step}").touch()
         grown = self.grow_at_step is not None and trainer.global_step >= self.grow_at_step
         checkpoint["payload"] = torch.zeros(int((self.grown_megabytes if grown else self.megabytes) * 2**20) // 4)
+
+
+class CountStepSyncs(L.Callback):
+    """Counts host-sync-type calls (``asr_plugin.host_syncs``) and torch.distributed barriers and all-reduces
+    inside each training step (batch start to batch end: forward, loss, backward, clipping, optimizer step)
+    after the first; rank 0 saves {"syncs": [per step], "barrier": [...], "all_reduce": [...]} to `path`."""
+
+    def __init__(self, path: str | Path | None = None):
+        from asr_plugin.host_syncs import SyncCounter
+
+        self.path = path
+        self.counter_type = SyncCounter
+        self.steps: list[dict[str, int]] = []
+        self.collectives = {"barrier": [], "all_reduce": []}
+        self._counter = None
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        # count torch.distributed's Python-level collectives (in this process: ddp_spawn workers run setup)
+        for name in self.collectives:
+            original = getattr(torch.distributed, name)
+
+            def counted(*args, _original=original, _name=name, **kwargs):
+                if self._counter is not None:
+                    self.collectives[_name][-1] += 1
+                return _original(*args, **kwargs)
+
+            setattr(torch.distributed, name, counted)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step >= 1:
+            self._counter = self.counter_type(device_moves=False).__enter__()
+            for counts in self.collectives.values():
+                counts.append(0)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            self.steps.append(self._counter.syncs)
+            self._counter = None
+        if self.path is not None and trainer.is_global_zero and trainer.global_step >= trainer.max_steps:
+            torch.save({"syncs": self.steps, **self.collectives}, self.path)
