@@ -26,3 +26,16 @@ def test_wrong_values_are_refused_before_anything_runs(tiny_run, tmp_path, overr
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not (tmp_path / "never-created").exists()
+
+
+@pytest.mark.parametrize("overrides", [
+    [], ["experiment=librispeech_medium"], ["experiment=librispeech_large"], ["experiment=mini_tiny"],
+    ["+finetune=from_nemo", "finetune.path=/x.nemo"], ["+finetune=from_checkpoint", "finetune.path=/x.ckpt"],
+    ["trainer=ddp"], ["logger=many"], ["callbacks=none"], ["optim=noam"], ["+loss=samplewise"], ["model=large"],
+])
+def test_every_shipped_composition_passes_the_checks(tmp_path, overrides):
+    from train_configs import compose_train
+
+    from asr_plugin.training.train import check_config
+
+    check_config(compose_train(overrides, tmp_path=tmp_path))
