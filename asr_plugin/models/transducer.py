@@ -92,6 +92,7 @@ def build_transducer(
     predictor_dim: int = 320,
     predictor_layers: int = 1,
     predictor_dropout: float = 0.1,
+    predictor_blank_as_pad: bool = False,
     joint_dim: int = 320,
     joint_activation: str = "tanh",
     joint_dropout: float = 0.0,
@@ -101,7 +102,8 @@ def build_transducer(
 
     The encoder options (``attention``, ``subsampling``, ``subsampling_channels``, ``xscaling``,
     ``encoder_bias`` = the encoder's ``bias``) are `ConformerEncoder`'s; their defaults are the original
-    small model (torchaudio blocks, unpadded 64-channel subsampling).
+    small model (torchaudio blocks, unpadded 64-channel subsampling). ``predictor_blank_as_pad`` is the
+    predictor's ``blank_as_pad`` (NeMo's convention: the start symbol's embedding is a zero padding row).
     """
     encoder = ConformerEncoder(
         input_dim=input_dim,
@@ -125,6 +127,7 @@ def build_transducer(
         num_layers=predictor_layers,
         dropout=predictor_dropout,
         blank_id=blank_id,
+        blank_as_pad=predictor_blank_as_pad,
     )
     joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout)
     return Transducer(encoder, predictor, joint)

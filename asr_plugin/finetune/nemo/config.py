@@ -143,6 +143,7 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "predictor_dim": pred_hidden,
         "predictor_layers": int(prednet.get("pred_rnn_layers", 1)),
         "predictor_dropout": float(prednet.get("dropout", 0.0)),
+        "predictor_blank_as_pad": True,  # decoder.blank_as_pad (the only value accepted)
         "joint_dim": int(_required("joint.jointnet", jointnet, "joint_hidden")),
         "joint_activation": jointnet.get("activation", "relu"),
         "joint_dropout": float(jointnet.get("dropout", 0.0)),
