@@ -48,14 +48,14 @@ eval "extra=($train_args)"
 
 python scripts/make_synthetic_librispeech.py --root "$data_dir/LibriSpeech" --split "train-clean-100:$utterances" \
   --split dev-clean:8 --split test-clean:8 --min-seconds "$min_s" --max-seconds "$max_s"
-bash recipes/librispeech/run.sh --stop-stage 2 --data-dir "$data_dir" --nj "$(nproc)" --vocab-size "$vocab" \
-  --train-splits train-clean-100 --valid-splits dev-clean --eval-splits "dev-clean test-clean"
-
 manifests="$data_dir/manifests/librispeech"
+bash recipes/librispeech/run.sh --stop-stage 2 --data-dir "$data_dir" --work-dir "$manifests" --nj "$(nproc)" \
+  --vocab-size "$vocab" --train-splits train-clean-100 --valid-splits dev-clean --eval-splits "dev-clean test-clean"
+
 for mode in batched samplewise; do
   echo "== $mode: $steps steps"
   python recipes/librispeech/train.py experiment=librispeech_medium data=librispeech "paths.data_dir=$data_dir" \
-    "data.root=$data_dir/LibriSpeech" "data.manifest_dir=$manifests" "data.vocab_size=$vocab" \
+    "data.root=$data_dir/LibriSpeech" "data.work_dir=$manifests" "data.vocab_size=$vocab" \
     "data.train_splits=[train-clean-100]" "data.valid_splits=[dev-clean]" "data.test_splits=[test-clean]" \
     "+loss=$mode" "trainer.max_steps=$steps" trainer.limit_val_batches=0 trainer.log_every_n_steps=1 \
     trainer.enable_progress_bar=false test=false callbacks.step_checkpoint=null \
