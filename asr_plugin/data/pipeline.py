@@ -155,38 +155,30 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
         for split in plan.splits:
             prepare_split(plan.layout, split, num_workers=num_workers, strict=strict, overwrite=overwrite,
                           full_check=full_check, progress=progress)
-    if "tokenizer" in steps:
-        _prepare_tokenizer(plan, overwrite)
-    if "stats" in steps:
-        _prepare_stats(plan, num_workers, overwrite, progress)
+    if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
+                                         "the data config brings its own (data.tokenizer)"):
+        tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
+                                    plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
+        print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
+    if "stats" in steps and _to_make(plan.stats_path, "feature stats", overwrite,
+                                     "the front end needs none (data.frontend)"):
+        stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
+                                      plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
+                                      seed=plan.seed, progress=progress)
+        stats.save(plan.stats_path)
+        print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
     return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
 
 
-def _prepare_tokenizer(plan: CorpusPlan, overwrite: bool) -> None:
-    path = plan.tokenizer_path
+def _to_make(path: Path | None, what: str, overwrite: bool, why_none: str) -> bool:
+    """Whether a step has a file to write; says why not."""
     if path is None:
-        print("tokenizer: the data config brings its own (data.tokenizer), nothing to train")
-    elif path.exists() and not overwrite:
-        print(f"tokenizer: reusing {path} (pass --overwrite to retrain)")
-    else:
-        tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), path,
-                                    plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
-        print(f"tokenizer: wrote {path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
-
-
-def _prepare_stats(plan: CorpusPlan, num_workers: int, overwrite: bool, progress: bool) -> None:
-    path = plan.stats_path
-    if path is None:
-        print("feature stats: the front end needs none (data.frontend), nothing to compute")
-    elif path.exists() and not overwrite:
-        print(f"feature stats: reusing {path} (pass --overwrite to recompute)")
-    else:
-        stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
-                                      plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
-                                      seed=plan.seed,
-                                      progress=progress)
-        stats.save(path)
-        print(f"feature stats: wrote {path} from {stats.num_frames} frames")
+        print(f"{what}: {why_none}, nothing to make")
+        return False
+    if path.exists() and not overwrite:
+        print(f"{what}: reusing {path} (pass --overwrite to rebuild)")
+        return False
+    return True
 
 
 def record_preparation_failure(path: Path, job: str, error: BaseException) -> None:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 CASES = ("upper", "lower", None)
-_SPACES = re.compile(r"\s+")
 # Latin letters that Unicode does not decompose into a base letter and a mark (lower case; upper case
 # forms are looked up after lower-casing)
 _UNDECOMPOSED = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i"}
@@ -111,9 +110,8 @@ class TextNormalizer:
         base = self._cased(decomposed)
         return base if base and base != char and not self._outside.search(base) else None
 
-    def normalize_counted(self, text: str) -> tuple[str, NormalizationCounts]:
-        """(normalised text, what was changed), e.g. for the LibriSpeech normaliser
-        "Café naïve, Søren!" -> ("CAFE NAIVE SOREN", mapped=3, dropped=2)."""
+    def _normalize(self, text: str) -> tuple[str, int, int]:
+        """(normalised text, characters mapped, characters dropped)."""
         cased = self._cased(text)
         mapped = dropped = 0
         if self._outside.search(cased):  # the slow path only for text with characters outside the alphabet
@@ -128,17 +126,23 @@ class TextNormalizer:
                     pieces.append(" ")
                     dropped += 1
             cased = "".join(pieces)
-        counts = NormalizationCounts(mapped, dropped, int(mapped + dropped > 0), 1)
-        return _SPACES.sub(" ", cased).strip(), counts
+        return " ".join(cased.split()), mapped, dropped
+
+    def normalize_counted(self, text: str) -> tuple[str, NormalizationCounts]:
+        """(normalised text, what was changed), e.g. for the LibriSpeech normaliser
+        "Café naïve, Søren!" -> ("CAFE NAIVE SOREN", mapped=3, dropped=2)."""
+        clean, mapped, dropped = self._normalize(text)
+        return clean, NormalizationCounts(mapped, dropped, int(mapped + dropped > 0), 1)
 
     def normalize_all(self, texts: Iterable[str]) -> tuple[list[str], NormalizationCounts]:
         """Normalised `texts` and the total of what was changed in them (to report per manifest)."""
-        normalized, total = [], NormalizationCounts()
+        normalized, mapped, dropped, changed = [], 0, 0, 0
         for text in texts:
-            clean, counts = self.normalize_counted(text)
+            clean, text_mapped, text_dropped = self._normalize(text)
             normalized.append(clean)
-            total += counts
-        return normalized, total
+            mapped, dropped = mapped + text_mapped, dropped + text_dropped
+            changed += text_mapped + text_dropped > 0
+        return normalized, NormalizationCounts(mapped, dropped, changed, len(normalized))
 
     def __call__(self, text: str) -> str:
         """The normalised text (see `normalize_counted`)."""
