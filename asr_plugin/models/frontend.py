@@ -60,6 +60,9 @@ class NemoMelFrontend(nn.Module):
             raise ValueError(f"log_guard={log_guard!r} must be a positive number")
         self.sample_rate = sample_rate
         self.num_mel_bins = num_mel_bins
+        self.f_min, self.f_max = f_min, f_max
+        self.window_name = window
+        self.mel_norm = mel_norm
         self.n_fft = n_fft
         self.win_length = win_length
         self.hop_length = hop_length

@@ -181,7 +181,8 @@ def build_trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any]) -> 
     plugins = list(plugins) if isinstance(plugins, list) else [plugins]
     if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
         plugins.append(AtomicCheckpointIO())
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins)
+    # _convert_: plain lists (Lightning 2.4, the nemo extra's, wraps a ListConfig of plugins as one plugin)
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins, _convert_="all")
 
 
 def validates_first(cfg: DictConfig, resuming: bool) -> bool:
@@ -235,7 +236,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         for logger in loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if cfg.get("finetune") and not (resumed and "pretrained" in checkpoint_records(resumed)):
-        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))  # else the checkpoint has weights and groups
+        module.mark_pretrained(apply_finetune(module.model, cfg.finetune, module.ctc))  # else the checkpoint has them
 
     start_metrics: dict[str, float] = {}
     if validates_first(cfg, resuming=ckpt_path is not None):

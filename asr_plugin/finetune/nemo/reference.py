@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,8 @@ class TorchaudioRNNTLoss(nn.Module):
     def forward(self, acts: torch.Tensor, labels: torch.Tensor, act_lens: torch.Tensor,
                 label_lens: torch.Tensor) -> torch.Tensor:
         frames, tokens = int(act_lens.max()), int(label_lens.max())  # torchaudio wants the padding trimmed
-        return torchaudio.functional.rnnt_loss(acts[:, :frames, : tokens + 1].float(), labels[:, :tokens].int(),
+        return torchaudio.functional.rnnt_loss(acts[:, :frames, : tokens + 1].float().contiguous(),
+                                               labels[:, :tokens].int().contiguous(),
                                                act_lens.int(), label_lens.int(), blank=self.blank, reduction="none")
 
 
@@ -265,7 +265,11 @@ def word_error_rate(hypotheses: list[str], references: list[str]) -> float:
 
 
 def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:
-    """Trains the reference model into `directory` (see the module docstring) and returns what it made."""
+    """Trains the reference model into `directory` (see the module docstring) and returns what it made.
+
+    What a previous, interrupted run left complete is reused: the corpus, the tokenizer, and the two
+    ``.nemo`` files (each written atomically; the hybrid last, so both present means the training finished).
+    """
     import lightning.pytorch as pl
     from nemo.collections.asr.models import ASRModel, EncDecHybridRNNTCTCBPEModel
     from omegaconf import OmegaConf
@@ -275,17 +279,21 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
                                    settings.corpus_seed)
     manifests = write_nemo_manifests(corpus, directory / "manifests", settings.pretrain_utterances)
     texts = [entry["text"] for entry in read_nemo_manifest(manifests["pretrain"])]
-    tokenizer_dir = train_nemo_style_tokenizer(directory / "tokenizer", settings.vocab_size, texts)
+    tokenizer_dir = directory / "tokenizer"
+    if not (tokenizer_dir / "tokenizer.model").is_file():
+        train_nemo_style_tokenizer(tokenizer_dir, settings.vocab_size, texts)
 
-    pl.seed_everything(settings.seed, workers=True, verbose=False)
-    trainer = nemo_trainer(settings.steps)
-    config = OmegaConf.create(_model_config(settings, tokenizer_dir, manifests))
-    hybrid = EncDecHybridRNNTCTCBPEModel(cfg=config, trainer=trainer)
-    use_torchaudio_rnnt_loss(hybrid)
-    trainer.fit(hybrid)
-    hybrid.eval()
-    models = {"hybrid": save_nemo_atomic(hybrid, directory / "hybrid.nemo"),
-              "rnnt": save_nemo_atomic(_rnnt_form(hybrid), directory / "rnnt.nemo")}
+    models = {"hybrid": directory / "hybrid.nemo", "rnnt": directory / "rnnt.nemo"}
+    if not all(path.is_file() for path in models.values()):  # written atomically: both there = trained
+        pl.seed_everything(settings.seed, workers=True, verbose=False)
+        trainer = nemo_trainer(settings.steps)
+        config = OmegaConf.create(_model_config(settings, tokenizer_dir, manifests))
+        hybrid = EncDecHybridRNNTCTCBPEModel(cfg=config, trainer=trainer)
+        use_torchaudio_rnnt_loss(hybrid)
+        trainer.fit(hybrid)
+        hybrid.eval()
+        save_nemo_atomic(_rnnt_form(hybrid), models["rnnt"])
+        save_nemo_atomic(hybrid, models["hybrid"])
 
     transcripts: dict[str, dict[str, list[str]]] = {}
     wer: dict[str, dict[str, float]] = {}
@@ -319,12 +327,11 @@ def load_reference(directory: str | os.PathLike) -> NemoReference:
 def cached_reference(cache_dir: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:
     """`train_reference` into ``<cache_dir>/nemo_reference_<settings.key()>``, or what is already there.
 
-    ``reference.json`` is written last: a directory without it is an interrupted training, removed and
-    redone. Paths inside are absolute: the cache directory is not meant to be moved.
+    ``reference.json`` is written last; a directory without it is an interrupted run, which `train_reference`
+    continues (the corpus, tokenizer and ``.nemo`` files it finds complete are kept). Paths inside are
+    absolute: the cache directory is not meant to be moved.
     """
     target = Path(cache_dir) / f"nemo_reference_{settings.key()}"
     if (target / RESULT_NAME).is_file():
         return load_reference(target)
-    if target.exists():
-        shutil.rmtree(target)
     return train_reference(target, settings)

@@ -1,0 +1,85 @@
+"""`+finetune=from_nemo` on a model NeMo itself trained (the session's `nemo_reference`, tests/finetune/conftest.py):
+the recipe starts where NeMo is (the same dev WER and loss at its first validation), fine-tuning lowers the
+validation loss in both loss modes, and `export_nemo` takes the result back to NeMo with identical transcripts.
+
+NeMo and slow: the reference trains for a few minutes once per session (or comes from ASR_PLUGIN_TEST_CACHE).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from torch.nn.utils.rnn import pad_sequence
+
+pytest.importorskip("nemo.collections.asr")
+pytestmark = [pytest.mark.nemo, pytest.mark.slow]
+
+from asr_plugin.data import build_frontend, load_audio  # noqa: E402
+from asr_plugin.decoding import greedy_search  # noqa: E402
+from asr_plugin.finetune.nemo.export import export_nemo, source_from_checkpoint  # noqa: E402
+from asr_plugin.finetune.nemo.reference import FORMS, nemo_transcripts, read_nemo_manifest  # noqa: E402
+from asr_plugin.training import train  # noqa: E402
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+STEPS = 30
+
+
+def recipe_config(reference, form: str, mode: str, directory: Path):
+    """`+finetune=from_nemo` on the reference's corpus, `STEPS` steps, validation before and after."""
+    settings = reference.settings
+    overrides = [
+        "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
+        f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
+        f"paths.output_dir={directory}/run", *(f"data.mini_corpus.{key}={settings[key]}" for key in
+                                              ("n_train", "n_dev", "n_test")),
+        f"data.mini_corpus.seed={settings['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
+        f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={STEPS}", "trainer.enable_progress_bar=false",
+        "test=false", "callbacks.model_summary=null", "logger=csv", "optim.optimizer.lr=5e-4",
+        "optim.scheduler.warmup_steps=5", "spec_augment=null",
+        f"ctc_weight={settings['ctc_weight'] if form == 'hybrid' else 0.0}",
+    ]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+@torch.no_grad()
+def our_transcripts(checkpoint: str, manifest: Path) -> list[str]:
+    """The fine-tuned checkpoint's greedy transcripts, from the checkpoint alone (model, tokenizer, front end)."""
+    source = source_from_checkpoint(checkpoint)
+    frontend = build_frontend(source.frontend_spec).eval()
+    texts = []
+    entries = read_nemo_manifest(manifest)
+    for start in range(0, len(entries), 8):
+        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start:start + 8]]
+        features = frontend(pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves]))
+        hyps = greedy_search(source.model, *source.model.encode(*features), source.max_symbols, source.tokenizer)
+        texts += [hyp.text for hyp in hyps]
+    return texts
+
+
+def test_nemo_trained_the_reference(nemo_reference):
+    for form in FORMS:
+        assert nemo_reference.wer[form]["dev"] < 0.9 and nemo_reference.wer[form]["test"] < 0.9, form
+    # the RNN-T form is the hybrid minus its CTC decoder: NeMo decodes both with the transducer
+    assert nemo_reference.transcripts["rnnt"] == nemo_reference.transcripts["hybrid"]
+
+
+@pytest.mark.parametrize(("form", "mode"), [("rnnt", "batched"), ("rnnt", "samplewise"), ("hybrid", "samplewise")])
+def test_recipe_starts_at_nemo_and_fine_tunes(nemo_reference, tmp_path, form, mode):
+    from nemo.collections.asr.models import ASRModel
+
+    result = train(recipe_config(nemo_reference, form, mode, tmp_path))
+    start, end = result["start_metrics"], result["metrics"]
+    assert start["val/wer"] == pytest.approx(nemo_reference.wer[form]["dev"], abs=1e-6)
+    assert start["val/loss"] == pytest.approx(nemo_reference.loss["dev"], rel=1e-4)
+    assert result["global_step"] == STEPS
+    assert end["val/loss"] < start["val/loss"]
+
+    exported = export_nemo(result["last_model_path"], tmp_path / "finetuned.nemo")
+    restored = ASRModel.restore_from(str(exported), map_location="cpu")
+    assert type(restored).__name__ == ("EncDecHybridRNNTCTCBPEModel" if form == "hybrid" else "EncDecRNNTBPEModel")
+    manifest = nemo_reference.manifests["dev"]
+    assert nemo_transcripts(restored, manifest) == our_transcripts(result["last_model_path"], manifest)
