@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
 
 from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
 from asr_plugin.models import Transducer
+from asr_plugin.transducer_checkpoint import build_model
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,10 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     if path.is_file():
         if avg == 1:
             return [path]
-        candidates = sorted((p for p in path.parent.glob("*.ckpt") if not p.name.startswith("last")), key=checkpoint_order)
+        candidates = sorted((p for p in _checkpoints_in(path.parent) if not p.name.startswith("last")), key=checkpoint_order)
         candidates = [p for p in candidates if checkpoint_order(p) <= checkpoint_order(path) and p != path] + [path]
     elif path.is_dir():
-        every = sorted(path.glob("*.ckpt"), key=checkpoint_order)
+        every = sorted(_checkpoints_in(path), key=checkpoint_order)
         candidates = [p for p in every if not p.name.startswith("last")] or every
     else:
         where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
@@ -52,6 +52,11 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     if len(candidates) < avg:
         raise ValueError(f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}")
     return candidates[-avg:]
+
+
+def _checkpoints_in(directory: Path) -> list[Path]:
+    """The ``*.ckpt`` files of a directory, without hidden ones (partial writes of a killed run)."""
+    return [p for p in directory.glob("*.ckpt") if not p.name.startswith(".")]
 
 
 def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -80,7 +85,9 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
 def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, dict[str, Any]]:
     """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
 
-    Returns the model in eval mode on `device` and the last checkpoint's ``hyper_parameters``. Files are only read.
+    The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
+    ``_target_``, in any of the files, is refused naming it). Returns the model in eval mode on `device` and
+    the last checkpoint's ``hyper_parameters``. Files are only read (``weights_only=True``).
     """
     if not paths:
         raise ValueError("load_model: no checkpoint path given")
@@ -92,7 +99,7 @@ def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = 
     model_cfg = hparams.get("model")
     if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
         raise ValueError(f"{paths[-1]}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
-    model: Transducer = instantiate(model_cfg)
+    model = build_model(model_cfg, f"{paths[-1]}: hyper_parameters.model")
     model.load_state_dict(average_state_dicts(states) if len(states) > 1 else states[0])
     log.info("model from %s", ", ".join(str(p) for p in paths))
     return model.to(device).eval(), hparams
