@@ -20,29 +20,17 @@ pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 from asr_plugin.data import build_frontend, load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
 from asr_plugin.finetune.nemo.export import export_nemo, source_from_checkpoint  # noqa: E402
-from asr_plugin.finetune.nemo.reference import FORMS, nemo_transcripts, read_nemo_manifest  # noqa: E402
+from asr_plugin.finetune.nemo.reference import (FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
+                                                nemo_transcripts, read_nemo_manifest, recipe_overrides)
 from asr_plugin.training import train  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-STEPS = 30
+FINE_TUNING = FineTuneSettings(steps=30)
 
 
 def recipe_config(reference, form: str, mode: str, directory: Path):
-    """`+finetune=from_nemo` on the reference's corpus, `STEPS` steps, validation before and after."""
-    settings = reference.settings
-    overrides = [
-        "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
-        f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
-        f"paths.output_dir={directory}/run", *(f"data.mini_corpus.{key}={settings[key]}" for key in
-                                              ("n_train", "n_dev", "n_test")),
-        f"data.mini_corpus.seed={settings['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
-        f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={STEPS}", "trainer.enable_progress_bar=false",
-        "test=false", "callbacks.model_summary=null", "logger=csv", "optim.optimizer.lr=5e-4",
-        "optim.scheduler.warmup_steps=5", "spec_augment=null",
-        f"ctc_weight={settings['ctc_weight'] if form == 'hybrid' else 0.0}",
-    ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=overrides)
+        return compose("train", overrides=recipe_overrides(reference, form, mode, directory, FINE_TUNING))
 
 
 @torch.no_grad()
@@ -65,6 +53,9 @@ def test_nemo_trained_the_reference(nemo_reference):
         assert nemo_reference.wer[form]["dev"] < 0.9 and nemo_reference.wer[form]["test"] < 0.9, form
     # the RNN-T form is the hybrid minus its CTC decoder: NeMo decodes both with the transducer
     assert nemo_reference.transcripts["rnnt"] == nemo_reference.transcripts["hybrid"]
+    # our import decodes NeMo's model as NeMo does
+    assert imported_transcripts(nemo_reference.models["rnnt"], nemo_reference.manifests["dev"]) == \
+        nemo_reference.transcripts["rnnt"]["dev"]
 
 
 @pytest.mark.parametrize(("form", "mode"), [("rnnt", "batched"), ("rnnt", "samplewise"), ("hybrid", "samplewise")])
@@ -75,7 +66,7 @@ def test_recipe_starts_at_nemo_and_fine_tunes(nemo_reference, tmp_path, form, mo
     start, end = result["start_metrics"], result["metrics"]
     assert start["val/wer"] == pytest.approx(nemo_reference.wer[form]["dev"], abs=1e-6)
     assert start["val/loss"] == pytest.approx(nemo_reference.loss["dev"], rel=1e-4)
-    assert result["global_step"] == STEPS
+    assert result["global_step"] == FINE_TUNING.steps
     assert end["val/loss"] < start["val/loss"]
 
     exported = export_nemo(result["last_model_path"], tmp_path / "finetuned.nemo")

@@ -60,7 +60,8 @@ PREDNET_KEYS: dict[str, Callable[[Any], bool]] = {
 JOINT_KEYS: dict[str, Callable[[Any], bool]] = {
     "_target_": _target("RNNTJoint"), "log_softmax": _equals(None, True), "preserve_memory": _any,
     "fuse_loss_wer": _any, "fused_batch_size": _any, "experimental_fuse_loss_wer": _any, "jointnet": _any,
-    "num_classes": _any, "vocabulary": _any, "num_extra_outputs": _equals(0, None),
+    "num_classes": _any, "vocabulary": _any,
+    "num_extra_outputs": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }
 JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
     "joint_hidden": _any, "activation": _equals("relu", "tanh"), "dropout": _any, "encoder_hidden": _any,
@@ -81,7 +82,13 @@ PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
     "nb_max_freq": _any, "stft_exact_pad": _equals(False), "stft_conv": _equals(False), "max_duration": _any,
     "use_torchaudio": _any,
 }
-LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
+RNNT_LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
+TDT_LOSS_NAMES = ("tdt", "tdt_pytorch")
+# <loss_name>_kwargs of NeMo's loss section: what the objective depends on (fastemit_lambda must be 0: our loss
+# has no FastEmit; clamp <= 0 is NeMo's "off"); other keys are refused by name
+LOSS_KWARGS: dict[str, Callable[[Any], bool]] = {
+    "fastemit_lambda": _equals(0, 0.0, None), "clamp": _any, "durations": _any, "sigma": _any, "omega": _any,
+}
 
 
 def _check(section: str, node: Any, keys: Mapping[str, Callable[[Any], bool]]) -> dict[str, Any]:
@@ -108,10 +115,7 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     for section in ("encoder", "decoder", "joint"):
         if section not in config:
             raise ValueError(f"NeMo config: no {section} section; only (Fast)Conformer transducers can be imported")
-    loss = config.get("loss") or {}
-    if loss.get("loss_name", "default") not in LOSS_NAMES:
-        raise ValueError(f"NeMo config: loss.loss_name={loss['loss_name']!r} is not a plain RNN-T loss "
-                         f"(supported: {LOSS_NAMES})")
+    loss = loss_kwargs(config)
     enc = _check("encoder", config["encoder"], ENCODER_KEYS)
     dec = _check("decoder", config["decoder"], DECODER_KEYS)
     prednet = _check("decoder.prednet", _required("decoder", dec, "prednet"), PREDNET_KEYS)
@@ -148,7 +152,38 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "joint_activation": jointnet.get("activation", "relu"),
         "joint_dropout": float(jointnet.get("dropout", 0.0)),
         "blank_id": 0,
+        **({"durations": loss["durations"]} if "durations" in loss else {}),
     }
+
+
+def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`TransducerLoss` keyword arguments of the checkpoint's own loss: ``clamp`` for RNN-T, plus
+    ``durations``, ``sigma`` and ``omega`` for TDT (``loss_name: tdt``). ValueError names a loss we cannot
+    compute (another loss_name, FastEmit) or a TDT model whose joint, loss and decoding disagree."""
+    loss = config.get("loss") or {}
+    name = loss.get("loss_name", "default")
+    if name not in RNNT_LOSS_NAMES + TDT_LOSS_NAMES:
+        raise ValueError(f"NeMo config: loss.loss_name={name!r} is neither a plain RNN-T loss {RNNT_LOSS_NAMES} "
+                         f"nor TDT {TDT_LOSS_NAMES}")
+    tdt = name in TDT_LOSS_NAMES
+    section = f"{'warprnnt_numba' if name == 'default' else name}_kwargs"  # where NeMo reads them
+    options = _check(f"loss.{section}", loss.get(section) or {}, LOSS_KWARGS)
+    clamp = options.get("clamp")
+    kwargs: dict[str, Any] = {"clamp": float(clamp) if clamp is not None and clamp > 0 else None}
+    extra = int((config.get("joint") or {}).get("num_extra_outputs") or 0)
+    if not tdt:
+        if extra:
+            raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} needs a TDT loss (loss.loss_name: tdt)")
+        return kwargs
+    durations = [int(d) for d in _required(f"loss.{section}", options, "durations")]
+    if extra != len(durations):
+        raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} but loss.{section}.durations={durations}")
+    decoding = config.get("decoding") or {}
+    if decoding.get("model_type", "tdt") != "tdt" or [int(d) for d in decoding.get("durations", durations)] != durations:
+        raise ValueError(f"NeMo config: decoding.model_type={decoding.get('model_type')!r}, decoding.durations="
+                         f"{decoding.get('durations')} do not decode the TDT loss' durations {durations}")
+    return {**kwargs, "durations": durations, "sigma": float(options.get("sigma") or 0.0),
+            "omega": float(options.get("omega") or 0.0)}
 
 
 def num_classes(config: Mapping[str, Any]) -> int:

@@ -191,13 +191,13 @@ def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: d
     return config
 
 
-def nemo_trainer(max_steps: int):
+def nemo_trainer(max_steps: int, gradient_clip_val: float = 1.0):
     """A CPU Lightning trainer for NeMo models: no logger, checkpoints, progress bar or validation."""
     import lightning.pytorch as pl
 
     return pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                      limit_val_batches=0, gradient_clip_val=1.0)
+                      limit_val_batches=0, gradient_clip_val=gradient_clip_val)
 
 
 def use_torchaudio_rnnt_loss(model) -> None:
@@ -311,6 +311,93 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     record = {**dataclasses.asdict(result), "directory": None}
     write_text_atomic(directory / RESULT_NAME, json.dumps(record, default=str, indent=1))
     return result
+
+
+@dataclass(frozen=True)
+class FineTuneSettings:
+    """A fine-tuning run of the reference, the same for NeMo (`nemo_finetune`) and the recipe (docs/finetune.md).
+
+    AdamW (betas 0.9/0.98, weight decay 1e-3), linear warmup then cosine decay to ``min_lr_ratio * lr``,
+    gradient norm clipped at 5, no SpecAugment, on the whole training split.
+    """
+
+    steps: int = 30
+    lr: float = 5e-4
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.01
+    batch_size: int = 12  # ~30 s of the mini corpus' ~2.3 s utterances: the recipe's data.max_duration=30
+
+
+def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(),
+                  seed: int = 0) -> dict[str, Any]:
+    """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the whole training
+    split (its own training step, data loader and dither; the RNN-T loss by torchaudio, module docstring).
+
+    Returns the dev WER and RNN-T loss per utterance after it, and NeMo's dev transcripts.
+    """
+    import lightning.pytorch as pl
+    from nemo.collections.asr.models import ASRModel
+    from omegaconf import open_dict
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    trainer = nemo_trainer(settings.steps, gradient_clip_val=5.0)
+    model = ASRModel.restore_from(str(reference.models[form]), map_location="cpu", trainer=trainer)
+    with open_dict(model.cfg):
+        model.cfg.train_ds.manifest_filepath = str(reference.manifests["train"])
+        model.cfg.train_ds.batch_size = settings.batch_size
+        model.cfg.optim = {"name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
+                           "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps,
+                                     "min_lr": settings.lr * settings.min_lr_ratio}}
+    model.setup_training_data(model.cfg.train_ds)
+    model.setup_optimization(model.cfg.optim)
+    use_torchaudio_rnnt_loss(model)
+    trainer.fit(model)
+    transcripts = nemo_transcripts(model, reference.manifests["dev"])
+    return {"wer": word_error_rate(transcripts, reference.references("dev")),
+            "loss": nemo_mean_loss(model, reference.manifests["dev"]), "transcripts": transcripts}
+
+
+def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: str | os.PathLike,
+                     settings: FineTuneSettings = FineTuneSettings()) -> list[str]:
+    """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
+    (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's corpus; the run and its
+    prepared data go under `directory`. Validation before the first step and after the last; no test.
+    A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight."""
+    corpus = reference.settings
+    ctc_weight = corpus["ctc_weight"] if form == "hybrid" else 0.0
+    return [
+        "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
+        f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
+        f"paths.output_dir={directory}/run", f"data.mini_corpus.n_train={corpus['n_train']}",
+        f"data.mini_corpus.n_dev={corpus['n_dev']}", f"data.mini_corpus.n_test={corpus['n_test']}",
+        f"data.mini_corpus.seed={corpus['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
+        f"trainer.max_steps={settings.steps}", f"trainer.val_check_interval={settings.steps}",
+        "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs
+        "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null", "spec_augment=null",
+        f"optim.optimizer.lr={settings.lr}", f"optim.scheduler.warmup_steps={settings.warmup_steps}",
+        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}", f"ctc_weight={ctc_weight}",
+    ]
+
+
+@torch.no_grad()
+def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: int = 8) -> list[str]:
+    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
+    ``max_symbols``) on a manifest's audio, in order."""
+    from asr_plugin.data import load_audio
+    from asr_plugin.decoding import greedy_search
+    from asr_plugin.finetune.nemo.importer import import_nemo
+
+    imported = import_nemo(path)
+    max_symbols = int(((imported.config.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10)
+    entries = read_nemo_manifest(manifest)
+    texts = []
+    for start in range(0, len(entries), batch_size):
+        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start:start + batch_size]]
+        features = imported.frontend(nn.utils.rnn.pad_sequence(waves, batch_first=True),
+                                     torch.tensor([len(w) for w in waves]))
+        hyps = greedy_search(imported.model, *imported.model.encode(*features), max_symbols, imported.tokenizer)
+        texts += [hyp.text for hyp in hyps]
+    return texts
 
 
 def load_reference(directory: str | os.PathLike) -> NemoReference:
