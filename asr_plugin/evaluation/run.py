@@ -49,7 +49,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if tokenizer.vocab_size != model.vocab_size:
         raise ValueError(f"data tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's model {model.vocab_size}: "
                          "evaluate with the data config the model was trained with")
-    frame_shift = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
+    frontend = datamodule.frontend
+    frame_shift = frontend.hop_length / frontend.sample_rate
     decoding = cfg.decoding
     out_dir = Path(cfg.output_dir)
     rows = []

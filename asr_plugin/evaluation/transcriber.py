@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from asr_plugin.data.audio import SAMPLE_RATE
 from asr_plugin.data.features import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.checkpoints import load_model
@@ -32,7 +33,9 @@ def data_files_from_run_config(config: str | os.PathLike) -> tuple[Path, Path, i
     cfg = OmegaConf.load(config)
     try:
         data = cfg.data
-        return Path(data.tokenizer_path), Path(data.stats_path), int(data.num_mel_bins)
+        layout = None if data.tokenizer_path and data.stats_path else CorpusLayout(data.root, data.work_dir)
+        tokenizer = data.tokenizer_path or layout.tokenizer(data.tokenizer_type, data.vocab_size)
+        return Path(tokenizer), Path(data.stats_path or layout.stats), int(data.num_mel_bins)
     except Exception as err:  # missing keys or unresolvable interpolations
         raise ValueError(f"{config}: cannot read data.tokenizer_path / stats_path / num_mel_bins ({err})") from None
 

@@ -16,7 +16,8 @@ from asr_plugin.gpucheck.tables import benchmark_table, junit_table, profile_tab
 
 GPU_TOTAL_S = 540.0
 CPU_TOTAL_S = 1500.0
-CUDA_TESTS = ("tests/losses/test_transducer_cuda.py", "tests/losses/test_transducer_fused_joint.py")
+# every test marked cuda under tests/losses: the kernels against the CPU, the fused joint with and without dropout
+CUDA_TESTS = "tests/losses"
 PROFILE_CELL = ("--B", "128", "--T", "1000", "--U", "200", "--H", "512", "--V", "1024", "--joint", "standard")
 # A tiny lattice for the CPU: T-chunked at 4 KiB, so the profile sees several plan steps
 CPU_PROFILE_CELL = ("--B", "2", "--T", "20", "--U", "5", "--H", "8", "--V", "16", "--joint", "standard")
@@ -39,7 +40,7 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
 
     return [
         stage("build", [python, "-m", "asr_plugin.losses.build", *(["--cuda"] if cuda else [])]),
-        stage("cuda-tests", [python, "-m", "pytest", "-m", "cuda", *CUDA_TESTS, "-q", "-rs", "-p", "no:cacheprovider",
+        stage("cuda-tests", [python, "-m", "pytest", "-m", "cuda", CUDA_TESTS, "-q", "-rs", "-p", "no:cacheprovider",
                              "--junitxml={dir}/junit.xml"], needs=build, table=junit_table),
         stage("paper-bf16", bench + ["--dtype", "bf16-autocast", "--repeats", "2"], needs=build, table=benchmark_table()),
         stage("paper-fp32", bench + ["--dtype", "fp32", "--repeats", "1"], needs=build, table=benchmark_table()),

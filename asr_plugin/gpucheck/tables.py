@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from asr_plugin.training.smoke_results import render_results
+
 MiB = 2**20
 
 

@@ -8,16 +8,24 @@ the processes it starts, ``LOCAL_RANK``.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from asr_plugin.data.pipeline import clear_preparation_failure, preparation_failure_of, record_preparation_failure
+
+log = logging.getLogger(__name__)
+
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")  # torchrun, srun, jsrun
 
 
 class Preparable(Protocol):
+    prepare_timeout_s: float
+    preparation_failure: Path
+
     def prepare_data(self) -> None: ...
 
     def missing_prepared(self) -> list[Path]: ...
@@ -42,27 +50,49 @@ def _int_variable(name: str) -> int:
     return int(value)
 
 
-def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s: float = 3600.0,
-                      poll_s: float = 5.0) -> None:
+def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s: float | None = None,
+                      poll_s: float = 5.0, report_s: float = 60.0) -> None:
     """Rank 0 runs ``datamodule.prepare_data()`` (manifests, tokenizer, feature stats: scanning 281k
     LibriSpeech files or training the tokenizer once per job, not once per process); every other rank
-    waits up to `timeout_s` for its files, then raises RuntimeError naming what is missing.
+    waits for the files of ``datamodule.missing_prepared()``, saying every `report_s` seconds which ones.
+
+    A waiting rank stops with RuntimeError when rank 0 recorded a failure for this job (the record at
+    ``datamodule.preparation_failure`` carries rank 0's error and `run_id()`, which srun, torchrun and
+    ``ASR_RUN_ID`` make the same for every process of a job; where it differs the rank cannot tell, and
+    waits) or after `timeout_s` (None: ``datamodule.prepare_timeout_s``, the config's
+    ``data.prepare_timeout_s``), naming what is still missing.
 
     Data prepared beforehand (``recipes/librispeech/run.sh`` stages 0-2) makes the wait instant. Ranks on
-    nodes that do not share rank 0's file system time out: prepare on a shared file system.
+    nodes that do not share rank 0's file system time out: prepare into a ``data.work_dir`` every node sees.
     """
     rank = launch_rank() if rank is None else rank
+    job = run_id()
     if rank == 0:
-        datamodule.prepare_data()
+        clear_preparation_failure(datamodule.preparation_failure)
+        try:
+            datamodule.prepare_data()
+        except BaseException as error:
+            record_preparation_failure(datamodule.preparation_failure, job, error)
+            raise
         return
-    deadline = time.monotonic() + timeout_s
+    timeout_s = datamodule.prepare_timeout_s if timeout_s is None else timeout_s
+    start = time.monotonic()
+    next_report = start
     while missing := datamodule.missing_prepared():
-        if time.monotonic() >= deadline:
-            listed = "\n  ".join(map(str, missing))
+        waited = time.monotonic() - start
+        listed = "\n  ".join(map(str, missing))
+        if (failure := preparation_failure_of(datamodule.preparation_failure, job)) is not None:
+            raise RuntimeError(f"rank {rank}: rank 0 failed to prepare the data ({failure}); still missing:\n  {listed}")
+        if waited >= timeout_s:
             raise RuntimeError(
-                f"rank {rank}: waited {timeout_s:.0f} s for rank 0 to prepare the data, still missing:\n  {listed}\n"
-                "Prepare it before the multi-process job (recipes/librispeech/run.sh --stop-stage 2) on a file "
-                "system every node sees.")
+                f"rank {rank}: waited {waited:.0f} s (data.prepare_timeout_s={timeout_s:g}) for rank 0 to prepare "
+                f"the data, still missing:\n  {listed}\nPrepare it before the multi-process job "
+                "(recipes/librispeech/run.sh --stop-stage 2, or scripts/prepare_data.py) into a data.work_dir "
+                "every node sees.")
+        if time.monotonic() >= next_report:
+            log.info("rank %d: waiting %.0f s of %g s for rank 0 to prepare %d file(s):\n  %s", rank, waited,
+                     timeout_s, len(missing), listed)
+            next_report += report_s
         time.sleep(poll_s)
 
 

@@ -103,7 +103,7 @@ def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: 
     data = settings.work_dir / "data"
     overrides = [
         f"experiment={settings.experiment}", f"model={model.preset}", f"paths.root_dir={settings.work_dir}",
-        f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}", f"data.manifest_dir={data}",
+        f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}", f"data.work_dir={data}",
         f"data.train_splits=[{SPLIT}]", f"data.valid_splits=[{SPLIT}]", f"data.test_splits=[{SPLIT}]",
         f"data.vocab_size={model.vocab_size}", f"data.num_workers={settings.num_workers}",
         f"data.prepare_num_workers={max(1, settings.num_workers)}", f"data.pin_memory={settings.device == 'cuda'}",
@@ -134,7 +134,7 @@ def loader_rate(datamodule, batches: int) -> dict:
     datamodule.num_workers, datamodule.persistent_workers = 0, False
     try:
         loader = iter(datamodule.train_dataloader())
-        hop_s = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
+        hop_s = datamodule.frontend.hop_length / datamodule.frontend.sample_rate
         start, frames, count = time.process_time(), 0, 0
         for batch in itertools.islice(loader, batches):
             frames += int(batch.feature_lengths.sum())
@@ -178,7 +178,7 @@ def train_steps(cfg: DictConfig, datamodule, module, steps: int, run_dir: Path, 
     finally:
         module.trainer = None  # the Trainer holds the optimizer's state: let it go with the Trainer
         del trainer
-    hop_s = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
+    hop_s = datamodule.frontend.hop_length / datamodule.frontend.sample_rate
     losses = metrics.get("train/loss_step", [])
     samples, batches = metrics.get("train/device/samples_per_sec"), metrics.get("train/device/batches_per_sec")
     items = metrics.get("train/device/items_per_sec")

@@ -45,6 +45,9 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
                            ("profile-fp32", "profile_cpu_fp32_"), ("cuda-tests", "junit.xml")):
         assert any(name.startswith(f"{stage}/{pattern}") for name in names), (stage, names)
         assert f"{stage}/table.txt" in names
+    # every table rendered from its stage's files (a renamed key in a script's JSON shows up here)
+    for stage in summary["stages"]:
+        assert not stage["table"].startswith("(no table"), (stage["name"], stage["table"])
     assert [run["status"] for run in smoke["runs"]] == ["ok", "ok"]
     text = (tmp_path / "out" / "summary.txt").read_text()
     assert "timed_out (as expected)" in text and "8 passed, 0 failed, 1 timed out, 0 skipped" in text
