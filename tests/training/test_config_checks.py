@@ -22,7 +22,7 @@ from asr_plugin.training import train
 ])
 def test_wrong_values_are_refused_before_anything_runs(tiny_run, tmp_path, override, message):
     cfg = tiny_run([override])
-    cfg.paths.data_dir = cfg.data.root = cfg.data.manifest_dir = str(tmp_path / "never-created")
+    cfg.paths.data_dir = cfg.data.root = cfg.data.work_dir = str(tmp_path / "never-created")
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not (tmp_path / "never-created").exists()
