@@ -35,7 +35,7 @@ def describe_weights(paths: list[Path]) -> str:
     """The weights a decoding used, for summaries: one checkpoint, or the average of several."""
     if len(paths) == 1:
         return f"checkpoint {paths[0]}"
-    return f"average of {len(paths)} checkpoints ({', '.join(p.name for p in paths)})"
+    return f"average of {len(paths)} checkpoints: {', '.join(p.name for p in paths)}"
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     assert [Path(p).name for p in result["checkpoints"]] == ["epoch=0-step=5.ckpt", "epoch=1-step=10.ckpt"]
     assert (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes() == digest
     summary = json.loads((out / "wer-summary.json").read_text())
-    assert summary["weights"] == result["weights"] == "average of 2 checkpoints (epoch=0-step=5.ckpt, epoch=1-step=10.ckpt)"
+    assert summary["weights"] == result["weights"] == "average of 2 checkpoints: epoch=0-step=5.ckpt, epoch=1-step=10.ckpt"
     assert {(r["set"], r["method"]) for r in summary["results"]} == {
         (s, m) for s in ("dev", "test") for m in ("greedy", "beam")}
     assert all(r["utterances"] == 8 and r["ref_words"] > 0 and r["rtf"] > 0 for r in summary["results"])
