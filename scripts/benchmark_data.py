@@ -3,6 +3,7 @@
 
     python scripts/benchmark_data.py check [--entries 281241] [--repeats 3] [--drop-caches]
     python scripts/benchmark_data.py loader [--utterances 24] [--min-seconds 8] [--max-seconds 30] [--repeats 3]
+        [--vocab-size 500]
 
 ``check``: the start-of-training manifest check on a synthetic manifest of `--entries` files (LibriSpeech
 960 h has 281,241) laid out as LibriSpeech's (about 113 files per chapter folder): reading the manifest, the
@@ -105,7 +106,8 @@ def loader(args: argparse.Namespace) -> None:
                         "--max-seconds", str(args.max_seconds)], check=True, capture_output=True)
         layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
         entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
-        tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", 500), 500)
+        tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", args.vocab_size),
+                                               args.vocab_size)
         audio_seconds = sum(e.duration for e in entries)
         frontends = {
             "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
@@ -138,6 +140,7 @@ def main() -> None:
     loader_parser.add_argument("--utterances", type=int, default=24)
     loader_parser.add_argument("--min-seconds", type=float, default=8.0)
     loader_parser.add_argument("--max-seconds", type=float, default=30.0)
+    loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
     for each in (check_parser, loader_parser):
         each.add_argument("--repeats", type=int, default=3)
         each.add_argument("--tmp-dir", default=None, help="where the temporary files go (default: $TMPDIR)")

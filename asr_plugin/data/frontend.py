@@ -65,7 +65,8 @@ class LogMelFrontend(nn.Module):
 
     def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
-            raise ValueError(f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}")
+            raise ValueError(f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and "
+                             f"{tuple(lengths.shape)}")
         frames = self.num_frames(lengths)
         features = self.normalize(self.features(audio))  # (B, S // hop + 1, F)
         valid = torch.arange(features.shape[1], device=features.device) < frames.unsqueeze(1)  # (B, T)

@@ -107,11 +107,12 @@ class CorpusPlan:
 
     def read_training_entries(self) -> list[ManifestEntry]:
         """Every entry of the training splits' manifests (made by the manifests step)."""
-        missing = [self.layout.manifest(split) for split in self.train_splits if not self.layout.manifest(split).exists()]
+        manifests = [self.layout.manifest(split) for split in self.train_splits]
+        missing = [path for path in manifests if not path.exists()]
         if missing:
             raise FileNotFoundError(f"training manifest(s) {', '.join(map(str, missing))} do not exist: run the "
                                     f"manifests step first ({self.command()} --steps manifests)")
-        return [entry for split in self.train_splits for entry in read_manifest(self.layout.manifest(split))]
+        return [entry for path in manifests for entry in read_manifest(path)]
 
 
 def check_steps(steps: Sequence[str]) -> None:
@@ -125,8 +126,8 @@ def _writable_work_dir(layout: CorpusLayout) -> None:
     try:
         layout.work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise PermissionError(f"cannot create the work directory {layout.work_dir} ({err.strerror}): set "
-                              "data.work_dir to a writable directory (a shared file system for multi-node jobs)") from None
+        raise PermissionError(f"cannot create the work directory {layout.work_dir} ({err.strerror}): set data."
+                              "work_dir to a writable directory (a shared file system for multi-node jobs)") from None
     if not os.access(layout.work_dir, os.W_OK):
         raise PermissionError(f"the work directory {layout.work_dir} is not writable: set data.work_dir to a "
                               "writable directory (a shared file system for multi-node jobs)")
@@ -145,8 +146,9 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
         full_check: decode every audio file, not only its header (finds truncated files; slow).
     """
     check_steps(steps)
-    _writable_work_dir(plan.layout)
     before = {path: path.exists() for path in plan.outputs(steps)}
+    if overwrite or not all(before.values()):  # prepared data on a read-only file system is only read
+        _writable_work_dir(plan.layout)
     if "manifests" in steps:
         if plan.corpus == "mini":
             make_mini_librispeech(plan.layout.root, **plan.mini_corpus)

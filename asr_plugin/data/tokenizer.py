@@ -142,7 +142,8 @@ class Tokenizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # the base class's constructor: a subclass may take other arguments
-        Tokenizer.__init__(self, state["model"], state["convention"], TextNormalizer.from_record(state["normalization"]))
+        normalizer = TextNormalizer.from_record(state["normalization"])
+        Tokenizer.__init__(self, state["model"], state["convention"], normalizer)
 
     # ---- text -----------------------------------------------------------------------------------------
     def normalize(self, text: str) -> str:

@@ -82,7 +82,8 @@ def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s
         waited = time.monotonic() - start
         listed = "\n  ".join(map(str, missing))
         if (failure := preparation_failure_of(datamodule.preparation_failure, job)) is not None:
-            raise RuntimeError(f"rank {rank}: rank 0 failed to prepare the data ({failure}); still missing:\n  {listed}")
+            raise RuntimeError(f"rank {rank}: rank 0 failed to prepare the data ({failure}); still missing:\n"
+                               f"  {listed}")
         if waited >= timeout_s:
             raise RuntimeError(
                 f"rank {rank}: waited {waited:.0f} s (data.prepare_timeout_s={timeout_s:g}) for rank 0 to prepare "

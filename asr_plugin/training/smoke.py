@@ -17,8 +17,7 @@ For each model (``conf/model/<preset>.yaml`` with its vocabulary size) and loss 
    doubling from `search_start`, then bisecting until the gap is at most an eighth of the batch, within
    `max_trials` tries, capped at the corpus size (a cap that fits is reported as such).
 
-The loader's rate (audio-seconds per CPU-second of one loading process, the figure that sizes
-``data.num_workers``) is measured first. ``smoke.json`` (``asr_plugin.training.smoke_results``) is rewritten
+``smoke.json`` (``asr_plugin.training.smoke_results``) is rewritten
 atomically after every run, so a smoke cut short keeps what finished; a run that would start with less than
 `min_run_s` of `time_limit_s` left is reported skipped.
 
@@ -30,7 +29,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import itertools
 import json
 import math
 import time
@@ -90,26 +88,21 @@ class SmokeSettings:
     search: bool = False
     search_start: int = 8
     max_trials: int = 8
-    loader_batches: int = 4
-    loader_only: bool = False
     overrides: Sequence[str] = field(default_factory=tuple)
 
 
-def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: int, exact_batches: bool = True) -> DictConfig:
-    """The experiment's config with the smoke's model, data paths and loss (the Trainer is set up in
-    `train_steps`). `exact_batches`: one duration bucket, no speed perturbation and ``batch * max_seconds``
-    padded seconds per batch, so that every batch holds `batch` utterances; otherwise the experiment's own
-    batching and speed perturbation (what the loader's rate is measured with)."""
-    data = settings.work_dir / "data"
+def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: int) -> DictConfig:
+    """The experiment's config with the smoke's model, data and loss (the Trainer is set up in `train_steps`):
+    one duration bucket, no speed perturbation and ``batch * max_seconds`` padded seconds per batch, so that
+    every batch holds `batch` utterances."""
     overrides = [
         f"experiment={settings.experiment}", f"model={model.preset}", f"paths.root_dir={settings.work_dir}",
-        f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}", f"data.work_dir={data}",
-        f"data.train_splits=[{SPLIT}]", f"data.valid_splits=[{SPLIT}]", f"data.test_splits=[{SPLIT}]",
-        f"data.vocab_size={model.vocab_size}", f"data.num_workers={settings.num_workers}",
+        f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}",
+        f"data.work_dir={settings.work_dir / 'data'}", f"data.train_splits=[{SPLIT}]", f"data.valid_splits=[{SPLIT}]",
+        f"data.test_splits=[{SPLIT}]", f"data.vocab_size={model.vocab_size}", f"data.num_workers={settings.num_workers}",
         f"data.prepare_num_workers={max(1, settings.num_workers)}", f"data.pin_memory={settings.device == 'cuda'}",
+        f"data.max_duration={batch * settings.max_seconds}", "data.num_buckets=1", "data.speed_perturb=null",
     ]
-    if exact_batches:
-        overrides += [f"data.max_duration={batch * settings.max_seconds}", "data.num_buckets=1", "data.speed_perturb=null"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides + list(settings.overrides))
     with open_dict(cfg):
@@ -124,26 +117,6 @@ def prepared_datamodule(cfg: DictConfig):
     datamodule.prepare_data()
     datamodule.setup("fit")
     return datamodule
-
-
-def loader_rate(datamodule, batches: int) -> dict:
-    """Audio-seconds per CPU-second of one loading process: `batches` training batches read, decoded,
-    speed-perturbed (as the data config says) and featurised in this process (``num_workers=0``), timed by
-    process CPU time."""
-    workers = datamodule.num_workers
-    datamodule.num_workers, datamodule.persistent_workers = 0, False
-    try:
-        loader = iter(datamodule.train_dataloader())
-        hop_s = datamodule.frontend.hop_length / datamodule.frontend.sample_rate
-        start, frames, count = time.process_time(), 0, 0
-        for batch in itertools.islice(loader, batches):
-            frames += int(batch.feature_lengths.sum())
-            count += 1
-        cpu = time.process_time() - start
-    finally:
-        datamodule.num_workers, datamodule.persistent_workers = workers, workers > 0
-    audio = frames * hop_s
-    return dict(batches=count, audio_s=audio, cpu_s=cpu, audio_s_per_cpu_s=audio / cpu if cpu > 0 else None)
 
 
 def _metrics(path: Path) -> dict[str, list[float]]:
@@ -271,7 +244,7 @@ class SmokeSession:
             meta=dict(device=torch.cuda.get_device_name() if self.device.type == "cuda" else "cpu", torch=torch.__version__,
                       experiment=settings.experiment, batch=settings.batch, steps=settings.steps,
                       max_seconds=settings.max_seconds, memory_budget=settings.memory_budget, corpus=str(settings.corpus)),
-            loader=None, runs=[], searches=[])
+            runs=[], searches=[])
         out.mkdir(parents=True, exist_ok=True)
 
     def save(self) -> None:
@@ -297,11 +270,6 @@ class SmokeSession:
             self.save()
             return False
         return True
-
-    def measure_loader(self, model: ModelSpec, mode: str) -> None:
-        cfg = compose_config(self.settings, model, mode, self.settings.batch, exact_batches=False)
-        self.results["loader"] = loader_rate(prepared_datamodule(cfg), self.settings.loader_batches)
-        self.save()
 
     def throughput(self, model: ModelSpec, mode: str) -> None:
         settings = self.settings
@@ -349,12 +317,9 @@ class SmokeSession:
 
 def run_smoke(settings: SmokeSettings, models: Sequence[ModelSpec], modes: Sequence[str], out: Path,
               time_limit_s: float) -> dict:
-    """The loader's rate, throughput runs for every (model, mode), then the batch searches (module docstring)."""
+    """Throughput runs for every (model, mode), then the batch searches (see the module docstring)."""
     session = SmokeSession(settings, out, time_limit_s)
     L.seed_everything(0, workers=True)
-    session.measure_loader(models[0], modes[0])
-    if settings.loader_only:
-        return session.results
     for model in models:
         for mode in modes:
             session.throughput(model, mode)
@@ -383,8 +348,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--search", action="store_true", help="also search the largest batch per model and mode")
     parser.add_argument("--search-start", type=int, default=8)
     parser.add_argument("--max-trials", type=int, default=8)
-    parser.add_argument("--loader-batches", type=int, default=4, help="batches timed for the loader's rate")
-    parser.add_argument("--loader-only", action="store_true", help="measure the loader's rate only (no GPU needed)")
     parser.add_argument("--time-limit", type=float, default=480.0, help="seconds; later runs are skipped")
     parser.add_argument("--override", action="append", default=[], help="extra Hydra override (repeatable)")
     args = parser.parse_args(argv)
@@ -392,8 +355,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.models = [ModelSpec.parse(text) for text in args.models.split(",")]
     except ValueError as error:
         parser.error(str(error))
-    if args.loader_only:
-        args.device = "cpu"
     args.modes = args.modes.split(",")
     if not args.modes or any(mode not in ("batched", "samplewise") for mode in args.modes):
         parser.error(f"--modes: a comma-separated subset of batched,samplewise, got {','.join(args.modes)}")
@@ -401,7 +362,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--steps must be >= 3 (the rates leave out the first step), got {args.steps}")
     if not (args.corpus / SPLIT).is_dir():
         parser.error(f"--corpus {args.corpus}: no {SPLIT}/ inside (make one with scripts/make_synthetic_librispeech.py)")
-    if args.device == "cuda" and not torch.cuda.is_available() and not args.loader_only:
+    if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device visible (use --device cpu for a dry run)")
     return args
 
@@ -412,8 +373,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         corpus=args.corpus.resolve(), work_dir=(args.work_dir or args.out / "work").resolve(), experiment=args.experiment,
         device=args.device, batch=args.batch, steps=args.steps, max_seconds=args.max_seconds,
         memory_budget=args.memory_budget, num_workers=args.num_workers, search=args.search,
-        search_start=args.search_start, max_trials=args.max_trials, loader_batches=args.loader_batches,
-        loader_only=args.loader_only, overrides=tuple(args.override),
+        search_start=args.search_start, max_trials=args.max_trials, overrides=tuple(args.override),
     )
     results = run_smoke(settings, args.models, args.modes, args.out, args.time_limit)
     print(render_results(results))

@@ -4,7 +4,6 @@ runner renders it without loading Lightning.
 Schema (every key always present; measurements None where a run did not get that far)::
 
     {"meta": {...},
-     "loader": {"batches", "audio_s", "cpu_s", "audio_s_per_cpu_s"} or None,
      "runs": [{"model", "vocab_size", "mode", "batch", "steps", "status" ("ok", "oom", "error", "skipped"),
                "seconds", "utterances_per_step", "utterances_per_s", "audio_s_per_s", "peak_mib",
                "loss_first", "loss_last", "loss_finite", "error"}],
@@ -22,7 +21,7 @@ def _number(value: Any, spec: str) -> str:
 
 
 def render_results(results: dict) -> str:
-    """The smoke's table: throughput runs, batch searches and the loader's rate."""
+    """The smoke's table: throughput runs and batch searches."""
     lines = [f"{'model':<18} {'mode':<10} {'batch':>5} {'steps':>5} {'status':<7} {'utt/step':>8} {'utt/s':>7} "
              f"{'audio s/s':>9} {'peak MiB':>9} {'loss first':>10} {'last':>8} {'finite':>6}"]
     for run in results["runs"]:
@@ -42,8 +41,4 @@ def render_results(results: dict) -> str:
             lines.append(f"{search['model']:<26} {search['mode']:<10} {_number(search['largest_fit'], 'd'):>5} "
                          f"{_number(oom, 'd') if oom is not None else 'none':>6} {search['cap']:>5}  {tries}"
                          + (f"  ({search['stopped']})" if search["stopped"] else ""))
-    loader = results.get("loader")
-    if loader:
-        lines += ["", f"loader: {loader['audio_s_per_cpu_s']:.0f} audio-seconds per CPU-second of one loading process "
-                      f"({loader['audio_s']:.0f} s of audio in {loader['batches']} batches, {loader['cpu_s']:.2f} s CPU)"]
     return "\n".join(lines)

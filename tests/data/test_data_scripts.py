@@ -60,3 +60,17 @@ def test_the_command_a_data_module_prints_makes_what_it_misses(tmp_path):
     assert dm.missing_prepared() == []
     dm.setup("fit")
     assert dm.vocab_size == 30 and len(dm.train_dataloader().dataset) == 12
+
+
+@pytest.mark.slow
+def test_benchmark_data_prints_both_tables(tmp_path):
+    check = _run(REPO / "scripts" / "benchmark_data.py", "check", "--entries", "300", "--repeats", "1",
+                 "--tmp-dir", tmp_path)
+    assert check.returncode == 0, check.stderr
+    assert "| audio_problems, 16 thread(s) |" in check.stdout and "| read_manifest |" in check.stdout
+    loader = _run(REPO / "scripts" / "benchmark_data.py", "loader", "--utterances", "3", "--min-seconds", "2",
+                  "--max-seconds", "3", "--vocab-size", "40", "--repeats", "1", "--tmp-dir", tmp_path)
+    assert loader.returncode == 0, loader.stderr
+    rows = [line for line in loader.stdout.splitlines() if line.startswith(("| logmel", "| nemo"))]
+    assert len(rows) == 4 and all(float(row.split("|")[3]) > 0 for row in rows)
+    assert list(tmp_path.iterdir()) == []  # its temporary files are gone

@@ -52,7 +52,8 @@ def test_logmel_frontend_is_torchaudio_melspectrogram_then_global_normalisation(
     features, frames = build_frontend(LOGMEL)(audio[None], torch.tensor([3200]))
     mel = torchaudio.transforms.MelSpectrogram(16000, n_fft=512, win_length=400, hop_length=160, n_mels=BINS,
                                                center=True, pad_mode="constant", power=2.0).double()(audio.double())
-    expected = (mel.clamp_min(1e-6).log().T - torch.tensor(MEAN, dtype=torch.float64)) / torch.tensor(STD, dtype=torch.float64)
+    mean, std = torch.tensor(MEAN, dtype=torch.float64), torch.tensor(STD, dtype=torch.float64)
+    expected = (mel.clamp_min(1e-6).log().T - mean) / std
     assert int(frames) == 3200 // 160 + 1 == features.shape[1]
     torch.testing.assert_close(features[0].double(), expected, rtol=1e-4, atol=1e-4)
 

@@ -8,6 +8,7 @@ import stat
 import pytest
 from data_helpers import tree_listing, write_small_librispeech
 
+from asr_plugin.data import pipeline
 from asr_plugin.data import (CorpusLayout, CorpusPlan, FeatureStats, Tokenizer, prepare_corpus, read_manifest,
                              tokenizer_file_name)
 
@@ -97,3 +98,14 @@ def test_an_unusable_work_dir_is_named(tmp_path):
         prepare_corpus(_plan(root, tmp_path / "a_file" / "work"), progress=False)
     with pytest.raises(ValueError, match="corpus must be one of"):
         _plan(root, tmp_path / "work", corpus="timit")
+
+
+def test_prepared_data_on_a_read_only_file_system_is_only_read(tmp_path, monkeypatch):
+    root = write_small_librispeech(tmp_path / "LibriSpeech")
+    plan = _plan(root, tmp_path / "work")
+    prepare_corpus(plan, progress=False)
+    # root ignores permissions, so the check every write goes through says "not writable" here
+    monkeypatch.setattr(pipeline.os, "access", lambda path, mode: False)
+    assert prepare_corpus(plan, progress=False) == []
+    with pytest.raises(PermissionError, match="is not writable: set data.work_dir"):
+        prepare_corpus(plan, overwrite=True, progress=False)

@@ -101,7 +101,8 @@ def test_nemo_convention_prepends_the_blank(nemo_model):
     sp = spm.SentencePieceProcessor(model_proto=nemo_model)
     tokenizer = Tokenizer(nemo_model, convention="nemo")
     assert tokenizer.vocab_size == sp.get_piece_size() + 1 == 61 and tokenizer.blank_id == 0
-    assert tokenizer.normalizer.case == "lower" and set(tokenizer.normalizer.characters) <= set("abcdefghijklmnopqrstuvwxyz'")
+    assert tokenizer.normalizer.case == "lower"
+    assert set(tokenizer.normalizer.characters) <= set("abcdefghijklmnopqrstuvwxyz'")
     for text in TEXTS[:50]:
         assert tokenizer.encode(text) == [i + 1 for i in sp.encode(text.lower())]  # upper-case text lower-cased
         assert tokenizer.decode([0, *tokenizer.encode(text), 0]) == text.lower()
