@@ -7,13 +7,11 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
 import torch
 
 from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
 from asr_plugin.models import Transducer
-from asr_plugin.transducer_checkpoint import build_model
+from asr_plugin.transducer_checkpoint import CheckpointInfo, build_model
 
 log = logging.getLogger(__name__)
 
@@ -82,24 +80,30 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
     return averaged
 
 
-def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, dict[str, Any]]:
+def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, CheckpointInfo]:
     """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
 
     The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
-    ``_target_``, in any of the files, is refused naming it). Returns the model in eval mode on `device` and
-    the last checkpoint's ``hyper_parameters``. Files are only read (``weights_only=True``).
+    ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
+    end than the last one are not averaged. Returns the model in eval mode on `device` and the last
+    checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
+    (``weights_only=True``).
     """
     if not paths:
         raise ValueError("load_model: no checkpoint path given")
-    states, hparams = [], {}
-    for path in paths:
-        obj = load_checkpoint_file(path)
-        states.append(extract_model_state(obj, str(path)))
-        hparams = obj.get("hyper_parameters", {}) if isinstance(obj, dict) else {}
-    model_cfg = hparams.get("model")
+    loaded = [(path, load_checkpoint_file(path)) for path in paths]
+    states = [extract_model_state(obj, str(path)) for path, obj in loaded]
+    infos = [CheckpointInfo.of(obj if isinstance(obj, dict) else {}, path) for path, obj in loaded]
+    info = infos[-1]
+    for other in infos[:-1]:
+        for name in ("tokenizer", "frontend"):
+            if other.records.get(name) != info.records.get(name):
+                raise ValueError(f"avg: {other.path} and {info.path} record another {name}: checkpoints of "
+                                 "different runs cannot be averaged")
+    model_cfg = info.hyper_parameters.get("model")
     if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
-        raise ValueError(f"{paths[-1]}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
-    model = build_model(model_cfg, f"{paths[-1]}: hyper_parameters.model")
+        raise ValueError(f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
+    model = build_model(model_cfg, f"{info.path}: hyper_parameters.model")
     model.load_state_dict(average_state_dicts(states) if len(states) > 1 else states[0])
     log.info("model from %s", ", ".join(str(p) for p in paths))
-    return model.to(device).eval(), hparams
+    return model.to(device).eval(), info

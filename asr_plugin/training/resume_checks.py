@@ -14,15 +14,26 @@ from typing import Any
 
 import torch
 
+from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.transducer_checkpoint import checkpoint_records
 
 log = logging.getLogger(__name__)
 SHOWN = 8  # differences listed in a message
 
 
-def describe_record(record: Mapping[str, Any]) -> str:
-    """A record (tokenizer or front end) as ``key=value`` pairs, bytes left out."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(record.items()) if not isinstance(v, (bytes, bytearray)))
+def describe_record(name: str, record: Mapping[str, Any]) -> str:
+    """A tokenizer record as its tokenizer describes itself (hash, size, blank, convention, case); any other
+    record as ``key=value`` pairs, bytes left out and long lists (statistics) counted."""
+    if name == "tokenizer":
+        try:
+            return Tokenizer.from_record(record).describe()
+        except ValueError:
+            pass  # a damaged record: show its fields
+
+    def shown(value: Any) -> str:
+        return f"<{len(value)} values>" if isinstance(value, (list, tuple)) and len(value) > 8 else repr(value)
+
+    return ", ".join(f"{k}={shown(v)}" for k, v in sorted(record.items()) if not isinstance(v, (bytes, bytearray)))
 
 
 def record_differences(here: Mapping[str, Any], there: Mapping[str, Any]) -> list[str]:
@@ -70,12 +81,13 @@ def check_resumable(module: Any, checkpoint: Mapping[str, Any]) -> None:
             continue
         if there is None:
             log.warning("the checkpoint has no %s record (written before checkpoints recorded it): cannot check "
-                        "that this run's %s (%s) is the one it was trained with", name, name, describe_record(here))
+                        "that this run's %s (%s) is the one it was trained with", name, name, describe_record(name, here))
             continue
         differing = record_differences(here, there)
         if differing:
             raise ValueError(f"the checkpoint was trained with another {name} ({', '.join(differing)} differ): "
-                             f"this run's is {describe_record(here)}; the checkpoint's is {describe_record(there)}. "
+                             f"this run's is {describe_record(name, here)}; the checkpoint's is "
+                             f"{describe_record(name, there)}. "
                              f"Resume with the data settings of the run that wrote it.")
     problems = state_mismatch(module.state_dict(), checkpoint.get("state_dict", {}))
     if problems:

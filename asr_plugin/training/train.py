@@ -232,6 +232,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
 
     module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed)
+    # saved in every checkpoint (eval, transcribe and export read them) and compared when resuming
+    module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec)
     if loggers:
         for logger in loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

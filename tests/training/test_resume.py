@@ -83,3 +83,23 @@ def test_a_resumed_fine_tuning_needs_no_pretrained_file(tiny_run, tmp_path):
     assert after["asr_plugin"]["frozen"] == before["asr_plugin"]["frozen"] and after["asr_plugin"]["frozen"]
     encoder = [k for k in before["state_dict"] if k.startswith("model.encoder.")]
     assert all(torch.equal(before["state_dict"][k], after["state_dict"][k]) for k in encoder), "still frozen"
+
+
+def test_resuming_with_another_tokenizer_of_the_same_size_is_refused_naming_both(tiny_run):
+    """Same size, other pieces: the state dict fits, so only the record tells them apart."""
+    saved = train(tiny_run([*STEP_CHECKPOINTS, "trainer.max_steps=1"], run="bpe"))["last_model_path"]
+    with pytest.raises(ValueError, match=r"another tokenizer \(.*sha256.*\): this run's is SentencePiece sha256 "
+                                         r"\w{12}, 48 ids.*the checkpoint's is SentencePiece sha256 \w{12}, 48 ids"):
+        train(tiny_run([f"ckpt_path={saved}", "data.tokenizer_type=unigram", "trainer.max_steps=2"]))
+
+
+def test_the_records_are_compared_field_by_field():
+    from types import SimpleNamespace
+
+    from asr_plugin.training.resume_checks import check_resumable
+
+    frontend = {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80}
+    module = SimpleNamespace(records={"frontend": frontend})
+    other = {**frontend, "mean": [0.5] * 80}
+    with pytest.raises(ValueError, match=r"another frontend \(mean differ\).*mean=<80 values>"):
+        check_resumable(module, {"asr_plugin": {"frontend": other}})

@@ -23,6 +23,7 @@ def _reserve_many(parent: str, name: str, count: int, queue) -> None:
     queue.put([reserve_run_dir(parent, name) for _ in range(count)])
 
 
+@pytest.mark.slow  # two processes
 def test_two_processes_reserving_the_same_second_get_distinct_directories(tmp_path):
     """The worst case of two runs started together: both ask for the same name at once, many times."""
     context = multiprocessing.get_context("spawn")
