@@ -10,16 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 from hydra import compose, initialize_config_dir
-from torch.nn.utils.rnn import pad_sequence
 
 pytest.importorskip("nemo.collections.asr")
 pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
-from asr_plugin.data import build_frontend, load_audio  # noqa: E402
-from asr_plugin.decoding import greedy_search  # noqa: E402
-from asr_plugin.finetune.nemo.export import export_nemo, source_from_checkpoint  # noqa: E402
+from asr_plugin.data import load_audio  # noqa: E402
+from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
+from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
 from asr_plugin.finetune.nemo.reference import (FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
                                                 nemo_transcripts, read_nemo_manifest, recipe_overrides)
 from asr_plugin.training import train  # noqa: E402
@@ -31,21 +29,6 @@ FINE_TUNING = FineTuneSettings(steps=30)
 def recipe_config(reference, form: str, mode: str, directory: Path):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("train", overrides=recipe_overrides(reference, form, mode, directory, FINE_TUNING))
-
-
-@torch.no_grad()
-def our_transcripts(checkpoint: str, manifest: Path) -> list[str]:
-    """The fine-tuned checkpoint's greedy transcripts, from the checkpoint alone (model, tokenizer, front end)."""
-    source = source_from_checkpoint(checkpoint)
-    frontend = build_frontend(source.frontend_spec).eval()
-    texts = []
-    entries = read_nemo_manifest(manifest)
-    for start in range(0, len(entries), 8):
-        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start:start + 8]]
-        features = frontend(pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves]))
-        hyps = greedy_search(source.model, *source.model.encode(*features), source.max_symbols, source.tokenizer)
-        texts += [hyp.text for hyp in hyps]
-    return texts
 
 
 def test_nemo_trained_the_reference(nemo_reference):
@@ -73,4 +56,6 @@ def test_recipe_starts_at_nemo_and_fine_tunes(nemo_reference, tmp_path, form, mo
     restored = ASRModel.restore_from(str(exported), map_location="cpu")
     assert type(restored).__name__ == ("EncDecHybridRNNTCTCBPEModel" if form == "hybrid" else "EncDecRNNTBPEModel")
     manifest = nemo_reference.manifests["dev"]
-    assert nemo_transcripts(restored, manifest) == our_transcripts(result["last_model_path"], manifest)
+    ours = Transcriber([result["last_model_path"]], method="greedy", max_symbols_per_frame=10)  # the checkpoint's own
+    paths = [entry["audio_filepath"] for entry in read_nemo_manifest(manifest)]
+    assert nemo_transcripts(restored, manifest) == [ours.decode_pieces([load_audio(path)])[0] for path in paths]
