@@ -38,7 +38,7 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...: run, time and record the outcome
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device visible'; print(torch.cuda.get_device_name(), torch.version.cuda)" || exit 1
 bench=(python scripts/benchmark_loss.py --device cuda)
 if [ "$what" != compare ]; then  # a cached build takes seconds
-    stage "build CPU+CUDA extensions" 180 python -c "from asr_plugin.losses._extension import build_cuda_extension; build_cuda_extension()"
+    stage "build CPU+CUDA extensions" 180 python -m asr_plugin.losses.build --cuda
 fi
 if [ "$what" = all ] || [ "$what" = paper ]; then
     stage "CUDA tests" 150 python -m pytest tests/losses/test_transducer_cuda.py tests/losses/test_transducer_fused_joint.py -q -rs

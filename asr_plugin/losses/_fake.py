@@ -1,7 +1,7 @@
 """Fake (meta) kernels of the ``asr_plugin`` transducer ops, for FakeTensor tracing (torch.compile, export).
 
 They give the output shapes and dtypes without computing anything. ``register`` runs once the C++ library is
-loaded (``_extension`` calls it; the library also names this module with ``set_python_module``, and torch
+loaded (``extension`` calls it; the library also names this module with ``set_python_module``, and torch
 imports it when it meets an op without a fake kernel).
 """
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._extension import ops_for
+from .extension import ops_for
 from ._validation import Lattice
 
 

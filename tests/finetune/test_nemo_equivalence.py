@@ -1,8 +1,9 @@
 """Our import of NeMo-built (Fast)Conformer-RNNT checkpoints against NeMo itself (skipped without NeMo).
 
 Run in an environment with ``pip install -e '.[nemo]'``. The checkpoints are NeMo's example configs shrunk,
-with random weights, written by scripts/make_nemo_fixtures.py; scripts/compare_nemo_import.py runs NeMo's
-model and ours on the same batch and measures the differences asserted here.
+with random weights (`asr_plugin.finetune.nemo.examples`); `asr_plugin.finetune.nemo.compare` runs NeMo's
+model and ours on the same batch and measures the differences asserted here (scripts/compare_nemo_import.py
+prints them).
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import pytest
 pytest.importorskip("nemo.collections.asr")
 pytestmark = pytest.mark.nemo
 
-from nemo_fixtures import load_script  # noqa: E402
+from asr_plugin.finetune.nemo.compare import compare_file  # noqa: E402
+from asr_plugin.finetune.nemo.examples import ARCHITECTURES, save_example_model  # noqa: E402
 
-ARCHITECTURES = ["conformer_transducer", "fast_conformer_transducer"]
 
-
-@pytest.fixture(scope="module", params=ARCHITECTURES)
+@pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
 def differences(request, tmp_path_factory) -> dict:
-    path = load_script("make_nemo_fixtures").make_fixture(request.param, tmp_path_factory.mktemp("nemo"))
-    return load_script("compare_nemo_import").compare_file(path)
+    return compare_file(save_example_model(request.param, tmp_path_factory.mktemp("nemo")))
 
 
 def test_frontend_matches_nemo_preprocessor(differences):

@@ -8,18 +8,20 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sentencepiece as spm
 import torch
-from nemo_fixtures import SCRIPT, fixture_script, write_synthetic_nemo
+from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
 from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers, import_nemo
 from asr_plugin.finetune.nemo import nemo_transducer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
+from asr_plugin.finetune.nemo.examples import nemo_config
 
-REPO_ROOT = SCRIPT.parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +139,9 @@ def test_bad_files_get_clear_errors(tmp_path):
 
 
 def test_presets_are_what_the_importer_builds_from_nemo_configs():
-    script = fixture_script()
     rows = {"small": (176, 4, 16, 320), "medium": (256, 4, 16, 640), "large": (512, 8, 17, 640)}
     for name, (d_model, heads, layers, hidden) in rows.items():
-        config = script.nemo_config("conformer_transducer", "unused")
+        config = nemo_config("conformer_transducer", "unused")
         config["encoder"].update(d_model=d_model, n_heads=heads, n_layers=layers, subsampling_conv_channels=-1)
         config["decoder"]["prednet"]["pred_hidden"] = hidden
         config["joint"]["jointnet"]["joint_hidden"] = hidden

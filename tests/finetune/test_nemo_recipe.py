@@ -8,7 +8,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from nemo_fixtures import write_synthetic_nemo
+from nemo_models import write_synthetic_nemo
 
 from asr_plugin.training import train
 

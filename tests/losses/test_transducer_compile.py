@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from asr_plugin.losses import TransducerLoss
-from asr_plugin.losses._extension import ops_for
+from asr_plugin.losses.extension import ops_for
 
 
 class TinyModel(nn.Module):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
-from asr_plugin.losses._extension import build_cuda_extension
+from asr_plugin.losses.extension import load_libraries
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 has_nvcc = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
@@ -16,7 +16,7 @@ has_nvcc = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").
 @pytest.mark.slow
 @pytest.mark.skipif(not has_nvcc, reason="nvcc not found (install the CUDA toolkit to check the CUDA sources compile)")
 def test_cuda_sources_compile():
-    build_cuda_extension()
+    load_libraries("cuda")
     assert hasattr(torch.ops.asr_plugin, "transducer_logits_grad")
 
 

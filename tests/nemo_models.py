@@ -1,23 +1,19 @@
-"""Helpers of the NeMo import tests: the fixture script as a module, and `.nemo` files written without NeMo."""
+"""`.nemo` files laid out as NeMo writes them, written without NeMo, for the import and fine-tuning tests
+(tests/ is on sys.path: see tests/conftest.py). NeMo-built models come from `asr_plugin.finetune.nemo.examples`."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
-import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 
 import torch
 import yaml
 
 from asr_plugin.finetune.nemo.config import transducer_kwargs
+from asr_plugin.finetune.nemo.examples import nemo_config, train_nemo_style_tokenizer
 from asr_plugin.models import Transducer, build_transducer
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-SCRIPT = SCRIPTS / "make_nemo_fixtures.py"
 
 # Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
 OURS_TO_NEMO = (
@@ -30,21 +26,6 @@ OURS_TO_NEMO = (
     (r"joint\.output\.(.+)", r"joint.joint_net.2.\1"),
 )
 VOCAB_LAYERS = ("decoder.prediction.embed.weight", "joint.joint_net.2.weight", "joint.joint_net.2.bias")
-
-
-def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py as a module (scripts/ is put on sys.path, as when the script runs)."""
-    if str(SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def fixture_script() -> ModuleType:
-    """scripts/make_nemo_fixtures.py: its config builders need no NeMo, `make_fixture` does."""
-    return load_script("make_nemo_fixtures")
 
 
 def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
@@ -61,15 +42,14 @@ def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
 
 def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", seed: int = 0,
                          config_edit=None, extra_weights: dict | None = None) -> tuple[Path, Transducer]:
-    """A `.nemo` file laid out as NeMo writes one (config of the fixture script, SentencePiece tokenizer,
+    """A `.nemo` file laid out as NeMo writes one (`nemo_config(name)`, SentencePiece tokenizer,
     random weights under NeMo's names) and the model of ours it should import as. No NeMo needed.
 
     `config_edit(config)` may change the config before it is written (to test unsupported keys);
     `extra_weights` are added to the state dict (tensors NeMo models have and ours do not).
     """
-    script = fixture_script()
-    tokenizer_dir = script.train_nemo_style_tokenizer(directory / f"{name}_tokenizer")
-    config = script.nemo_config(name, tokenizer_dir)
+    tokenizer_dir = train_nemo_style_tokenizer(directory / f"{name}_tokenizer")
+    config = nemo_config(name, tokenizer_dir)
     pieces = len((tokenizer_dir / "vocab.txt").read_text().split())
     config["tokenizer"]["model_path"] = "nemo:abc_tokenizer.model"
     config["decoder"]["vocab_size"] = pieces
