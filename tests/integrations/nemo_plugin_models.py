@@ -1,4 +1,5 @@
-"""Shrunk NeMo RNN-T models built by NeMo, batches and one training step, for the NeMo plugin's tests."""
+"""Shrunk NeMo RNN-T models built by NeMo (``asr_plugin.finetune.nemo.examples``), batches and one training step,
+for the NeMo plugin's tests."""
 
 from __future__ import annotations
 
@@ -6,37 +7,36 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.integrations.nemo.example_configs import SAMPLE_RATE, transducer_config
+from asr_plugin.finetune.nemo.examples import nemo_config
 
-SENTENCES = [
-    "the quick brown fox jumps over the lazy dog",
-    "a transducer emits one token or a blank at every frame",
-    "she sells sea shells by the sea shore",
-    "pack my box with five dozen liquor jugs",
-]
-# Shrunk sizes of both architectures (FastConformer's subsampling convolutions narrowed from 256 channels).
-SIZES = dict(d_model=32, n_layers=2, n_heads=4, hidden=24, subsampling_conv_channels=16)
+ARCHITECTURES = ["conformer_transducer", "fast_conformer_transducer"]
+SAMPLE_RATE = 16000
 BATCH_SECONDS = [1.6, 1.3, 1.1, 0.8]
 BATCH_TOKENS = [9, 6, 7, 3]
+# (section path, key) of every dropout of the example configs
+DROPOUTS = (
+    (("encoder",), "dropout"),
+    (("encoder",), "dropout_pre_encoder"),
+    (("encoder",), "dropout_att"),
+    (("decoder", "prednet"), "dropout"),
+    (("joint", "jointnet"), "dropout"),
+)
 
 
-def train_tokenizer(directory: Path, vocab_size: int = 40) -> Path:
-    """A SentencePiece BPE model as NeMo's tokenizer script trains one (<unk> = 0, no bos/eos)."""
-    import sentencepiece as spm
-
-    directory.mkdir(parents=True, exist_ok=True)
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SENTENCES), model_prefix=str(directory / "tokenizer"), vocab_size=vocab_size,
-        model_type="bpe", character_coverage=1.0, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, minloglevel=2,
-    )
-    vocab = [line.split("\t")[0] for line in (directory / "tokenizer.vocab").read_text().splitlines()]
-    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    return directory
-
-
-def shrunk_config(architecture: str, tokenizer_dir: Path, **changes) -> dict:
-    """NeMo's example config of `architecture`, shrunk (`changes`: transducer_config's arguments)."""
-    return transducer_config(architecture, tokenizer_dir=tokenizer_dir, **{**SIZES, **changes})
+def shrunk_config(architecture: str, tokenizer_dir: Path, dropout: float = 0.0, activation: str = "relu") -> dict:
+    """NeMo's shrunk example config of `architecture` with every dropout `dropout`, SpecAugment and dither off
+    (random in training), the joint's `activation` and the validation loss computed."""
+    config = nemo_config(architecture, tokenizer_dir)
+    for path, key in DROPOUTS:
+        section = config
+        for name in path:
+            section = section[name]
+        section[key] = dropout
+    config["spec_augment"] = None
+    config["preprocessor"]["dither"] = 0.0
+    config["joint"]["jointnet"]["activation"] = activation
+    config["compute_eval_loss"] = True
+    return config
 
 
 def attach_trainer(model, lr: float = 1e-3):

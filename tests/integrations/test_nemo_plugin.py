@@ -17,27 +17,28 @@ pytestmark = pytest.mark.nemo
 from nemo.collections.asr.models import EncDecRNNTBPEModel  # noqa: E402
 from nemo.collections.asr.modules import RNNTJoint  # noqa: E402
 from nemo_plugin_models import (  # noqa: E402
+    ARCHITECTURES,
     BATCH_SECONDS,
     assert_same_step,
     attach_trainer,
     build_model,
     make_batch,
     shrunk_config,
-    train_tokenizer,
     training_step,
 )
 
+from asr_plugin.finetune.nemo.examples import train_nemo_style_tokenizer  # noqa: E402
 from asr_plugin.integrations.nemo import SampleWiseRNNTJoint, allow_in_nemo_configs, use_samplewise  # noqa: E402
 from asr_plugin.integrations.nemo.joint import TARGET  # noqa: E402
 from asr_plugin.integrations.nemo.network import JointNetwork  # noqa: E402
+from asr_plugin.losses import StandardJoint, TransducerLoss  # noqa: E402
 
-ARCHITECTURES = ["conformer", "fast_conformer"]
 SMALL_BUDGET = "32KiB"  # a few hundred lattice cells: several groups, longer samples split over T
 
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    return train_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+    return train_nemo_style_tokenizer(tmp_path_factory.mktemp("tokenizer"))
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ def test_training_step_equals_nemo(nemo_steps, memory_budget, allowed):
 )
 def test_joint_and_loss_options_equal_nemo(tokenizer_dir, allowed, changes, fused_activation):
     changes = dict(changes)
-    config = shrunk_config("conformer", tokenizer_dir, activation=changes.pop("activation", "relu"))
+    config = shrunk_config("conformer_transducer", tokenizer_dir, activation=changes.pop("activation", "relu"))
     if "rnnt_reduction" in changes:
         config["rnnt_reduction"] = changes.pop("rnnt_reduction")
     if "log_softmax" in changes:
@@ -211,8 +212,32 @@ def test_validation_and_transcribe_unchanged(restored, tokenizer_dir):
     assert len(texts) == len(BATCH_SECONDS)
 
 
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_blank_last_in_both_loss_modes(tokenizer_dir, architecture):
+    """NeMo's blank is its last output (V-1); the loss takes it as an argument, in both modes, fused joint included."""
+    model = build_model(shrunk_config(architecture, tokenizer_dir)).eval()
+    audio, audio_lengths, targets, target_lengths = batch_for(model)
+    with torch.no_grad():
+        encoded, encoded_lengths = model(input_signal=audio, input_signal_length=audio_lengths)
+        decoded, _, _ = model.decoder(targets=targets, target_length=target_lengths)
+        model.loss.reduction = None  # NeMo's per-sample losses
+        expected = model.loss(
+            log_probs=model.joint(encoder_outputs=encoded, decoder_outputs=decoded),
+            targets=targets, input_lengths=encoded_lengths, target_lengths=target_lengths,
+        )
+        encoder_out, predictor_out = encoded.transpose(1, 2), decoded.transpose(1, 2)
+        network = JointNetwork(model.joint)
+        assert isinstance(network, StandardJoint) and network.fused_activation == "relu"  # run fused
+        blank = model.joint.num_classes_with_blank - 1
+        lattice = (targets, encoded_lengths, target_lengths)
+        batched = TransducerLoss("batched", blank=blank, reduction="none")
+        samplewise = TransducerLoss("samplewise", blank=blank, reduction="none", memory_budget=SMALL_BUDGET)
+        for loss in (batched, samplewise):
+            torch.testing.assert_close(loss(encoder_out, predictor_out, network, *lattice), expected, rtol=1e-5, atol=0.0)
+
+
 def test_unfused_joint_is_nemo_joint(tokenizer_dir, allowed):
-    config = shrunk_config("fast_conformer", tokenizer_dir)
+    config = shrunk_config("fast_conformer_transducer", tokenizer_dir)
     reference, model = build_model(config), build_model(samplewise(config))
     model.joint.set_fuse_loss_wer(False)
     encoder_outputs = torch.randn(2, config["model_defaults"]["enc_hidden"], 5)
@@ -224,7 +249,7 @@ def test_unfused_joint_is_nemo_joint(tokenizer_dir, allowed):
 
 
 def test_config_way_in_saves_and_restores(tokenizer_dir, allowed, tmp_path, monkeypatch):
-    model = build_model(samplewise(shrunk_config("conformer", tokenizer_dir), memory_budget="2MiB", max_samples_per_group=3))
+    model = build_model(samplewise(shrunk_config("conformer_transducer", tokenizer_dir), memory_budget="2MiB", max_samples_per_group=3))
     path = tmp_path / "samplewise.nemo"
     model.save_to(str(path))
     restored = EncDecRNNTBPEModel.restore_from(str(path), map_location="cpu")
@@ -240,7 +265,7 @@ def test_config_way_in_saves_and_restores(tokenizer_dir, allowed, tmp_path, monk
 
 
 def test_fastemit_is_refused_by_name(tokenizer_dir, allowed):
-    config = shrunk_config("conformer", tokenizer_dir)
+    config = shrunk_config("conformer_transducer", tokenizer_dir)
     config["loss"]["warprnnt_numba_kwargs"]["fastemit_lambda"] = 0.001
     model = build_model(config)
     with pytest.raises(ValueError, match=r"loss\.warprnnt_numba_kwargs\.fastemit_lambda = 0\.001"):
@@ -252,7 +277,7 @@ def test_fastemit_is_refused_by_name(tokenizer_dir, allowed):
 
 
 def test_tdt_model_is_refused(tokenizer_dir):
-    config = shrunk_config("fast_conformer", tokenizer_dir)
+    config = shrunk_config("fast_conformer_transducer", tokenizer_dir)
     durations = [0, 1, 2, 3]
     config["joint"]["num_extra_outputs"] = len(durations)
     config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"durations": durations, "sigma": 0.02}}
@@ -264,7 +289,7 @@ def test_tdt_model_is_refused(tokenizer_dir):
 
 
 def test_bad_arguments_leave_the_model_unchanged(tokenizer_dir):
-    model = build_model(shrunk_config("conformer", tokenizer_dir))
+    model = build_model(shrunk_config("conformer_transducer", tokenizer_dir))
     with pytest.raises(ValueError, match="memory_budget"):
         use_samplewise(model, memory_budget="lots")
     with pytest.raises(ValueError, match="max_samples_per_group"):

@@ -44,18 +44,3 @@ def test_from_import_without_nemo_fails_clearly(integration):
 def test_unknown_name_is_an_attribute_error(integration):
     with pytest.raises(AttributeError, match="no attribute 'SampleWiseJoint'"):
         integration.SampleWiseJoint  # noqa: B018
-
-
-def test_example_configs_need_no_nemo(integration, tmp_path):
-    from asr_plugin.integrations.nemo.example_configs import transducer_config
-
-    config = transducer_config("fast_conformer", labels=["a", "b"], d_model=64, n_layers=3, hidden=48)
-    assert config["labels"] == ["a", "b"] and "tokenizer" not in config
-    assert (config["encoder"]["d_model"], config["encoder"]["n_layers"], config["encoder"]["subsampling_factor"]) == (64, 3, 8)
-    assert config["joint"]["jointnet"]["joint_hidden"] == config["decoder"]["prednet"]["pred_hidden"] == 48
-    bpe = transducer_config("conformer", tokenizer_dir=tmp_path, dropout=0.1)
-    assert bpe["tokenizer"] == {"dir": str(tmp_path), "type": "bpe"} and bpe["joint"]["jointnet"]["dropout"] == 0.1
-    with pytest.raises(ValueError, match="architecture"):
-        transducer_config("lstm", labels=["a"])
-    with pytest.raises(ValueError, match="exactly one of tokenizer_dir"):
-        transducer_config("conformer", labels=["a"], tokenizer_dir=tmp_path)

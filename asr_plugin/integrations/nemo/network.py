@@ -53,6 +53,7 @@ class JointNetwork(nn.Module):
         super().__init__()
         self.nemo_joint = nemo_joint
         self.hidden_dim = nemo_joint.joint_hidden  # H, read by the loss's memory estimate
+        self.num_extra_outputs = nemo_joint.num_extra_outputs  # scores after the token scores (TDT durations)
         self._activation = fused_activation(nemo_joint)
 
     @property
