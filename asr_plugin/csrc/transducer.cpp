@@ -1,6 +1,9 @@
-// Transducer (RNN-T) loss ops: schemas (TORCH_LIBRARY) and CPU kernels.
-// The CUDA kernels (cuda/transducer_cuda.cu) implement the same three ops with the same math
-// (see transducer.h); they live in a separately built library so CPU users never need nvcc.
+// Transducer loss ops: the schemas of every op (TORCH_LIBRARY: RNN-T here, TDT in tdt.cpp) and the RNN-T CPU
+// kernels. The CUDA kernels (cuda/*.cu) implement the same ops with the same math (transducer.h, tdt.h); they
+// live in a separately built library so CPU users never need nvcc.
+//
+// The RNN-T ops score the first `vocab` columns of each (N, Tc, U1, W) logits row; the other W - vocab (a TDT
+// joint's duration scores, when the TDT loss falls back to the RNN-T loss) get a zero gradient.
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -10,56 +13,28 @@
 #include <cstring>
 #include <tuple>
 
+#include "cpu_math.h"
 #include "transducer.h"
 #include "transducer_checks.h"
 
 namespace asr_plugin {
 namespace {
 
-// Rows of the (N, Tc, U1) grid handed to one task of at::parallel_for.
-constexpr int64_t kRowGrain = 64;
-// exp(x) for x <= 0 (every softmax argument here is x - max or x - log-sum-exp), branch-free so the row
-// loops vectorise: Cephes' degree-6 polynomial on x - n ln2, scaled by 2^n (~2 ulp). Results below
-// exp(-87) are flushed to ~1.6e-38 instead of 0; NaN propagates.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f - 0.5f));
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
+using cpu::exp_nonpositive;
+using cpu::kRowGrain;
+using cpu::row_denominator;
+using cpu::for_each_grad_row;
+using cpu::token_row_grad;
 
-inline double exp_nonpositive(double x) { return std::exp(x); }
-
-// log-sum-exp of one row in the accumulation type. NaN or +inf anywhere make it NaN (via x - max).
-template <typename scalar_t, typename acc_t>
-acc_t row_denominator(const scalar_t* x, int64_t V) {
-  acc_t max_x = neg_inf<acc_t>();
-#pragma omp simd reduction(max : max_x)
-  for (int64_t v = 0; v < V; ++v) max_x = std::max(max_x, static_cast<acc_t>(x[v]));
-  acc_t sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t v = 0; v < V; ++v) sum += exp_nonpositive(static_cast<acc_t>(x[v]) - max_x);
-  return max_x + log(sum);
-}
-
-// (N, Tc, U1, V) logits -> log_probs (N, Tc, U1, 2) and denominators (N, Tc, U1); flags samples with a
+// (N, Tc, U1, W) logits -> log_probs (N, Tc, U1, 2) and denominators (N, Tc, U1); flags samples with a
 // non-finite valid row in `bad` (N,).
 std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const at::Tensor& targets,
                                                  const at::Tensor& logit_lengths,
-                                                 const at::Tensor& target_lengths, int64_t blank,
+                                                 const at::Tensor& target_lengths, int64_t blank, int64_t vocab,
                                                  int64_t t_offset, const at::Tensor& bad) {
-  check_log_probs_args(logits, targets, logit_lengths, target_lengths, blank, t_offset, bad);
-  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
+  check_log_probs_args(logits, targets, logit_lengths, target_lengths, t_offset, bad);
+  check_vocab(logits, blank, vocab);
+  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), W = logits.size(3), V = vocab;
   const auto acc_dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto log_probs = at::empty({N, Tc, U1, 2}, logits.options().dtype(acc_dtype));
   auto denominators = at::empty({N, Tc, U1}, logits.options().dtype(acc_dtype));
@@ -82,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
           lp[0] = lp[1] = den_all[row] = acc_t(0);
           continue;
         }
-        const scalar_t* x = x_all + row * V;
+        const scalar_t* x = x_all + row * W;
         const acc_t den = row_denominator<scalar_t, acc_t>(x, V);
         den_all[row] = den;
         lp[0] = static_cast<acc_t>(x[blank]) - den;
@@ -99,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cpu(const at::Tensor& logits, const
 std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cpu(const at::Tensor& log_probs,
                                                                 const at::Tensor& logit_lengths,
                                                                 const at::Tensor& target_lengths) {
-  check_alphas_betas_args(log_probs, logit_lengths, target_lengths);
+  check_alphas_betas_args(log_probs, logit_lengths, target_lengths, 2);
   const int64_t N = log_probs.size(0), T = log_probs.size(1), U1 = log_probs.size(2);
   auto alphas = at::zeros({N, T, U1}, log_probs.options());
   auto betas = at::zeros({N, T, U1}, log_probs.options());
@@ -145,57 +120,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cpu(const at::Tensor
 void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, const at::Tensor& log_probs,
                      const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                      const at::Tensor& targets, const at::Tensor& logit_lengths,
-                     const at::Tensor& target_lengths, int64_t blank, int64_t t_offset,
+                     const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
                      const at::Tensor& scale, double clamp, const at::Tensor& grad) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-                         blank, t_offset, scale, grad);
-  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
-  const int64_t T = alphas.size(1), U = targets.size(1);
-  const int64_t* tgt = targets.data_ptr<int64_t>();
-  const int64_t* T_len = logit_lengths.data_ptr<int64_t>();
-  const int64_t* U_len = target_lengths.data_ptr<int64_t>();
+                         t_offset, scale, grad);
+  check_vocab(logits, blank, vocab);
+  TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
+              "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
+  const int64_t U1 = logits.size(2), W = logits.size(3), V = vocab;
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, logits.scalar_type(), "transducer_logits_grad", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* x_all = logits.data_ptr<scalar_t>();
-    scalar_t* g_all = grad.data_ptr<scalar_t>();
     const acc_t* lp_all = log_probs.data_ptr<acc_t>();
     const acc_t* den_all = denominators.data_ptr<acc_t>();
     const acc_t* alpha_all = alphas.data_ptr<acc_t>();
     const acc_t* beta_all = betas.data_ptr<acc_t>();
     const acc_t* nll_all = nll.data_ptr<acc_t>();
-    const acc_t* scale_all = scale.data_ptr<acc_t>();
     const acc_t clamp_value = static_cast<acc_t>(clamp);
-    at::parallel_for(0, N * Tc * U1, kRowGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const RowIndex r = row_index(row, Tc, U1, t_offset);
-        const scalar_t* x = x_all + row * V;
-        scalar_t* g = g_all + row * V;
-        if (r.t >= T_len[r.n] || r.u > U_len[r.n]) {
-          std::fill(g, g + V, scalar_t(0));
-          continue;
-        }
-        const int64_t cell = (r.n * T + r.t) * U1 + r.u;  // index into the full-T tensors
-        const CellFlows<acc_t> flows = cell_flows(lp_all + 2 * cell, alpha_all + cell, beta_all + cell, U1, r.t,
-                                                  r.u, T_len[r.n], U_len[r.n], -nll_all[r.n]);
-        const acc_t den = den_all[cell];
-        const acc_t s = scale_all[r.n];
-        const int64_t label = r.u < U_len[r.n] ? tgt[r.n * U + r.u] : -1;
-        // The blank and label entries are read before the (possibly in-place) softmax loop overwrites them.
-        const acc_t softmax_blank = exp_nonpositive(static_cast<acc_t>(x[blank]) - den);
-        const acc_t softmax_label = label >= 0 ? exp_nonpositive(static_cast<acc_t>(x[label]) - den) : acc_t(0);
-        _Pragma("omp simd") for (int64_t v = 0; v < V; ++v) {
-          const acc_t value = exp_nonpositive(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
-          g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp_value, s));
-        }
-        g[blank] = static_cast<scalar_t>(
-            clamp_and_scale(softmax_blank * flows.occupancy - flows.blank_flow, clamp_value, s));
-        if (label >= 0) {
-          g[label] = static_cast<scalar_t>(
-              clamp_and_scale(softmax_label * flows.occupancy - flows.label_flow, clamp_value, s));
-        }
-      }
-    });
+    for_each_grad_row<scalar_t, acc_t>(
+        logits, grad, alphas, nll, targets, logit_lengths, target_lengths, scale, t_offset,
+        [&](const cpu::GradRow<scalar_t, acc_t>& row) {
+          std::fill(row.g + V, row.g + W, scalar_t(0));  // columns the lattice does not score
+          const int64_t c = row.cell;
+          const CellFlows<acc_t> flows = cell_flows(lp_all + 2 * c, alpha_all + c, beta_all + c, U1, row.r.t, row.r.u,
+                                                    row.T_n, row.U_n, -nll_all[row.r.n]);
+          token_row_grad(row.x, row.g, V, blank, row.label, den_all[c], flows.occupancy, flows.blank_flow,
+                         flows.label_flow, clamp_value, row.scale);
+        });
   });
 }
 
@@ -206,13 +157,23 @@ TORCH_LIBRARY(asr_plugin, m) {
   m.set_python_module("asr_plugin.losses._fake");
   m.def(
       "transducer_log_probs(Tensor logits, Tensor targets, Tensor logit_lengths, Tensor target_lengths, "
-      "int blank, int t_offset, Tensor(a!) bad) -> (Tensor, Tensor)");
+      "int blank, int vocab, int t_offset, Tensor(a!) bad) -> (Tensor, Tensor)");
   m.def(
       "transducer_alphas_betas(Tensor log_probs, Tensor logit_lengths, Tensor target_lengths) "
       "-> (Tensor, Tensor, Tensor)");
   m.def(
       "transducer_logits_grad(Tensor logits, Tensor denominators, Tensor log_probs, Tensor alphas, "
       "Tensor betas, Tensor nll, Tensor targets, Tensor logit_lengths, Tensor target_lengths, int blank, "
+      "int vocab, int t_offset, Tensor scale, float clamp, Tensor(a!) grad) -> ()");
+  m.def(
+      "tdt_log_probs(Tensor logits, Tensor targets, Tensor logit_lengths, Tensor target_lengths, int blank, "
+      "int num_durations, float sigma, int t_offset, Tensor(a!) bad) -> (Tensor, Tensor)");
+  m.def(
+      "tdt_alphas_betas(Tensor log_probs, Tensor logit_lengths, Tensor target_lengths, int[] durations) "
+      "-> (Tensor, Tensor, Tensor)");
+  m.def(
+      "tdt_logits_grad(Tensor logits, Tensor denominators, Tensor log_probs, Tensor alphas, Tensor betas, "
+      "Tensor nll, Tensor targets, Tensor logit_lengths, Tensor target_lengths, int blank, int[] durations, "
       "int t_offset, Tensor scale, float clamp, Tensor(a!) grad) -> ()");
 }
 

@@ -1,6 +1,7 @@
-"""Transducer (RNN-T) losses backed by fused C++/CUDA kernels (built on first use, see docs/loss.md).
+"""Transducer losses (RNN-T, and TDT with ``durations=``) backed by fused C++/CUDA kernels (built on first use or
+ahead of time with ``python -m asr_plugin.losses.build``, see docs/loss.md).
 
-- ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits.
+- ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits (TDT: V token + D duration scores).
 - ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
   transient memory bounded by ``memory_budget``.
 - ``TransducerLoss``: nn.Module serving both modes with one call signature.

@@ -14,7 +14,7 @@ def _accumulation(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _log_probs(logits, targets, logit_lengths, target_lengths, blank, t_offset, bad):
+def _log_probs(logits, targets, logit_lengths, target_lengths, blank, vocab, t_offset, bad):
     batch, frames, labels_plus_one, _ = logits.shape
     acc = _accumulation(logits.dtype)
     log_probs = logits.new_empty((batch, frames, labels_plus_one, 2), dtype=acc)  # (N, Tc, U+1, 2)
@@ -22,15 +22,20 @@ def _log_probs(logits, targets, logit_lengths, target_lengths, blank, t_offset, 
     return log_probs, denominators
 
 
-def _alphas_betas(log_probs, logit_lengths, target_lengths):
+def _tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank, num_durations, sigma, t_offset, bad):
+    batch, frames, labels_plus_one, _ = logits.shape
+    acc = _accumulation(logits.dtype)
+    log_probs = logits.new_empty((batch, frames, labels_plus_one, 2 + num_durations), dtype=acc)  # (N, Tc, U+1, 2 + D)
+    denominators = logits.new_empty((batch, frames, labels_plus_one, 2), dtype=acc)  # (N, Tc, U+1, 2)
+    return log_probs, denominators
+
+
+def _alphas_betas(log_probs, logit_lengths, target_lengths, *durations):
     cells = log_probs.shape[:3]
     return log_probs.new_empty(cells), log_probs.new_empty(cells), log_probs.new_empty(cells[:1])
 
 
-def _logits_grad(
-    logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, blank, t_offset,
-    scale, clamp, grad,
-):
+def _logits_grad(*args):
     return None
 
 
@@ -38,6 +43,9 @@ _FAKES = {
     "asr_plugin::transducer_log_probs": _log_probs,
     "asr_plugin::transducer_alphas_betas": _alphas_betas,
     "asr_plugin::transducer_logits_grad": _logits_grad,
+    "asr_plugin::tdt_log_probs": _tdt_log_probs,
+    "asr_plugin::tdt_alphas_betas": _alphas_betas,
+    "asr_plugin::tdt_logits_grad": _logits_grad,
 }
 _registered = False
 

@@ -67,14 +67,18 @@ def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
 
 
 def cell_bytes(
-    vocab: int,
+    width: int,
     logits_dtype: torch.dtype,
     hidden: int,
     input_dtype: torch.dtype,
     hidden_copies: int = 4,
     mask_bytes: int = 0,
+    values_per_cell: int = 5,
 ) -> int:
-    return vocab * logits_dtype.itemsize + hidden * (hidden_copies * input_dtype.itemsize + mask_bytes) + 24
+    """Bytes of one lattice cell of a step: `width` (V, or V + D for TDT) scores, the hidden tensors and the
+    lattice's `values_per_cell` float32 statistics plus 4 bytes of slack (RNN-T: 5, 24 bytes)."""
+    stats = 4 * values_per_cell + 4
+    return width * logits_dtype.itemsize + hidden * (hidden_copies * input_dtype.itemsize + mask_bytes) + stats
 
 
 @dataclass(frozen=True)

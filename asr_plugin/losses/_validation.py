@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
 
 REDUCTIONS = ("none", "sum", "mean")
+MAX_DURATIONS = 32  # csrc/tdt.h: kMaxDurations
 
 
 @dataclass(frozen=True)
-class Lattice:
+class Sequences:
     """Targets and lengths normalised to int64 on the compute device, plus host copies for planning."""
 
     targets: torch.Tensor  # (B, U) int64
@@ -19,9 +22,13 @@ class Lattice:
     frames: tuple[int, ...]  # T_b on the host
     labels: tuple[int, ...]  # U_b on the host
 
-    def permuted(self, order: torch.Tensor, host_order: tuple[int, ...]) -> Lattice:
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(targets, logit_lengths, target_lengths), the ops' arguments."""
+        return self.targets, self.logit_lengths, self.target_lengths
+
+    def permuted(self, order: torch.Tensor, host_order: tuple[int, ...]) -> Sequences:
         """The lattice with its samples in `order` (device (B,); `host_order` holds the same ids)."""
-        return Lattice(
+        return Sequences(
             targets=self.targets.index_select(0, order),
             logit_lengths=self.logit_lengths.index_select(0, order),
             target_lengths=self.target_lengths.index_select(0, order),
@@ -29,9 +36,9 @@ class Lattice:
             labels=tuple(self.labels[i] for i in host_order),
         )
 
-    def rows(self, start: int, stop: int) -> Lattice:
+    def rows(self, start: int, stop: int) -> Sequences:
         """Samples [start, stop) as views (no copy, no index op on the device)."""
-        return Lattice(
+        return Sequences(
             targets=self.targets[start:stop],
             logit_lengths=self.logit_lengths[start:stop],
             target_lengths=self.target_lengths[start:stop],
@@ -47,6 +54,40 @@ def check_options(blank: int, reduction: str, clamp: float | None) -> None:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if clamp is not None and not clamp > 0:
         raise ValueError(f"clamp must be None (no clamping) or > 0, got {clamp!r}")
+
+
+def check_tdt_options(durations, sigma, omega) -> tuple[int, ...] | None:
+    """The TDT durations as a tuple (None: the RNN-T loss), after checking them, sigma and omega."""
+    for name, value in (("sigma", sigma), ("omega", omega)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise TypeError(f"{name} must be a finite float, got {value!r}")
+    if durations is None:
+        for name, value in (("sigma", sigma), ("omega", omega)):
+            if value != 0:
+                raise ValueError(
+                    f"{name} = {value} applies to the TDT loss only: pass durations (e.g. [0, 1, 2, 3, 4]) or {name}=0.0"
+                )
+        return None
+    if isinstance(durations, (str, bytes, torch.Tensor)) or not hasattr(durations, "__iter__"):
+        raise TypeError(f"durations must be None (RNN-T) or a list of ints such as [0, 1, 2, 3, 4], got {durations!r}")
+    values = tuple(durations)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in values):
+        raise TypeError(f"durations must be ints, got {list(values)!r}")
+    values = tuple(int(d) for d in values)
+    if any(d < 0 for d in values) or list(values) != sorted(set(values)):
+        raise ValueError(f"durations must be sorted, distinct and non-negative, got {list(values)}")
+    if values[:2] != (0, 1):
+        raise ValueError(
+            f"durations must contain 0 and 1 (a label may stay in its frame; a blank must be able to advance one "
+            f"frame), got {list(values)}"
+        )
+    if len(values) > MAX_DURATIONS:
+        raise ValueError(f"durations: at most {MAX_DURATIONS} values, got {len(values)}")
+    if sigma < 0:
+        raise ValueError(f"sigma (logit under-normalisation, subtracted from the token log-probs) must be >= 0, got {sigma}")
+    if not 0 <= omega <= 1:
+        raise ValueError(f"omega (the probability of the RNN-T loss instead of TDT) must be in [0, 1], got {omega}")
+    return values
 
 
 def _check_tensor(name: str, value, ndim: int, shape_text: str) -> None:
@@ -78,7 +119,7 @@ def check_same_device(device: torch.device, reference: str, **tensors: torch.Ten
             )
 
 
-def check_lattice(
+def check_sequences(
     targets,
     logit_lengths,
     target_lengths,
@@ -89,7 +130,7 @@ def check_lattice(
     device: torch.device,
     source: str,
     labels_source: str | None = None,
-) -> Lattice:
+) -> Sequences:
     """Shapes, dtypes and length ranges of the targets and lengths of a (B, T, U+1) lattice whose B and T come
     from the tensor named `source` and U+1 from `labels_source` (default: the same tensor)."""
     labels_source = labels_source or source
@@ -117,7 +158,7 @@ def check_lattice(
                 raise ValueError(f"{name}[{b}] = {value} is below {low} (sample {b})")
             if value > high:
                 raise ValueError(f"{name}[{b}] = {value} exceeds {dim} (sample {b})")
-    return Lattice(
+    return Sequences(
         targets=targets.detach().to(device, torch.int64).contiguous(),
         logit_lengths=logit_lengths.detach().to(torch.int64).contiguous(),
         target_lengths=target_lengths.detach().to(torch.int64).contiguous(),
@@ -126,14 +167,21 @@ def check_lattice(
     )
 
 
-def check_vocabulary(lattice: Lattice, vocab: int, blank: int) -> None:
-    """V >= 2, blank in [0, V), and every target id within its sample's length in [0, V) and != blank."""
+def check_vocabulary(sequences: Sequences, width: int, blank: int, num_durations: int = 0) -> None:
+    """V = width - num_durations >= 2, blank in [0, V), and every target id within its sample's length in
+    [0, V) and != blank. `width` is the size of the scores' last dimension."""
+    vocab = width - num_durations
     if vocab < 2:
+        if num_durations:
+            raise ValueError(
+                f"the scores' last dimension ({width}) must hold V >= 2 token scores (blank + one label) and then the "
+                f"{num_durations} duration scores, got V = {vocab}"
+            )
         raise ValueError(f"the vocabulary size V must be >= 2 (blank + one label), got V = {vocab}")
     if not 0 <= blank < vocab:
         raise ValueError(f"blank = {blank} is out of range [0, V = {vocab})")
-    targets = lattice.targets.to("cpu")
-    valid = torch.arange(targets.shape[1]).unsqueeze(0) < torch.tensor(lattice.labels).unsqueeze(1)
+    targets = sequences.targets.to("cpu")
+    valid = torch.arange(targets.shape[1]).unsqueeze(0) < torch.tensor(sequences.labels).unsqueeze(1)
     out_of_range = ((targets < 0) | (targets >= vocab)) & valid
     is_blank = (targets == blank) & valid
     if not (out_of_range | is_blank).any():  # one check on the host copy in the usual case

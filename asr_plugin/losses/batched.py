@@ -1,19 +1,20 @@
-"""Batched transducer loss: the caller materialises the full (B, T, U+1, V) logits."""
+"""Batched transducer loss: the caller materialises the full (B, T, U+1, V [+ D]) joint output."""
 
 from __future__ import annotations
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _ops
 from ._validation import (
-    Lattice,
+    Sequences,
     check_finite,
     check_float_input,
-    check_lattice,
+    check_sequences,
     check_options,
+    check_tdt_options,
     check_vocabulary,
 )
+from .lattices import LatticeStats, TransducerLattice, loss_lattice
 
 
 def reduce_losses(nll: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -25,11 +26,12 @@ def reduce_losses(nll: torch.Tensor, reduction: str) -> torch.Tensor:
     return nll
 
 
-def check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, reduction, clamp) -> Lattice:
-    check_options(blank, reduction, clamp)
-    check_float_input("logits", logits, 4, "(B, T, U+1, V)")
-    batch, frames, labels_plus_one, vocab = logits.shape
-    lattice = check_lattice(
+def check_logits_inputs(
+    logits, targets, logit_lengths, target_lengths, blank: int, durations: tuple[int, ...] | None
+) -> Sequences:
+    check_float_input("logits", logits, 4, "(B, T, U+1, V)" if durations is None else "(B, T, U+1, V + D)")
+    batch, frames, labels_plus_one, width = logits.shape
+    sequences = check_sequences(
         targets,
         logit_lengths,
         target_lengths,
@@ -39,38 +41,35 @@ def check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, r
         device=logits.device,
         source="logits",
     )
-    check_vocabulary(lattice, vocab, blank)
-    return lattice
+    check_vocabulary(sequences, width, blank, len(durations or ()))
+    return sequences
 
 
 class _BatchedTransducerLoss(torch.autograd.Function):
-    """logits (B, T, U+1, V) -> per-sample nll (B,); the logits gradient is computed in backward, already
+    """logits (B, T, U+1, W) -> per-sample nll (B,); the logits gradient is computed in backward, already
     multiplied by the upstream gradient, so only one logits-sized buffer (the gradient) is ever allocated."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, lattice: Lattice, blank: int, clamp: float | None) -> torch.Tensor:
+    def forward(
+        ctx, logits: torch.Tensor, sequences: Sequences, lattice: TransducerLattice, blank: int, clamp: float | None
+    ) -> torch.Tensor:
         bad = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
-        log_probs, denominators = _ops.log_probs(logits, lattice, blank, bad)
+        log_probs, denominators = lattice.log_probs(logits, sequences, blank, bad)
         check_finite(bad)
-        stats = _ops.lattice_stats(log_probs, denominators, lattice)
+        stats = lattice.recursions(log_probs, denominators, sequences)
         ctx.save_for_backward(logits, *stats)
-        ctx.lattice, ctx.blank, ctx.clamp = lattice, blank, clamp
+        ctx.sequences, ctx.lattice, ctx.blank, ctx.clamp = sequences, lattice, blank, clamp
         return stats.nll.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_nll: torch.Tensor):
         logits, *stats = ctx.saved_tensors
-        grad = _ops.logits_grad(
-            logits,
-            _ops.LatticeStats(*stats),
-            ctx.lattice,
-            ctx.blank,
-            grad_nll.to(stats[-1].dtype).contiguous(),
-            ctx.clamp,
-            inplace=False,
+        weights = grad_nll.to(stats[-1].dtype).contiguous()
+        grad = ctx.lattice.logits_grad(
+            logits, LatticeStats(*stats), ctx.sequences, ctx.blank, weights, ctx.clamp, inplace=False
         )
-        return grad, None, None, None
+        return grad, None, None, None, None
 
 
 @torch.compiler.disable
@@ -82,20 +81,32 @@ def transducer_loss(
     blank: int = 0,
     reduction: str = "mean",
     clamp: float | None = None,
+    durations: list[int] | tuple[int, ...] | None = None,
+    sigma: float = 0.0,
+    omega: float = 0.0,
 ) -> torch.Tensor:
-    """Transducer (RNN-T) negative log-likelihood from full joint-network scores.
+    """Transducer negative log-likelihood from full joint-network scores: RNN-T, or TDT with `durations`.
 
     Args:
-        logits: (B, T, U+1, V) raw scores, float32/float16/bfloat16 (float64 for checks); the log-softmax
-            is fused inside the kernel and accumulated in float32.
+        logits: (B, T, U+1, V) raw scores (TDT: (B, T, U+1, V + D), V token scores then D duration scores),
+            float32/float16/bfloat16 (float64 for checks); the log-softmax (of each head) is fused inside the
+            kernel and accumulated in float32.
         targets: (B, U) label ids, any integer dtype; positions past ``target_lengths[b]`` are ignored.
         logit_lengths: (B,) frames T_b per sample, 1 <= T_b <= T.
         target_lengths: (B,) labels U_b per sample, 0 <= U_b <= U.
         blank: blank token id.
         reduction: "none" -> (B,) float32 losses; "sum"; "mean" (over the batch, as torchaudio).
-        clamp: if set, each element of the logits gradient is clamped to [-clamp, clamp] before the upstream
-            gradient is applied (torchaudio's semantics).
+        clamp: if set, each element of the logits gradient (TDT: of the token scores) is clamped to
+            [-clamp, clamp] before the upstream gradient is applied (torchaudio's and NeMo's semantics).
+        durations: None for the RNN-T loss; for TDT the D durations of the joint's duration head, sorted,
+            distinct, containing 0 and 1 (e.g. [0, 1, 2, 3, 4]).
+        sigma: TDT logit under-normalisation, subtracted from every token log-prob (NeMo: 0.02-0.05).
+        omega: TDT only: the probability that this call computes the standard RNN-T loss over the token
+            scores instead (``lattices.loss_lattice``); 0 makes the loss deterministic.
     """
-    lattice = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, reduction, clamp)
-    nll = _BatchedTransducerLoss.apply(logits, lattice, blank, clamp)
+    check_options(blank, reduction, clamp)
+    durations = check_tdt_options(durations, sigma, omega)
+    sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, durations)
+    lattice = loss_lattice(durations, sigma, omega)
+    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice, blank, clamp)
     return reduce_losses(nll, reduction)

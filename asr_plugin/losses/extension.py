@@ -2,9 +2,9 @@
 
 Two libraries:
 
-* the CPU library (``csrc/transducer.cpp``) defines the op schemas and the CPU kernels; it is built the
-  first time any loss is computed;
-* the CUDA library (``csrc/cuda/transducer_cuda.cu``) only registers CUDA kernels for the same ops; it is
+* the CPU library (``csrc/transducer.cpp``, ``csrc/tdt.cpp``) defines the op schemas and the CPU kernels; it
+  is built the first time any loss is computed;
+* the CUDA library (``csrc/cuda/*.cu``) only registers CUDA kernels for the same ops; it is
   built lazily the first time a CUDA tensor arrives, so CPU users never wait for nvcc.
 
 Where a library comes from, in order:
@@ -48,8 +48,11 @@ from . import _fake
 PREBUILT_ENV = "ASR_PLUGIN_EXTENSION_DIR"
 KINDS = ("cpu", "cuda")
 _CSRC = Path(__file__).resolve().parent.parent / "csrc"
-_SOURCES = {"cpu": (_CSRC / "transducer.cpp",), "cuda": (_CSRC / "cuda" / "transducer_cuda.cu",)}
-_HEADERS = tuple(sorted(_CSRC.glob("*.h")))
+_SOURCES = {
+    "cpu": (_CSRC / "transducer.cpp", _CSRC / "tdt.cpp"),
+    "cuda": (_CSRC / "cuda" / "transducer_cuda.cu",),
+}
+_HEADERS = tuple(sorted([*_CSRC.glob("*.h"), *_CSRC.glob("cuda/*.cuh")]))
 _DEFAULT_CUDA_HOME = Path("/usr/local/cuda")
 _BUILD_PREFIX = ".build-"
 # A builder that holds the lock longer than this is presumed stuck (not dead: the kernel would have released

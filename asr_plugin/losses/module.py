@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ._memory import parse_max_samples, parse_memory_budget
-from ._validation import check_options
+from ._validation import check_options, check_tdt_options
 from .batched import transducer_loss
 from .samplewise import Joint, samplewise_transducer_loss
 
@@ -14,12 +14,13 @@ MODES = ("batched", "samplewise")
 
 
 class TransducerLoss(nn.Module):
-    """Transducer loss over (encoder_out, predictor_out, joint).
+    """Transducer loss over (encoder_out, predictor_out, joint): RNN-T, or TDT with ``durations``.
 
-    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) and calls
+    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and calls
     ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
     (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
-    ``max_samples_per_group`` (both ignored in batched mode).
+    ``max_samples_per_group`` (both ignored in batched mode). ``durations`` (None: RNN-T; TDT: e.g.
+    [0, 1, 2, 3, 4], containing 0 and 1), ``sigma`` and ``omega`` are as in ``transducer_loss``.
     """
 
     def __init__(
@@ -30,31 +31,44 @@ class TransducerLoss(nn.Module):
         clamp: float | None = None,
         memory_budget: int | str | None = None,
         max_samples_per_group: int | None = None,
+        durations: list[int] | tuple[int, ...] | None = None,
+        sigma: float = 0.0,
+        omega: float = 0.0,
     ) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         check_options(blank, reduction, clamp)
+        self.durations = check_tdt_options(durations, sigma, omega)
+        self.sigma, self.omega = float(sigma), float(omega)
         self.mode, self.blank, self.reduction, self.clamp = mode, blank, reduction, clamp
         self.memory_budget = parse_memory_budget(memory_budget)
         self.max_samples_per_group = parse_max_samples(max_samples_per_group)
 
+    @property
+    def num_durations(self) -> int:
+        """D, the duration scores the joint must emit after its V token scores (0: RNN-T)."""
+        return len(self.durations or ())
+
     def extra_repr(self) -> str:
+        tdt = "" if self.durations is None else f", durations={list(self.durations)}, sigma={self.sigma}, omega={self.omega}"
         return (
             f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
-            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}"
+            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}{tdt}"
         )
 
     def forward(
         self,
         encoder_out: torch.Tensor,  # (B, T, H_e)
         predictor_out: torch.Tensor,  # (B, U+1, H_p)
-        joint: Joint,  # (N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)
+        joint: Joint,  # (N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V [+ D])
         targets: torch.Tensor,  # (B, U)
         logit_lengths: torch.Tensor,  # (B,)
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        options = dict(blank=self.blank, reduction=self.reduction, clamp=self.clamp)
+        options = dict(
+            blank=self.blank, reduction=self.reduction, clamp=self.clamp, durations=self.durations, sigma=self.sigma, omega=self.omega
+        )
         if self.mode == "batched":
             logits = joint(encoder_out, predictor_out)
             return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)

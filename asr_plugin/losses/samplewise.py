@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _ops
 from ._joint import FusedRunner, GraphRunner, Joint, JointGroup, Needs, RngState, StepGrads, make_runner
 from ._memory import (
     Group,
@@ -41,15 +40,17 @@ from ._memory import (
     plan_groups,
 )
 from ._validation import (
-    Lattice,
+    Sequences,
     check_finite,
     check_float_input,
-    check_lattice,
+    check_sequences,
     check_options,
     check_same_device,
+    check_tdt_options,
     check_vocabulary,
 )
 from .batched import reduce_losses
+from .lattices import TransducerLattice, accumulation_dtype, loss_lattice
 
 
 @dataclass
@@ -57,9 +58,10 @@ class _Problem:
     encoder_out: torch.Tensor  # (B, T, H_e), detached
     predictor_out: torch.Tensor  # (B, U+1, H_p), detached
     runner: GraphRunner | FusedRunner
-    lattice: Lattice  # in plan order
+    sequences: Sequences  # in plan order
     order: torch.Tensor  # (B,) int64 on the device: the sample id at each plan position (uploaded once)
     plan: Plan
+    lattice: TransducerLattice
     blank: int
     clamp: float | None
     acc_dtype: torch.dtype
@@ -183,7 +185,7 @@ def _run_group(
     """Loss (n,) of one group; flags its non-finite samples in `bad` (B,) (plan order); with `scale` (B,)
     (plan order), also accumulates the scale-weighted gradients into `grads`. No host sync."""
     stop = group.start + len(group.samples)
-    lattice = problem.lattice.rows(group.start, stop)
+    sequences = problem.sequences.rows(group.start, stop)
     index = _group_index(problem, group)
     encoder = _group_rows(problem.encoder_out, group, index, group.frames)
     predictor = _group_rows(problem.predictor_out, group, index, group.labels_plus_one)
@@ -197,13 +199,13 @@ def _run_group(
     for t0, t1 in chunks:
         last = gradient and t1 == group.frames
         step = _joint_step(problem, joint, (position, t0), t1, keep=last, record=gradient)
-        pieces.append(_ops.log_probs(step.logits, lattice, problem.blank, bad[group.start : stop], t0))
+        pieces.append(problem.lattice.log_probs(step.logits, sequences, problem.blank, bad[group.start : stop], t0))
         kept = step if last else None
         del step
     log_probs = torch.cat([piece[0] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][0]
     denominators = torch.cat([piece[1] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][1]
     del pieces
-    stats = _ops.lattice_stats(log_probs, denominators, lattice)
+    stats = problem.lattice.recursions(log_probs, denominators, sequences)
     if not gradient:
         return stats.nll
     group_scale = scale[group.start : stop]
@@ -212,7 +214,9 @@ def _run_group(
             step = _joint_step(problem, joint, (position, t0), t1, keep=True, record=False)
         else:
             step, kept = kept, None
-        grad = _ops.logits_grad(step.logits, stats, lattice, problem.blank, group_scale, problem.clamp, problem.runner.inplace, t0)
+        grad = problem.lattice.logits_grad(
+            step.logits, stats, sequences, problem.blank, group_scale, problem.clamp, problem.runner.inplace, t0
+        )
         step_grads = step.backprop(grad)
         del step, grad
         _accumulate(grads, group, index, t0, step_grads)
@@ -311,13 +315,19 @@ def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.T
 
 
 def _bytes_per_cell(
-    runner: GraphRunner | FusedRunner, joint: Joint, probe: torch.Tensor, encoder_out: torch.Tensor, predictor_out: torch.Tensor
+    runner: GraphRunner | FusedRunner,
+    joint: Joint,
+    probe: torch.Tensor,
+    encoder_out: torch.Tensor,
+    predictor_out: torch.Tensor,
+    values_per_cell: int,
 ) -> int:
-    vocab = probe.shape[-1]
+    width = probe.shape[-1]
     if isinstance(runner, FusedRunner):
-        return cell_bytes(vocab, probe.dtype, joint.output.in_features, probe.dtype, runner.hidden_copies, runner.mask_bytes)
+        hidden, copies, mask = joint.output.in_features, runner.hidden_copies, runner.mask_bytes
+        return cell_bytes(width, probe.dtype, hidden, probe.dtype, copies, mask, values_per_cell)
     hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
-    return cell_bytes(vocab, probe.dtype, hidden, encoder_out.dtype, runner.hidden_copies)
+    return cell_bytes(width, probe.dtype, hidden, encoder_out.dtype, runner.hidden_copies, 0, values_per_cell)
 
 
 @torch.compiler.disable
@@ -333,24 +343,30 @@ def samplewise_transducer_loss(
     clamp: float | None = None,
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
+    durations: list[int] | tuple[int, ...] | None = None,
+    sigma: float = 0.0,
+    omega: float = 0.0,
 ) -> torch.Tensor:
-    """Transducer loss computed sample-group by sample-group; same values and gradients as
-    ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
+    """Transducer loss (RNN-T, or TDT with `durations`) computed sample-group by sample-group; same values and
+    gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
 
     Args:
         encoder_out: (B, T, H_e) encoder output.
         predictor_out: (B, U+1, H_p) prediction-network output.
-        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits, independently per sample (no batch
+        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits (TDT: V + D, the duration scores
+            last), independently per sample (no batch
             statistics). A joint satisfying ``StandardJoint`` (e.g. ``asr_plugin.models.Joint`` without
             active dropout) is run fused. Recomputations (T-chunks, non-uniform "none" upstream) replay the
             RNG state, so dropout masks match between passes. Gradients reach every parameter of an
             ``nn.Module`` joint; tensors captured by a plain callable get none.
-        targets, logit_lengths, target_lengths, blank, reduction, clamp: as in ``transducer_loss``.
+        targets, logit_lengths, target_lengths, blank, reduction, clamp, durations, sigma, omega: as in
+            ``transducer_loss``.
         memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
             None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
         max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
     """
     check_options(blank, reduction, clamp)
+    durations = check_tdt_options(durations, sigma, omega)
     budget = parse_memory_budget(memory_budget)
     max_samples = parse_max_samples(max_samples_per_group)
     check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
@@ -361,7 +377,7 @@ def samplewise_transducer_loss(
         )
     device = encoder_out.device
     check_same_device(device, "encoder_out", predictor_out=predictor_out)
-    lattice = check_lattice(
+    sequences = check_sequences(
         targets,
         logit_lengths,
         target_lengths,
@@ -374,12 +390,15 @@ def samplewise_transducer_loss(
     )
     runner = make_runner(joint)
     probe = _probe_joint(joint, encoder_out, predictor_out)
-    check_vocabulary(lattice, probe.shape[-1], blank)
+    check_vocabulary(sequences, probe.shape[-1], blank, len(durations or ()))
+    lattice = loss_lattice(durations, sigma, omega)
+    # the TDT lattice's statistics, also when this call fell back to RNN-T: the plan does not depend on the draw
+    values_per_cell = loss_lattice(durations, sigma, 0.0).values_per_cell()
     plan = plan_groups(
-        lattice.frames,
-        lattice.labels,
+        sequences.frames,
+        sequences.labels,
         budget or default_budget(device),
-        _bytes_per_cell(runner, joint, probe, encoder_out, predictor_out),
+        _bytes_per_cell(runner, joint, probe, encoder_out, predictor_out, values_per_cell),
         max_samples,
     )
     fixed = 2 * (encoder_out.nbytes + predictor_out.nbytes) + 2 * sum(p.nbytes for p in runner.params)
@@ -389,12 +408,13 @@ def samplewise_transducer_loss(
         encoder_out=encoder_out.detach(),
         predictor_out=predictor_out.detach(),
         runner=runner,
-        lattice=lattice.permuted(order, plan.order),
+        sequences=sequences.permuted(order, plan.order),
         order=order,
         plan=plan,
+        lattice=lattice,
         blank=blank,
         clamp=clamp,
-        acc_dtype=_ops.accumulation_dtype(probe.dtype),
+        acc_dtype=accumulation_dtype(probe.dtype),
         logits_dtype=probe.dtype,
     )
     if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or runner.params):

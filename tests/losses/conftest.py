@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 from loss_joints import TanhJoint
+from loss_lattices import random_lattice
 
 
 def reference_nll(logits, targets, logit_lengths, target_lengths, blank):
@@ -44,19 +45,6 @@ class Problem:
 
     def args(self):
         return self.logits, self.targets, self.logit_lengths, self.target_lengths
-
-
-def random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths=False):
-    """targets (B, U) avoiding blank, and lengths with the first sample at the full T and U."""
-    labels_only = torch.tensor([v for v in range(vocab) if v != blank])
-    targets = labels_only[torch.randint(len(labels_only), (batch, labels), generator=generator)]
-    logit_lengths = torch.randint(1, frames + 1, (batch,), generator=generator)
-    target_lengths = torch.randint(0, labels + 1, (batch,), generator=generator)
-    if full_lengths:
-        logit_lengths[:] = frames
-        target_lengths[:] = labels
-    logit_lengths[0], target_lengths[0] = frames, labels
-    return targets, logit_lengths, target_lengths
 
 
 @pytest.fixture

@@ -67,24 +67,50 @@ def test_fake_kernels_match_the_ops(make_problem):
     lengths = (problem.targets, problem.logit_lengths, problem.target_lengths)
     bad = torch.zeros(2, dtype=torch.bool)
     checks = ("test_schema", "test_faketensor")
-    torch.library.opcheck(ops.transducer_log_probs.default, (logits, *lengths, 0, 0, bad), test_utils=checks)
-    log_probs, denominators = ops.transducer_log_probs(logits, *lengths, 0, 0, bad)
+    torch.library.opcheck(ops.transducer_log_probs.default, (logits, *lengths, 0, 5, 0, bad), test_utils=checks)
+    log_probs, denominators = ops.transducer_log_probs(logits, *lengths, 0, 5, 0, bad)
     torch.library.opcheck(ops.transducer_alphas_betas.default, (log_probs, *lengths[1:]), test_utils=checks)
     alphas, betas, nll = ops.transducer_alphas_betas(log_probs, *lengths[1:])
-    grad_args = (logits, denominators, log_probs, alphas, betas, nll, *lengths, 0, 0, torch.ones(2), 0.0, torch.empty_like(logits))
+    grad_args = (logits, denominators, log_probs, alphas, betas, nll, *lengths, 0, 5, 0, torch.ones(2), 0.0, torch.empty_like(logits))
     torch.library.opcheck(ops.transducer_logits_grad.default, grad_args, test_utils=checks)
 
 
+def test_tdt_fake_kernels_match_the_ops(make_problem):
+    problem = make_problem(batch=2, frames=4, labels=3, vocab=7)  # V = 4 token scores, D = 3 durations
+    ops = ops_for(torch.device("cpu"))
+    logits, durations = problem.logits.detach(), [0, 1, 2]
+    lengths = (problem.targets.clamp(max=3), problem.logit_lengths, problem.target_lengths)
+    bad = torch.zeros(2, dtype=torch.bool)
+    checks = ("test_schema", "test_faketensor")
+    torch.library.opcheck(ops.tdt_log_probs.default, (logits, *lengths, 0, 3, 0.05, 0, bad), test_utils=checks)
+    log_probs, denominators = ops.tdt_log_probs(logits, *lengths, 0, 3, 0.05, 0, bad)
+    assert log_probs.shape == (2, 4, 4, 5) and denominators.shape == (2, 4, 4, 2)
+    torch.library.opcheck(ops.tdt_alphas_betas.default, (log_probs, *lengths[1:], durations), test_utils=checks)
+    alphas, betas, nll = ops.tdt_alphas_betas(log_probs, *lengths[1:], durations)
+    grad_args = (logits, denominators, log_probs, alphas, betas, nll, *lengths, 0, durations, 0, torch.ones(2), 0.0, torch.empty_like(logits))
+    torch.library.opcheck(ops.tdt_logits_grad.default, grad_args, test_utils=checks)
+
+
 def test_kernel_checks_reject_bad_arguments(make_problem):
-    """A direct op call with a non-contiguous tensor or a wrong dtype fails with a clear message."""
+    """A direct op call with a non-contiguous tensor, a wrong dtype or bad durations fails with a clear message."""
     problem = make_problem(batch=2, frames=4, labels=3, vocab=5)
     ops = ops_for(torch.device("cpu"))
     lengths = (problem.targets, problem.logit_lengths, problem.target_lengths)
     bad = torch.zeros(2, dtype=torch.bool)
-    strided = problem.logits.detach().transpose(1, 2)
+    logits = problem.logits.detach()
+    strided = logits.transpose(1, 2)
     with pytest.raises(RuntimeError, match="logits must be contiguous"):
-        ops.transducer_log_probs(strided, problem.targets, problem.logit_lengths, problem.target_lengths, 0, 0, bad)
+        ops.transducer_log_probs(strided, *lengths, 0, 5, 0, bad)
     with pytest.raises(RuntimeError, match="targets must be Long"):
-        ops.transducer_log_probs(problem.logits.detach(), problem.targets.int(), *lengths[1:], 0, 0, bad)
+        ops.transducer_log_probs(logits, problem.targets.int(), *lengths[1:], 0, 5, 0, bad)
     with pytest.raises(RuntimeError, match="bad must be Bool"):
-        ops.transducer_log_probs(problem.logits.detach(), *lengths, 0, 0, bad.int())
+        ops.transducer_log_probs(logits, *lengths, 0, 5, 0, bad.int())
+    with pytest.raises(RuntimeError, match=r"vocab must be in \[2, W = 5\]"):
+        ops.transducer_log_probs(logits, *lengths, 0, 6, 0, bad)
+    with pytest.raises(RuntimeError, match="num_durations must be in"):
+        ops.tdt_log_probs(logits, *lengths, 0, 1, 0.0, 0, bad)
+    log_probs, _ = ops.tdt_log_probs(logits, *lengths, 0, 2, 0.0, 0, bad)
+    with pytest.raises(RuntimeError, match="durations must start with 0, 1"):
+        ops.tdt_alphas_betas(log_probs, *lengths[1:], [1, 2])
+    with pytest.raises(RuntimeError, match="log_probs must be \\(N, T, U\\+1, 5\\)"):
+        ops.tdt_alphas_betas(log_probs, *lengths[1:], [0, 1, 2])

@@ -1,30 +1,40 @@
-"""Bad inputs raise ValueError/TypeError naming the argument and the sample, before any kernel runs."""
+"""Bad inputs raise ValueError/TypeError naming the argument and the sample, before any kernel runs: the same
+catalogue for the RNN-T and the TDT loss, plus TDT's durations, sigma and omega."""
 
 import pytest
 import torch
 
-from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
 
 
-def call(problem, **changes):
+TDT_DURATIONS = [0, 1, 2]
+
+
+def call(problem, durations=None, **changes):
+    """The batched loss on `problem`; with `durations`, the TDT loss of its logits followed by D duration scores
+    (so V is the same in both)."""
+    logits = problem.logits
+    if durations is not None:
+        logits = torch.cat([logits, torch.zeros(*logits.shape[:3], len(durations))], -1)
     args = dict(
-        logits=problem.logits,
+        logits=logits,
         targets=problem.targets,
         logit_lengths=problem.logit_lengths,
         target_lengths=problem.target_lengths,
         blank=problem.blank,
+        durations=durations,
     )
     args.update(changes)
     return transducer_loss(**args)
 
 
+@pytest.mark.parametrize("durations", [None, TDT_DURATIONS], ids=["rnnt", "tdt"])
 @pytest.mark.parametrize(
     "changes, error, match",
     [
-        (lambda p: dict(logits=p.logits[0]), ValueError, r"logits must have shape \(B, T, U\+1, V\)"),
+        (lambda p: dict(logits=p.logits[0]), ValueError, r"logits must have shape \(B, T, U\+1, V( \+ D)?\)"),
         (lambda p: dict(logits=p.logits.detach().long()), TypeError, "logits must be a floating-point tensor"),
         (lambda p: dict(logits=p.logits.detach().numpy()), TypeError, "logits must be a torch.Tensor"),
-        (lambda p: dict(logits=p.logits[..., :1]), ValueError, "V must be >= 2"),
         (lambda p: dict(targets=p.targets[:2]), ValueError, "targets has batch size 2 but logits has B = 3"),
         (lambda p: dict(targets=p.targets[:, :3]), ValueError, r"targets has U = 3 labels per sample but logits has U\+1 = 5"),
         (lambda p: dict(targets=p.targets[0]), ValueError, r"targets must have shape \(B, U\)"),
@@ -47,12 +57,57 @@ def call(problem, **changes):
         (lambda p: dict(logits=p.logits.detach().to("meta")), ValueError, "targets is on cpu but logits is on meta"),
     ],
 )
-def test_batched_errors(make_problem, changes, error, match):
+def test_batched_errors(make_problem, changes, error, match, durations):
     problem = make_problem(batch=3, frames=6, labels=4, vocab=7, seed=21)
     problem.logit_lengths[:] = torch.tensor([6, 3, 2])
     problem.target_lengths[:] = torch.tensor([4, 1, 0])
+    changes = changes(problem)
+    logits = changes.get("logits")
+    if durations is not None and isinstance(logits, torch.Tensor) and logits.dim() == 4 and logits.is_floating_point():
+        if logits.device.type == "cpu":  # with duration scores
+            changes["logits"] = torch.cat([logits, torch.zeros(*logits.shape[:3], len(durations))], -1)
     with pytest.raises(error, match=match):
-        call(problem, **changes(problem))
+        call(problem, durations, **changes)
+
+
+def test_too_few_token_scores(make_problem):
+    problem = make_problem(batch=3, frames=6, labels=4, vocab=7, seed=21)
+    with pytest.raises(ValueError, match="the vocabulary size V must be >= 2"):
+        call(problem, logits=problem.logits[..., :1])
+    with pytest.raises(ValueError, match=r"last dimension \(4\) must hold V >= 2 token scores .* then the 3 duration scores"):
+        call(problem, TDT_DURATIONS, logits=problem.logits[..., :4])
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(durations=[1, 2]), ValueError, r"durations must contain 0 and 1 .* got \[1, 2\]"),
+        (dict(durations=[0, 2, 3]), ValueError, "durations must contain 0 and 1"),
+        (dict(durations=[]), ValueError, "durations must contain 0 and 1"),
+        (dict(durations=[0, 1, 1]), ValueError, r"sorted, distinct and non-negative, got \[0, 1, 1\]"),
+        (dict(durations=[1, 0, 2]), ValueError, "sorted, distinct and non-negative"),
+        (dict(durations=[-1, 0, 1]), ValueError, "sorted, distinct and non-negative"),
+        (dict(durations=[0, 1.0]), TypeError, r"durations must be ints, got \[0, 1.0\]"),
+        (dict(durations=[0, True]), TypeError, "durations must be ints"),
+        (dict(durations="0,1"), TypeError, "durations must be None .* or a list of ints"),
+        (dict(durations=4), TypeError, "durations must be None .* or a list of ints"),
+        (dict(durations=torch.tensor([0, 1])), TypeError, "durations must be None .* or a list of ints"),
+        (dict(durations=list(range(33))), ValueError, "at most 32 values, got 33"),
+        (dict(durations=[0, 1], sigma=-0.1), ValueError, "sigma .* must be >= 0, got -0.1"),
+        (dict(durations=[0, 1], sigma=float("nan")), TypeError, "sigma must be a finite float"),
+        (dict(durations=[0, 1], sigma="0.05"), TypeError, "sigma must be a finite float"),
+        (dict(durations=[0, 1], omega=1.5), ValueError, r"omega .* must be in \[0, 1\], got 1.5"),
+        (dict(sigma=0.05), ValueError, "sigma = 0.05 applies to the TDT loss only: pass durations"),
+        (dict(omega=0.1), ValueError, "omega = 0.1 applies to the TDT loss only"),
+    ],
+)
+def test_tdt_option_errors(make_problem, options, error, match):
+    problem = make_problem(batch=3, frames=6, labels=4, vocab=7, seed=21)
+    logits = torch.cat([problem.logits, torch.zeros(3, 6, 5, 3)], -1)
+    with pytest.raises(error, match=match):
+        transducer_loss(logits, problem.targets, problem.logit_lengths, problem.target_lengths, **options)
+    with pytest.raises(error, match=match):
+        TransducerLoss("samplewise", **options)
 
 
 def test_targets_beyond_length_are_ignored(make_problem):
@@ -64,12 +119,16 @@ def test_targets_beyond_length_are_ignored(make_problem):
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
-def test_non_finite_logits_name_the_sample(make_problem, value):
+@pytest.mark.parametrize("column", [3, 7 + 1], ids=["token", "duration"])  # V = 7
+def test_non_finite_logits_name_the_sample(make_problem, value, column):
     problem = make_problem(batch=3, frames=5, labels=2, seed=23, full_lengths=True)
-    logits = problem.logits.detach().clone()
-    logits[2, 1, 1, 3] = value
+    logits = torch.cat([problem.logits.detach(), torch.zeros(3, 5, 3, len(TDT_DURATIONS))], -1)
+    logits[2, 1, 1, column] = value
     with pytest.raises(ValueError, match="logits of sample 2 are not finite"):
-        call(problem, logits=logits)
+        call(problem, TDT_DURATIONS, logits=logits)
+    if column < 7:
+        with pytest.raises(ValueError, match="logits of sample 2 are not finite"):
+            call(problem, logits=logits[..., :7])
 
 
 def test_samplewise_errors(make_joint_problem):

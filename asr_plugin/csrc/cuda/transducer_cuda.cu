@@ -1,5 +1,5 @@
 // CUDA kernels of the transducer (RNN-T) loss ops defined in ../transducer.cpp; same math as the CPU
-// kernels (shared through transducer.h). Row kernels use one warp per lattice row (t, u); the recursions use
+// kernels (shared through transducer.h). Rows have W scores of which the first `vocab` are scored. Row kernels use one warp per lattice row (t, u); the recursions use
 // one block per sample walking the anti-diagonals t + u = d, threads over u. All indexing is int64.
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
@@ -45,8 +45,8 @@ template <typename scalar_t, typename acc_t>
 __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int64_t* __restrict__ targets,
                                  const int64_t* __restrict__ T_len, const int64_t* __restrict__ U_len,
                                  acc_t* __restrict__ log_probs, acc_t* __restrict__ denominators,
-                                 bool* __restrict__ bad, int64_t rows,
-                                 int64_t Tc, int64_t U1, int64_t V, int64_t U, int64_t blank, int64_t t_offset) {
+                                 bool* __restrict__ bad, int64_t rows, int64_t Tc, int64_t U1, int64_t W,
+                                 int64_t V, int64_t U, int64_t blank, int64_t t_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
@@ -56,7 +56,7 @@ __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int6
     if (lane == 0) lp[0] = lp[1] = denominators[row] = acc_t(0);
     return;
   }
-  const scalar_t* x = logits + row * V;
+  const scalar_t* x = logits + row * W;
   acc_t m = neg_inf<acc_t>(), s = acc_t(0);
   for (int64_t v = lane; v < V; v += kWarp) merge_max_sum(m, s, static_cast<acc_t>(x[v]), acc_t(1));
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
@@ -111,19 +111,20 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
                                    const acc_t* __restrict__ betas, const acc_t* __restrict__ nll,
                                    const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
                                    const int64_t* __restrict__ U_len, const acc_t* __restrict__ scale,
-                                   scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t V, int64_t T,
-                                   int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
+                                   scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t W, int64_t V,
+                                   int64_t T, int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
   const RowIndex r = row_index(row, Tc, U1, t_offset);
   // `grad` may alias `logits`: every element is read once, by the lane that then writes it.
-  const scalar_t* x = logits + row * V;
-  scalar_t* g = grad + row * V;
+  const scalar_t* x = logits + row * W;
+  scalar_t* g = grad + row * W;
   if (r.t >= T_len[r.n] || r.u > U_len[r.n]) {
-    for (int64_t v = lane; v < V; v += kWarp) g[v] = scalar_t(0);
+    for (int64_t v = lane; v < W; v += kWarp) g[v] = scalar_t(0);
     return;
   }
+  for (int64_t v = V + lane; v < W; v += kWarp) g[v] = scalar_t(0);  // columns the lattice does not score
   const int64_t cell = (r.n * T + r.t) * U1 + r.u;
   const CellFlows<acc_t> flows = cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u,
                                             T_len[r.n], U_len[r.n], -nll[r.n]);
@@ -140,11 +141,12 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
 
 std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, const at::Tensor& targets,
                                                   const at::Tensor& logit_lengths,
-                                                  const at::Tensor& target_lengths, int64_t blank,
+                                                  const at::Tensor& target_lengths, int64_t blank, int64_t vocab,
                                                   int64_t t_offset, const at::Tensor& bad) {
-  check_log_probs_args(logits, targets, logit_lengths, target_lengths, blank, t_offset, bad);
+  check_log_probs_args(logits, targets, logit_lengths, target_lengths, t_offset, bad);
+  check_vocab(logits, blank, vocab);
   const c10::cuda::CUDAGuard guard(logits.device());
-  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
+  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), W = logits.size(3), V = vocab;
   const auto acc_dtype = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto log_probs = at::empty({N, Tc, U1, 2}, logits.options().dtype(acc_dtype));
   auto denominators = at::empty({N, Tc, U1}, logits.options().dtype(acc_dtype));
@@ -156,8 +158,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, cons
     log_probs_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
         logits.data_ptr<scalar_t>(), targets.data_ptr<int64_t>(), logit_lengths.data_ptr<int64_t>(),
         target_lengths.data_ptr<int64_t>(), log_probs.data_ptr<acc_t>(), denominators.data_ptr<acc_t>(),
-        bad.data_ptr<bool>(), rows, Tc,
-        U1, V, targets.size(1), blank, t_offset);
+        bad.data_ptr<bool>(), rows, Tc, U1, W, V, targets.size(1), blank, t_offset);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return {log_probs, denominators};
@@ -166,7 +167,7 @@ std::tuple<at::Tensor, at::Tensor> log_probs_cuda(const at::Tensor& logits, cons
 std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cuda(const at::Tensor& log_probs,
                                                                  const at::Tensor& logit_lengths,
                                                                  const at::Tensor& target_lengths) {
-  check_alphas_betas_args(log_probs, logit_lengths, target_lengths);
+  check_alphas_betas_args(log_probs, logit_lengths, target_lengths, 2);
   TORCH_CHECK(log_probs.size(0) <= kMaxGridX, "transducer op: too many samples for one launch");
   const c10::cuda::CUDAGuard guard(log_probs.device());
   const int64_t N = log_probs.size(0), T = log_probs.size(1), U1 = log_probs.size(2);
@@ -187,12 +188,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> alphas_betas_cuda(const at::Tenso
 void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, const at::Tensor& log_probs,
                       const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                       const at::Tensor& targets, const at::Tensor& logit_lengths,
-                      const at::Tensor& target_lengths, int64_t blank, int64_t t_offset, const at::Tensor& scale,
-                      double clamp, const at::Tensor& grad) {
+                      const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
+                      const at::Tensor& scale, double clamp, const at::Tensor& grad) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-                         blank, t_offset, scale, grad);
+                         t_offset, scale, grad);
+  check_vocab(logits, blank, vocab);
+  TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
+              "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
   const c10::cuda::CUDAGuard guard(logits.device());
-  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), V = logits.size(3);
+  const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), W = logits.size(3), V = vocab;
   const int64_t rows = N * Tc * U1;
   if (rows == 0) return;
   const auto stream = c10::cuda::getCurrentCUDAStream();
@@ -202,7 +206,7 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
         logits.data_ptr<scalar_t>(), denominators.data_ptr<acc_t>(), log_probs.data_ptr<acc_t>(),
         alphas.data_ptr<acc_t>(), betas.data_ptr<acc_t>(), nll.data_ptr<acc_t>(), targets.data_ptr<int64_t>(),
         logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), scale.data_ptr<acc_t>(),
-        grad.data_ptr<scalar_t>(), rows, Tc, U1, V, alphas.size(1), targets.size(1), blank, t_offset,
+        grad.data_ptr<scalar_t>(), rows, Tc, U1, W, V, alphas.size(1), targets.size(1), blank, t_offset,
         static_cast<acc_t>(clamp));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

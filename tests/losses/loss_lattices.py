@@ -1,0 +1,17 @@
+"""Random lattices shared by the loss tests (a module of its own, not conftest.py, so test files can import it
+by a name no other test directory uses)."""
+
+import torch
+
+
+def random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths=False):
+    """targets (B, U) avoiding blank, and lengths with the first sample at the full T and U."""
+    labels_only = torch.tensor([v for v in range(vocab) if v != blank])
+    targets = labels_only[torch.randint(len(labels_only), (batch, labels), generator=generator)]
+    logit_lengths = torch.randint(1, frames + 1, (batch,), generator=generator)
+    target_lengths = torch.randint(0, labels + 1, (batch,), generator=generator)
+    if full_lengths:
+        logit_lengths[:] = frames
+        target_lengths[:] = labels
+    logit_lengths[0], target_lengths[0] = frames, labels
+    return targets, logit_lengths, target_lengths
