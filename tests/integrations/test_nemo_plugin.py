@@ -7,6 +7,7 @@ with NeMo's RNNTJoint (fused path off, and on with fused_batch_size=2) and with 
 from __future__ import annotations
 
 import copy
+from unittest import mock
 
 import pytest
 import torch
@@ -276,16 +277,41 @@ def test_fastemit_is_refused_by_name(tokenizer_dir, allowed):
         training_step(configured, batch_for(configured))
 
 
-def test_tdt_model_is_refused(tokenizer_dir):
+TDT_DURATIONS = [0, 1, 2, 3]
+
+
+def tdt_config(tokenizer_dir) -> dict:
+    """The shrunk FastConformer turned TDT as NeMo's TDT configs do (Parakeet-TDT's form)."""
     config = shrunk_config("fast_conformer_transducer", tokenizer_dir)
-    durations = [0, 1, 2, 3]
-    config["joint"]["num_extra_outputs"] = len(durations)
-    config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"durations": durations, "sigma": 0.02}}
-    config["decoding"].update(model_type="tdt", durations=durations)
-    model = build_model(config)
-    with pytest.raises(ValueError, match="TDT"):
-        use_samplewise(model)
-    assert type(model.joint) is RNNTJoint
+    config["joint"]["num_extra_outputs"] = len(TDT_DURATIONS)
+    config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"durations": TDT_DURATIONS, "sigma": 0.02, "omega": 0.0}}
+    config["decoding"].update(model_type="tdt", durations=TDT_DURATIONS)
+    return config
+
+
+def nemo_tdt_step(model, batch) -> tuple:
+    """NeMo's training step with its TDT loss on the CPU, where NeMo's numba TDT loss does not run: its pure-PyTorch
+    TDTLossPytorch with the same blank, durations and sigma (its hard-coded .cuda() patched to a no-op, test only)."""
+    from nemo.collections.asr.losses.rnnt_pytorch import TDTLossPytorch
+
+    numba = model.loss._loss
+    model.loss._loss = TDTLossPytorch(blank=numba.blank, durations=numba.durations, reduction=None, sigma=numba.sigma)
+    with mock.patch.object(torch.Tensor, "cuda", lambda self, *args, **kwargs: self):
+        return training_step(model, batch)
+
+
+def test_tdt_training_step_equals_nemo(tokenizer_dir, allowed):
+    config = tdt_config(tokenizer_dir)
+    reference = build_model(config)
+    expected = nemo_tdt_step(reference, batch_for(reference))
+    configured = build_model(samplewise(config, memory_budget=SMALL_BUDGET))
+    configured.train()
+    network = JointNetwork(configured.joint)
+    assert isinstance(network, StandardJoint) and network.num_extra_outputs == len(TDT_DURATIONS)  # run fused
+    assert_same_step(training_step(configured, batch_for(configured)), expected)
+    swapped = use_samplewise(build_model(config))
+    assert_same_step(training_step(swapped, batch_for(swapped)), expected)
+    assert swapped.joint.samplewise_loss.durations == tuple(TDT_DURATIONS)
 
 
 def test_bad_arguments_leave_the_model_unchanged(tokenizer_dir):

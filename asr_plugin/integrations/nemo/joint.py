@@ -1,4 +1,4 @@
-"""``SampleWiseRNNTJoint``: NeMo's RNNTJoint whose fused loss path computes the RNN-T loss sample-wise.
+"""``SampleWiseRNNTJoint``: NeMo's RNNTJoint whose fused loss path computes the transducer loss sample-wise.
 
 NeMo's fused path (``fuse_loss_wer: true``) loops over sub-batches of ``fused_batch_size`` samples, but runs the
 joint and the loss of every sub-batch before the one backward, so every sub-batch's (b, T, U+1, V) scores,
@@ -46,8 +46,8 @@ class SampleWiseRNNTJoint(RNNTJoint):
     interchangeable with ``RNNTJoint``'s), unfused calls (inference, decoding, export), the loss's reduction
     (``rnnt_reduction``, NeMo's ``RNNTLoss.reduce``) and the training/validation WER (decoded in sub-batches of
     ``fused_batch_size``, which therefore stays required with ``fuse_loss_wer`` as in NeMo). The loss equals
-    NeMo's RNN-T loss on the same joint (``asr_plugin.integrations.nemo.objective`` lists the NeMo losses and
-    options it computes and those it refuses).
+    NeMo's RNN-T or TDT loss on the same joint (``asr_plugin.integrations.nemo.objective`` lists the NeMo losses
+    and options it computes and those it refuses).
 
     Args:
         memory_budget: bytes or a string like "512MiB" bounding the loss's transient memory per step (None:
@@ -76,20 +76,24 @@ class SampleWiseRNNTJoint(RNNTJoint):
         check_samplewise_options(memory_budget, max_samples_per_group)
         self.memory_budget, self.max_samples_per_group = memory_budget, max_samples_per_group
         self.samplewise_loss: TransducerLoss | None = None  # built for NeMo's loss settings on first use
+        self.samplewise_settings: LossSettings | None = None
 
     def _samplewise_loss(self, settings: LossSettings) -> TransducerLoss:
         """The sample-wise loss for NeMo's current loss settings (rebuilt when the model sets another loss)."""
-        loss = self.samplewise_loss
-        if loss is None or (loss.blank, loss.clamp) != (settings.blank, settings.clamp):
-            self.samplewise_loss = loss = TransducerLoss(
+        if self.samplewise_loss is None or settings != self.samplewise_settings:
+            self.samplewise_loss = TransducerLoss(
                 mode="samplewise",
                 blank=settings.blank,
                 reduction="none",  # NeMo's own reduction follows
                 clamp=settings.clamp,
                 memory_budget=self.memory_budget,
                 max_samples_per_group=self.max_samples_per_group,
+                durations=settings.durations,
+                sigma=settings.sigma,
+                omega=settings.omega,
             )
-        return loss
+            self.samplewise_settings = settings
+        return self.samplewise_loss
 
     def samplewise_nemo_loss(
         self,
@@ -99,7 +103,7 @@ class SampleWiseRNNTJoint(RNNTJoint):
         transcripts: torch.Tensor,  # (B, >= U)
         transcript_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        """NeMo's RNN-T loss of the batch (reduced as ``self.loss.reduction`` says), computed sample-wise."""
+        """NeMo's transducer loss of the batch (reduced as ``self.loss.reduction`` says), computed sample-wise."""
         settings = loss_settings(self.loss, self)
         predictor_out = decoder_outputs.transpose(1, 2)  # (B, U+1, H_p)
         losses = self._samplewise_loss(settings)(

@@ -27,11 +27,12 @@ def use_samplewise(
 
     Args:
         model: an ``EncDecRNNTModel`` (BPE, character and hybrid RNNT-CTC models derive from it), e.g. from
-            ``ASRModel.restore_from("parakeet-rnnt-1.1b.nemo")``.
+            ``ASRModel.restore_from("parakeet-rnnt-1.1b.nemo")``; a TDT model (Parakeet-TDT) gets the TDT loss with
+            its own durations, sigma and omega.
         memory_budget, max_samples_per_group: as in ``SampleWiseRNNTJoint``.
 
-    Raises ValueError for a model whose loss the sample-wise loss does not compute (TDT, multi-blank, FastEmit;
-    see ``asr_plugin.integrations.nemo.objective``), TypeError for a model that is not a NeMo RNN-T model.
+    Raises ValueError for a model whose loss the sample-wise loss does not compute (multi-blank, FastEmit; see
+    ``asr_plugin.integrations.nemo.objective``), TypeError for a model that is not a NeMo transducer.
     """
     if not isinstance(model, EncDecRNNTModel):
         raise TypeError(f"model must be a NeMo EncDecRNNTModel (an RNN-T model), got {type(model).__name__}")
