@@ -25,7 +25,7 @@ def restore(path) -> ASRModel:
     return ASRModel.restore_from(str(path), map_location="cpu").eval()
 
 
-@pytest.mark.parametrize("name", ["conformer_transducer", "fast_conformer_transducer"])
+@pytest.mark.parametrize("name", ["conformer_transducer", "fast_conformer_transducer", "fast_conformer_tdt"])
 def test_nemo_weights_round_trip_exactly(tmp_path, name):
     original = save_example_model(name, tmp_path)
     exported = export_nemo(import_nemo(original), tmp_path / "exported.nemo")

@@ -25,7 +25,7 @@ import io
 import os
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,8 @@ class NemoExportSource:
             makes the export a hybrid RNNT-CTC model; None for a plain transducer.
         ctc_weight: the hybrid's ``aux_ctc.ctc_loss_weight``.
         max_symbols: NeMo's greedy ``max_symbols`` (our ``max_symbols_per_frame``).
+        loss_options: its `TransducerLoss` options NeMo's loss section keeps: ``clamp``, and for a TDT model
+            ``durations`` (the model's), ``sigma`` and ``omega``.
     """
 
     model: Transducer
@@ -70,6 +72,7 @@ class NemoExportSource:
     auxiliary_ctc: dict[str, torch.Tensor] | None = None
     ctc_weight: float = 0.3
     max_symbols: int = 10
+    loss_options: dict[str, Any] = field(default_factory=dict)
 
 
 def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> NemoExportSource:
@@ -80,7 +83,7 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
         imported.model, {**imported.model_kwargs, "vocab_size": imported.model.vocab_size}, imported.tokenizer,
         imported.frontend_spec, imported.auxiliary_ctc,
         float(((imported.config.get("aux_ctc") or {}).get("ctc_loss_weight", 0.3))),
-        int(max_symbols or greedy.get("max_symbols") or 10))
+        int(max_symbols or greedy.get("max_symbols") or 10), dict(imported.loss_options))
 
 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
@@ -100,9 +103,11 @@ def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
     ctc = {k[len("ctc."):]: v for k, v in state.items() if k.startswith("ctc.")} or None
     architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
+    loss = hyper.get("loss") or {}
+    options = {key: loss[key] for key in ("clamp", "durations", "sigma", "omega") if loss.get(key) is not None}
     return NemoExportSource(model.eval(), architecture, Tokenizer.from_record(records["tokenizer"]),
                             dict(records["frontend"]), ctc, float(hyper.get("ctc_weight") or 0.3),
-                            int(hyper.get("max_symbols_per_frame") or 10))
+                            int(hyper.get("max_symbols_per_frame") or 10), options)
 
 
 def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[str, Any]) -> None:
@@ -187,8 +192,21 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
                          "pred_hidden": int(arch["predictor_dim"])},
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
-        "loss": {"loss_name": "default"},
     }
+    clamp = source.loss_options.get("clamp")
+    nemo_loss = {"fastemit_lambda": 0.0, "clamp": float(clamp) if clamp else -1.0}  # NeMo's clamp <= 0: off
+    durations = list(source.model.durations or ())
+    if list(source.loss_options.get("durations") or durations) != durations:
+        raise ValueError(f"export_nemo: the loss' durations {source.loss_options['durations']} are not the "
+                         f"model's {durations}")
+    if durations:  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree on them
+        config["joint"]["num_extra_outputs"] = len(durations)
+        config["decoding"].update(model_type="tdt", durations=durations)
+        config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {
+            **nemo_loss, "durations": durations, "sigma": float(source.loss_options.get("sigma", 0.0)),
+            "omega": float(source.loss_options.get("omega", 0.0))}}
+    else:
+        config["loss"] = {"loss_name": "default", "warprnnt_numba_kwargs": nemo_loss}
     config["sample_rate"] = sample_rate = config["preprocessor"]["sample_rate"]  # transcribe resamples to it
     # NeMo's transcribe reads validation_ds; the manifests are the NeMo user's to fill in for training
     for name, shuffle in (("train_ds", True), ("validation_ds", False)):
@@ -215,11 +233,13 @@ def _nemo_rows(table: torch.Tensor, tokenizer: Tokenizer, filler: float = 0.0) -
 def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
     """NeMo's state dict of the export, preprocessor buffers included."""
     state = {key: value.detach().clone() for key, value in source.model.state_dict().items()}
-    # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows, the blank still after them
+    # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows (a TDT joint's duration rows
+    # stay after them); the blank moves to the end of the tokens in to_nemo_state_dict
+    vocab, extra = source.model.vocab_size, len(source.model.durations or ())
     for key, filler in (("predictor.embedding.weight", 0.0), ("joint.output.weight", 0.0),
                         ("joint.output.bias", NEVER_EMITTED)):
-        blank, tokens = state[key][:1], state[key][1:]
-        state[key] = torch.cat([blank, _nemo_rows(tokens, source.tokenizer, filler)])
+        rows = state[key]
+        state[key] = torch.cat([rows[:1], _nemo_rows(rows[1:vocab], source.tokenizer, filler), rows[vocab:]])
     ctc = None
     if source.auxiliary_ctc is not None:
         ctc = {}
@@ -227,7 +247,7 @@ def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
             value = source.auxiliary_ctc[key].detach().clone()
             ctc[key] = torch.cat([value[:1], _nemo_rows(value[1:], source.tokenizer, filler)])
     dropout = float(source.architecture.get("joint_dropout", 0.0))
-    nemo = to_nemo_state_dict(state, joint_output_index=2 if dropout else 1, auxiliary_ctc=ctc)
+    nemo = to_nemo_state_dict(state, joint_output_index=2 if dropout else 1, num_extra_outputs=extra, auxiliary_ctc=ctc)
     frontend = NemoMelFrontend(**source.frontend_spec["options"])
     nemo["preprocessor.featurizer.window"] = frontend.window.clone()
     nemo["preprocessor.featurizer.fb"] = frontend.fbank.T.unsqueeze(0).contiguous()  # (1, F, n_fft/2 + 1)
