@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from omegaconf import OmegaConf
 
 from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
@@ -56,7 +57,8 @@ def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", se
     config["decoder"]["vocab_size"] = pieces
     config["joint"]["num_classes"] = pieces
     torch.manual_seed(seed)
-    model = build_transducer(pieces + 1, **transducer_kwargs(config)).eval()
+    resolved = OmegaConf.to_container(OmegaConf.create({"model": config}).model, resolve=True)  # NeMo's ${model...}
+    model = build_transducer(pieces + 1, **transducer_kwargs(resolved)).eval()
     with torch.no_grad():
         for key, parameter in model.named_parameters():
             if "pos_bias" in key or "batch_norm" in key:

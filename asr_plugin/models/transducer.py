@@ -147,7 +147,6 @@ def build_transducer(
         blank_id=blank_id,
         blank_as_pad=predictor_blank_as_pad,
     )
-    tdt = {"num_extra_outputs": len(durations)} if durations else {}
     joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout,
-                  **tdt)
+                  num_extra_outputs=len(durations or ()))
     return Transducer(encoder, predictor, joint, durations)

@@ -21,6 +21,7 @@ def tdt_model(seed: int):
     return model
 
 
+@torch.no_grad()
 def reference_tdt_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple[list[int], list[int], float]:
     """One utterance, one step at a time, as NeMo's TDT greedy_batch does: (T, H_e) -> tokens, timestamps, score.
 
@@ -76,7 +77,8 @@ def test_batched_tdt_greedy_matches_reference(seed: int, max_symbols: int) -> No
         same_frame += sum(a == b for a, b in zip(stamps, stamps[1:]))
         skipped += sum(b - a > 1 for a, b in zip(stamps, stamps[1:]))
     assert hyps[1].tokens == []
-    assert emitted > 10 and same_frame and skipped, "the case must emit tokens, at one frame and across skips"
+    assert emitted > 10 and skipped, "the case must emit tokens and skip frames"
+    assert bool(same_frame) == (max_symbols > 1), "several tokens at one frame exactly when the cap allows it"
 
 
 def test_max_symbols_caps_tokens_per_frame() -> None:

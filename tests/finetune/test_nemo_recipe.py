@@ -59,6 +59,23 @@ def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["batched", "samplewise"])
+def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode):
+    nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
+    cfg = _compose([*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
+                    f"+loss={mode}", *RUN], tmp_path)
+    result = train(cfg)
+    assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
+    saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
+    loss, model = saved["hyper_parameters"]["loss"], saved["hyper_parameters"]["model"]
+    # the .nemo's tdt_kwargs (asr_plugin.finetune.nemo.examples: sigma 0.05, omega 0) and its durations
+    assert (loss["mode"], loss["durations"], loss["sigma"], loss["omega"]) == (mode, [0, 1, 2, 3, 4], 0.05, 0.0)
+    assert model["durations"] == [0, 1, 2, 3, 4]
+    assert saved["state_dict"]["model.joint.output.weight"].shape == source.joint.output.weight.shape  # V + 5
+    assert 0.0 <= result["start_metrics"]["val/wer"]  # TDT greedy validation before the first step
+
+
+@pytest.mark.slow
 def test_a_new_vocabulary_is_an_explicit_opt_in(data_dir, tmp_path, caplog):
     nemo_path, source = write_synthetic_nemo(tmp_path, "conformer_transducer")
     base = [*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}", *RUN,
