@@ -160,8 +160,7 @@ def test_half_precision(dtype, tolerance):
 
 def test_module_in_batched_mode(make_joint_problem):
     """TransducerLoss(durations=...) over a joint with V + D outputs equals the functional form."""
-    problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7 + 3, seed=10)
-    problem.targets.clamp_(max=6)  # token ids < V = 7
+    problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7, num_extra_outputs=3, seed=10)
     module = TransducerLoss("batched", reduction="sum", durations=(0, 1, 2), sigma=0.05)
     assert module.num_durations == 3 and "durations=[0, 1, 2], sigma=0.05, omega=0.0" in repr(module)
     args = (problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())

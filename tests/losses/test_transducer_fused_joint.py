@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from asr_plugin.losses import StandardJoint, samplewise_transducer_loss, transducer_loss
-from asr_plugin.losses._joint import FusedRunner, GraphRunner, make_runner
-from asr_plugin.losses._memory import cell_bytes, plan_groups
+from asr_plugin.losses.planning import cell_bytes, plan_groups
+from asr_plugin.losses.runners import FusedRunner, GraphRunner, make_runner
 from asr_plugin.models import Joint
 
 

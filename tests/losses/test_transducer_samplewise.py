@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
-from asr_plugin.losses._memory import cell_bytes, plan_groups
+from asr_plugin.losses.planning import cell_bytes, plan_groups
 
 
 def losses_and_grads(loss_fn, problem, upstream):
@@ -54,7 +54,7 @@ def assert_same(ours, expected, rtol=1e-5, atol=1e-5):
 def budget_for(problem, cells):
     """A memory budget that holds `cells` lattice cells of the problem's joint."""
     vocab = problem.joint.output.out_features
-    return cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.joint_dim, problem.encoder_out.dtype)
+    return cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.hidden_dim, problem.encoder_out.dtype)
 
 
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
@@ -139,7 +139,8 @@ def test_joint_that_saves_its_output(make_joint_problem):
     problem = make_joint_problem(seed=16)
     problem.joint = SavedOutputJoint(problem.joint)
     problem.joint.output = problem.joint.joint.output
-    problem.joint.joint_dim = problem.joint.joint.joint_dim
+    problem.joint.hidden_dim = problem.joint.joint.hidden_dim
+    problem.joint.num_extra_outputs = 0
     expected = losses_and_grads(lambda: batched(problem, "mean"), problem, torch.tensor(1.0))
     ours = losses_and_grads(lambda: samplewise(problem, "mean", memory_budget=budget_for(problem, 90)), problem, torch.tensor(1.0))
     assert_same(ours, expected)

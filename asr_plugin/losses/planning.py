@@ -1,18 +1,19 @@
-"""Memory budget of the sample-wise loss: parsing, the per-lattice-cell estimate and the group plan.
+"""The sample-wise loss's plan: memory budget parsing, the per-lattice-cell estimate, and the groups.
 
 Transient memory of one step (a group of n samples padded to T_g x (U_g+1), or one T-chunk of a sample)
 is estimated as ``n * T_g * (U_g+1) * cell_bytes``. For any joint (its autograd graph is kept):
 
-    cell_bytes = V * logits_bytes          # logits; their gradient overwrites them in place
+    cell_bytes = W * logits_bytes          # logits (W = V, or V + D for TDT); their gradient overwrites them
                + 4 * H * input_bytes       # joint hidden activation, its saved copy and two backward temporaries
-               + 24                        # log-probs (2), denominator, alpha, beta (float32) + slack
+               + 4 * values + 4            # the lattice's float32 statistics (RNN-T: log-probs [blank, label],
+                                           # denominator, alpha, beta = 5 values; TDT: 6 + D) + slack
 
-For a standard joint run fused (no autograd graph over the lattice, see ``_joint.py``) the hidden part is
+For a standard joint run fused (no autograd graph over the lattice, see ``runners.py``) the hidden part is
 ``2 * H * hidden_bytes``: the kept activation (GELU: its input) and its gradient, which the activation's
 derivative overwrites in place (GELU's output for the W_out gradient is freed before the gradient exists),
 plus ``H`` bytes for the kept bool dropout mask when the joint's dropout is active.
-H is the joint's hidden size (``joint.joint_dim`` / ``joint.hidden_dim`` when the joint
-exposes it, else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
+H is the joint's hidden size (``hidden_dim`` of a joint declaring ``runners.JointShape``, e.g. every
+``StandardJoint``; else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
 (autocast aware).
 
 The budget is fixed (not a fraction of free memory), so the plan is the same on every step and every DDP
@@ -21,7 +22,6 @@ rank for the same lengths.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 
@@ -29,8 +29,6 @@ import torch
 
 DEFAULT_CUDA_BUDGET = 2**30
 DEFAULT_CPU_BUDGET = 256 * 2**20
-_logger = logging.getLogger(__name__)
-_logged = False
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
@@ -56,14 +54,6 @@ def parse_memory_budget(value: int | str | None, name: str = "memory_budget") ->
 
 def default_budget(device: torch.device) -> int:
     return DEFAULT_CUDA_BUDGET if device.type == "cuda" else DEFAULT_CPU_BUDGET
-
-
-def joint_hidden_size(joint, encoder_dim: int, predictor_dim: int) -> int:
-    for attribute in ("joint_dim", "hidden_dim"):
-        size = getattr(joint, attribute, None)
-        if isinstance(size, int) and size > 0:
-            return size
-    return max(encoder_dim, predictor_dim)
 
 
 def cell_bytes(
@@ -116,36 +106,37 @@ class Group:
 
 @dataclass(frozen=True)
 class Plan:
+    """The groups of one sample-wise call, in the order they run, and what the estimate counts."""
+
     order: tuple[int, ...]  # sample ids, group after group
     groups: tuple[Group, ...]
     bytes_per_cell: int
+    fixed_bytes: int = 0  # inputs, their gradients and the parameter-gradient buffers (not part of the budget)
+
+    @property
+    def steps(self) -> int:
+        """Joint calls of one gradient pass: a group's T-chunks, or the whole group."""
+        return sum(len(group.chunks()) for group in self.groups)
 
     def step_bytes(self) -> int:
         """Estimated transient memory of the largest step."""
         return max(group.cells() for group in self.groups) * self.bytes_per_cell
 
+    def estimated_peak_bytes(self) -> int:
+        """Inputs, their gradients and parameter-gradient buffers plus the largest step."""
+        return self.fixed_bytes + self.step_bytes()
+
     def recomputed_fraction(self) -> float:
         """Share of the padded lattice cells whose joint forward runs twice (T-chunked samples)."""
         return sum(g.recomputed_cells() for g in self.groups) / sum(g.lattice_cells() for g in self.groups)
 
-    def describe(self, fixed_bytes: int) -> str:
-        chunks = sum(len(group.chunks()) for group in self.groups)
-        peak = fixed_bytes + self.step_bytes()
+    def describe(self) -> str:
         return (
-            f"sample-wise transducer loss: {len(self.order)} samples in {len(self.groups)} groups, {chunks} steps "
+            f"sample-wise transducer loss: {len(self.order)} samples in {len(self.groups)} groups, {self.steps} steps "
             f"(T-chunks; {100 * self.recomputed_fraction():.0f} % of the lattice cells recomputed); largest step "
-            f"~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{peak / 2**20:.1f} MiB "
-            f"(inputs, their gradients and parameter-gradient buffers: {fixed_bytes / 2**20:.1f} MiB)"
+            f"~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{self.estimated_peak_bytes() / 2**20:.1f} MiB "
+            f"(inputs, their gradients and parameter-gradient buffers: {self.fixed_bytes / 2**20:.1f} MiB)"
         )
-
-
-def log_plan_once(plan: Plan, fixed_bytes: int) -> None:
-    """INFO for the first plan of the process (a training run's typical step), DEBUG afterwards."""
-    global _logged
-    level = logging.DEBUG if _logged else logging.INFO
-    _logged = True
-    if _logger.isEnabledFor(level):
-        _logger.log(level, plan.describe(fixed_bytes))
 
 
 # Label-length bands of the 2-D sort: consecutive samples share a band of U and are sorted by T inside it.
@@ -165,6 +156,7 @@ def plan_groups(
     budget: int,
     bytes_per_cell: int,
     max_samples_per_group: int | None = None,
+    fixed_bytes: int = 0,
 ) -> Plan:
     """Group samples so that each padded group fits `budget`, cutting padding in both T and U.
 
@@ -195,7 +187,7 @@ def plan_groups(
         members.append(b)
         group_frames, group_labels = next_frames, next_labels
     close()
-    return Plan(tuple(order), tuple(groups), bytes_per_cell)
+    return Plan(tuple(order), tuple(groups), bytes_per_cell, fixed_bytes)
 
 
 def parse_max_samples(value: int | None) -> int | None:
