@@ -149,19 +149,25 @@ def _run_group(
     gradient = weights is not None
     joint = problem.runner.begin(encoder, predictor, needs if gradient else Needs())
 
-    # Pass 1: every chunk's log-probs; the last chunk's logits keep their graph (gradient pass) and are
-    # backpropagated first, so a group that fits is never recomputed and a chunked one saves one chunk.
-    pieces, kept = [], None
+    # Pass 1: every chunk's log-probs, written into the whole group's (no second copy of them); the last chunk's
+    # logits keep their graph (gradient pass) and are backpropagated first, so a group that fits is never
+    # recomputed and a chunked one saves one chunk.
+    whole, kept = None, None
     for t0, t1 in chunks:
         last = gradient and t1 == group.frames
         step = _joint_step(problem, joint, (position, t0), t1, keep=last, record=gradient)
-        pieces.append(problem.lattice.log_probs(step.logits, sequences, problem.blank, bad[group.start : stop], t0))
+        piece = problem.lattice.log_probs(step.logits, sequences, problem.blank, bad[group.start : stop], t0)
+        if len(chunks) == 1:
+            whole = piece
+        else:
+            if whole is None:  # (n, T_g, U_g+1[, values]) log-probs and denominators
+                whole = [part.new_empty(part.shape[:1] + (group.frames,) + part.shape[2:]) for part in piece]
+            for target, part in zip(whole, piece):
+                target.narrow(1, t0, t1 - t0).copy_(part)
         kept = step if last else None
-        del step
-    log_probs = torch.cat([piece[0] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][0]
-    denominators = torch.cat([piece[1] for piece in pieces], 1) if len(pieces) > 1 else pieces[0][1]
-    del pieces
-    stats = problem.lattice.recursions(log_probs, denominators, sequences)
+        del step, piece
+    stats = problem.lattice.recursions(*whole, sequences)
+    del whole
     if not gradient:
         return stats.nll
     group_weights = weights[group.start : stop]

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from asr_plugin.losses import StandardJoint, samplewise_transducer_loss, transducer_loss
-from asr_plugin.losses.planning import cell_bytes, plan_groups
+from asr_plugin.losses import StandardJoint, plan_samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses.planning import cell_bytes
 from asr_plugin.losses.runners import FusedRunner, GraphRunner, make_runner
 from asr_plugin.models import Joint
 
@@ -35,7 +35,7 @@ def loss_and_grads(loss_fn, joint, encoder_out, predictor_out, upstream):
 def test_fused_matches_batched(activation, cells, reduction):
     joint, encoder_out, predictor_out, lattice = make_case(activation, seed=3)
     assert isinstance(joint, StandardJoint) and isinstance(make_runner(joint), FusedRunner)
-    budget = None if cells is None else cells * cell_bytes(8, torch.float32, joint.hidden_dim, torch.float32, 3)
+    budget = None if cells is None else cells * cell_bytes(8, torch.float32, joint.hidden_dim, torch.float32, 3).total
     upstream = torch.linspace(0.3, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
 
     def batched():
@@ -158,8 +158,8 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
     joint, lattice = joint.to(device), [tensor.to(device) for tensor in lattice]
     encoder_out, predictor_out = (tensor.detach().to(device).requires_grad_() for tensor in (encoder_out, predictor_out))
     frames, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
-    budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)
-    chunks = plan_groups((frames,), (labels_plus_one - 1,), budget, cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1)).groups[0].chunks()
+    budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1).total
+    chunks = plan_samplewise(encoder_out, predictor_out, joint, *lattice, memory_budget=budget).groups[0].chunks()
     assert len(chunks) == (3 if chunked else 1)
 
     def reference():

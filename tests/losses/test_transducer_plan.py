@@ -103,7 +103,8 @@ def test_the_plan_counts_the_duration_outputs(make_joint_problem):
     tdt = plan_samplewise(*args, tdt_joint, *problem.lattice(), durations=durations)
     assert rnnt.bytes_per_cell == cell_bytes(vocab, torch.float32, hidden, torch.float32, 2, 0, 5)
     assert tdt.bytes_per_cell == cell_bytes(vocab + 5, torch.float32, hidden, torch.float32, 2, 0, 6 + 5)
-    assert tdt.bytes_per_cell - rnnt.bytes_per_cell == 5 * 4 + 6 * 4  # D float32 scores + (1 + D) statistics
+    assert tdt.bytes_per_cell.step - rnnt.bytes_per_cell.step == 5 * 4  # D float32 scores
+    assert tdt.bytes_per_cell.lattice - rnnt.bytes_per_cell.lattice == 6 * 4  # 1 + D more statistics
     with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 5 .* the RNN-T loss \(durations=None\) expects none"):
         plan_samplewise(*args, tdt_joint, *problem.lattice())
     with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 0 .* durations \[0, 1, 2, 3, 4\] need D = 5"):

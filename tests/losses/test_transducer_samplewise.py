@@ -54,7 +54,7 @@ def assert_same(ours, expected, rtol=1e-5, atol=1e-5):
 def budget_for(problem, cells):
     """A memory budget that holds `cells` lattice cells of the problem's joint."""
     vocab = problem.joint.output.out_features
-    return cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.hidden_dim, problem.encoder_out.dtype)
+    return cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.hidden_dim, problem.encoder_out.dtype).total
 
 
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])

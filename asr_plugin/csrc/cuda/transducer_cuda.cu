@@ -110,7 +110,7 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
                                    const acc_t* __restrict__ log_probs, const acc_t* __restrict__ alphas,
                                    const acc_t* __restrict__ betas, const acc_t* __restrict__ nll,
                                    const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
-                                   const int64_t* __restrict__ U_len, const acc_t* __restrict__ scale,
+                                   const int64_t* __restrict__ U_len, const acc_t* __restrict__ weights,
                                    scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t W, int64_t V,
                                    int64_t T, int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -129,13 +129,13 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
   const CellFlows<acc_t> flows = cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u,
                                             T_len[r.n], U_len[r.n], -nll[r.n]);
   const acc_t den = denominators[cell];
-  const acc_t s = scale[r.n];
+  const acc_t w = weights[r.n];
   const int64_t label = r.u < U_len[r.n] ? targets[r.n * U + r.u] : -1;
   for (int64_t v = lane; v < V; v += kWarp) {
     acc_t value = exp(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
     if (v == blank) value -= flows.blank_flow;
     if (v == label) value -= flows.label_flow;
-    g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp, s));
+    g[v] = static_cast<scalar_t>(clamp_and_weight(value, clamp, w));
   }
 }
 
@@ -189,9 +189,9 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
                       const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                       const at::Tensor& targets, const at::Tensor& logit_lengths,
                       const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
-                      const at::Tensor& scale, double clamp, const at::Tensor& grad) {
+                      const at::Tensor& weights, double clamp, const at::Tensor& grad) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-                         t_offset, scale, grad);
+                         t_offset, weights, grad);
   check_vocab(logits, blank, vocab);
   TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
               "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
@@ -205,7 +205,7 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
     logits_grad_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
         logits.data_ptr<scalar_t>(), denominators.data_ptr<acc_t>(), log_probs.data_ptr<acc_t>(),
         alphas.data_ptr<acc_t>(), betas.data_ptr<acc_t>(), nll.data_ptr<acc_t>(), targets.data_ptr<int64_t>(),
-        logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), scale.data_ptr<acc_t>(),
+        logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), weights.data_ptr<acc_t>(),
         grad.data_ptr<scalar_t>(), rows, Tc, U1, W, V, alphas.size(1), targets.size(1), blank, t_offset,
         static_cast<acc_t>(clamp));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
