@@ -11,6 +11,7 @@ ahead of time with ``python -m asr_plugin.losses.build``, see docs/loss.md).
 """
 
 from .batched import transducer_loss
+from .engine import SamplewiseState
 from .lattices import RNNT, TDT, TransducerLattice
 from .module import MODES, TransducerLoss
 from .planning import Group, Plan, parse_memory_budget
@@ -20,6 +21,7 @@ from .samplewise import plan_samplewise, samplewise_transducer_loss
 __all__ = [
     "MODES",
     "RNNT",
+    "SamplewiseState",
     "TDT",
     "Group",
     "JointShape",

@@ -12,7 +12,7 @@ from .batched import transducer_loss
 from .engine import SamplewiseState
 from .planning import Plan, parse_max_samples, parse_memory_budget
 from .runners import Joint, check_extra_outputs
-from .samplewise import plan_samplewise, samplewise_loss_with_state
+from .samplewise import plan_samplewise, samplewise_transducer_loss
 
 MODES = ("batched", "samplewise")
 _logger = logging.getLogger(__name__)
@@ -106,8 +106,7 @@ class TransducerLoss(nn.Module):
             logits = joint(encoder_out, predictor_out)
             return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)
         first = self.last_plan is None
-        loss = samplewise_loss_with_state(
-            self.samplewise_state,
+        loss = samplewise_transducer_loss(
             encoder_out,
             predictor_out,
             joint,
@@ -116,6 +115,7 @@ class TransducerLoss(nn.Module):
             target_lengths,
             memory_budget=self.memory_budget,
             max_samples_per_group=self.max_samples_per_group,
+            state=self.samplewise_state,
             **options,
         )
         level = logging.INFO if first else logging.DEBUG  # the first plan: a training run's typical step

@@ -206,8 +206,8 @@ def plan_samplewise(
     ).plan
 
 
-def samplewise_loss_with_state(
-    state: SamplewiseState,
+@torch.compiler.disable
+def samplewise_transducer_loss(
     encoder_out: torch.Tensor,
     predictor_out: torch.Tensor,
     joint: Joint,
@@ -222,9 +222,29 @@ def samplewise_loss_with_state(
     durations: list[int] | tuple[int, ...] | None = None,
     sigma: float = 0.0,
     omega: float = 0.0,
+    state: SamplewiseState | None = None,
 ) -> torch.Tensor:
-    """``samplewise_transducer_loss`` carrying `state` across calls (a ``TransducerLoss`` passes its own): the
-    fp16 gradient scale it adapted, and the plan of this call, left in ``state.last_plan``."""
+    """Transducer loss (RNN-T, or TDT with `durations`) computed sample-group by sample-group; same values and
+    gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
+
+    Args:
+        encoder_out: (B, T, H_e) encoder output.
+        predictor_out: (B, U+1, H_p) prediction-network output.
+        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits (TDT: V + D, the duration scores
+            last), independently per sample (no batch statistics). A joint satisfying ``StandardJoint`` (e.g.
+            ``asr_plugin.models.Joint``) is run fused. Recomputations (T-chunks, non-uniform "none" upstream)
+            replay the RNG state, so dropout masks match between passes. Gradients reach every parameter of an
+            ``nn.Module`` joint; tensors captured by a plain callable get none.
+        targets, logit_lengths, target_lengths, blank, reduction, clamp, durations, sigma, omega: as in
+            ``transducer_loss``.
+        memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
+            None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
+        max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
+        state: what the loss carries across calls (``engine.SamplewiseState``: the fp16 gradient scale, lowered
+            after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
+            own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
+    """
+    state = SamplewiseState() if state is None else state
     setup = _set_up(
         encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank, reduction, clamp,
         memory_budget, max_samples_per_group, durations, sigma, omega,
@@ -251,46 +271,3 @@ def samplewise_loss_with_state(
     else:
         nll, _ = run(problem, None, Needs())
     return reduce_losses(nll, reduction)
-
-
-@torch.compiler.disable
-def samplewise_transducer_loss(
-    encoder_out: torch.Tensor,
-    predictor_out: torch.Tensor,
-    joint: Joint,
-    targets: torch.Tensor,
-    logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor,
-    blank: int = 0,
-    reduction: str = "mean",
-    clamp: float | None = None,
-    memory_budget: int | str | None = None,
-    max_samples_per_group: int | None = None,
-    durations: list[int] | tuple[int, ...] | None = None,
-    sigma: float = 0.0,
-    omega: float = 0.0,
-) -> torch.Tensor:
-    """Transducer loss (RNN-T, or TDT with `durations`) computed sample-group by sample-group; same values and
-    gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
-
-    Args:
-        encoder_out: (B, T, H_e) encoder output.
-        predictor_out: (B, U+1, H_p) prediction-network output.
-        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits (TDT: V + D, the duration scores
-            last), independently per sample (no batch statistics). A joint satisfying ``StandardJoint`` (e.g.
-            ``asr_plugin.models.Joint``) is run fused. Recomputations (T-chunks, non-uniform "none" upstream)
-            replay the RNG state, so dropout masks match between passes. Gradients reach every parameter of an
-            ``nn.Module`` joint; tensors captured by a plain callable get none.
-        targets, logit_lengths, target_lengths, blank, reduction, clamp, durations, sigma, omega: as in
-            ``transducer_loss``.
-        memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
-            None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
-        max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
-
-    Each call starts from a fresh state (the fp16 gradient scale at 2^12); ``TransducerLoss`` keeps it across
-    calls and exposes the plan (``last_plan``, ``plan(...)``).
-    """
-    return samplewise_loss_with_state(
-        SamplewiseState(), encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank,
-        reduction, clamp, memory_budget, max_samples_per_group, durations, sigma, omega,
-    )

@@ -1,6 +1,7 @@
 // CUDA kernels of the transducer (RNN-T) loss ops defined in ../transducer.cpp; same math as the CPU
-// kernels (shared through transducer.h). Rows have W scores of which the first `vocab` are scored. Row kernels use one warp per lattice row (t, u); the recursions use
-// one block per sample walking the anti-diagonals t + u = d, threads over u. All indexing is int64.
+// kernels (shared through transducer.h). Rows have W scores of which the first `vocab` are scored. Row kernels
+// use one warp per lattice row (t, u); the recursions use one block per sample walking the anti-diagonals
+// t + u = d, threads over u (rows.cuh). All indexing is int64.
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -10,36 +11,20 @@
 
 #include <tuple>
 
+#include "rows.cuh"
 #include "transducer.h"
 #include "transducer_checks.h"
 
 namespace asr_plugin {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 8;
-constexpr int kRowThreads = kWarp * kRowsPerBlock;
-constexpr int kDiagonalThreads = 256;
-
-// CUDA caps gridDim.x at 2^31 - 1 blocks.
-constexpr int64_t kMaxGridX = 2147483647;
-
-inline dim3 row_blocks(int64_t rows) {
-  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  TORCH_CHECK(blocks <= kMaxGridX, "transducer op: ", rows, " lattice rows need ", blocks,
-              " blocks, over CUDA's grid limit; split the batch or lower the memory budget");
-  return dim3(static_cast<unsigned int>(blocks));
-}
-
-// Merge two partial (max, sum of exp(x - max)) pairs; exact when a side is empty (max = -inf).
-template <typename acc_t>
-__device__ __forceinline__ void merge_max_sum(acc_t& m, acc_t& s, acc_t other_m, acc_t other_s) {
-  const acc_t new_m = m > other_m ? m : other_m;
-  const acc_t mine = m == neg_inf<acc_t>() ? acc_t(0) : s * exp(m - new_m);
-  const acc_t theirs = other_m == neg_inf<acc_t>() ? acc_t(0) : other_s * exp(other_m - new_m);
-  m = new_m;
-  s = mine + theirs;
-}
+using gpu::kDiagonalThreads;
+using gpu::kMaxGridX;
+using gpu::kRowThreads;
+using gpu::kRowsPerBlock;
+using gpu::kWarp;
+using gpu::row_blocks;
+using gpu::warp_log_sum_exp;
 
 template <typename scalar_t, typename acc_t>
 __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int64_t* __restrict__ targets,
@@ -57,13 +42,8 @@ __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int6
     return;
   }
   const scalar_t* x = logits + row * W;
-  acc_t m = neg_inf<acc_t>(), s = acc_t(0);
-  for (int64_t v = lane; v < V; v += kWarp) merge_max_sum(m, s, static_cast<acc_t>(x[v]), acc_t(1));
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
-  }
+  const acc_t den = warp_log_sum_exp<scalar_t, acc_t>(x, 0, V, lane);
   if (lane == 0) {
-    const acc_t den = m + log(s);
     denominators[row] = den;
     lp[0] = static_cast<acc_t>(x[blank]) - den;
     lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[targets[r.n * U + r.u]]) - den : neg_inf<acc_t>();
