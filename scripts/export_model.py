@@ -2,7 +2,8 @@
 
 Writes encoder.pt2, predictor.pt2 and joint.pt2 (``torch.export`` programs with dynamic batch and
 time axes) plus transducer.json; load them with ``asr_plugin.export.ExportedTransducer.load`` and
-decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The checkpoint is only read.
+decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The feature size is the
+checkpoint's (its model's ``input_dim``). The checkpoint is only read.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export in --out")
     args = parser.parse_args(argv)
-    model, hparams = load_model(select_checkpoints(args.checkpoint, args.avg))
-    feature_dim = int(hparams["model"].get("input_dim", 80))
-    for name, path in export_transducer(model, args.out, feature_dim, overwrite=args.overwrite).items():
+    model, info = load_model(select_checkpoints(args.checkpoint, args.avg))
+    for name, path in export_transducer(model, args.out, info.feature_dim, overwrite=args.overwrite).items():
         print(f"{name}: {path}")
     return 0
 

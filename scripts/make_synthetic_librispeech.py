@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from asr_plugin.data import write_atomic, write_text_atomic
+
 SAMPLE_RATE = 16000
 WORD_SECONDS = 0.3
 GAP_SECONDS = 0.05
@@ -77,11 +79,12 @@ def write_split(root: Path, split: str, count: int, min_seconds: float, max_seco
         chapter_dir = split_dir / str(speaker) / str(chapter)
         chapter_dir.mkdir(parents=True, exist_ok=True)
         utt_id = f"{speaker}-{chapter}-{n:04d}"
-        sf.write(str(chapter_dir / f"{utt_id}.flac"), audio, SAMPLE_RATE, format="FLAC", subtype="PCM_16")
+        write_atomic(chapter_dir / f"{utt_id}.flac",
+                     lambda tmp, audio=audio: sf.write(str(tmp), audio, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
         line = f"{utt_id} {' '.join(WORDS[w] for w in words)}"
         transcripts.setdefault(chapter_dir / f"{speaker}-{chapter}.trans.txt", []).append(line)
     for path, lines in transcripts.items():
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text_atomic(path, "\n".join(lines) + "\n")
     print(f"{split}: wrote {count} utterances of {min_seconds}-{max_seconds} s to {split_dir}")
     return count
 

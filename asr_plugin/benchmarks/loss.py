@@ -32,10 +32,9 @@ from unittest import mock
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from asr_plugin.data.atomic import write_atomic
+from asr_plugin.host_syncs import SyncCounter
 from asr_plugin.losses import Plan, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 from asr_plugin.models import Joint
@@ -282,50 +281,17 @@ def run_cells(preset: str, device: str, dtype: str, repeats: int, modes: set[str
                 yield dict(shape, mode=mode, memory_budget=budget, **measure(shape, mode, dtype, repeats, budget))
 
 
-# Host-blocking calls on CUDA, seen at the torch-function level (D2H copies, Python data to a tensor) and at
-# the dispatch level (scalar reads and nonzero, whose output size needs the device's answer).
-_SYNC_FUNCTIONS = {"tolist", "cpu", "tensor", "as_tensor"}
-_SYNC_ATEN = {"aten._local_scalar_dense", "aten.nonzero"}
-
-
-class _SyncCounter(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: dict[str, int] = {}
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", str(func))
-        to_host = name == "to" and any(str(a) == "cpu" for a in (*args[1:], kwargs.get("device")))
-        if name in _SYNC_FUNCTIONS or to_host:
-            self.calls[name] = self.calls.get(name, 0) + 1
-        return func(*args, **kwargs)
-
-
-class _OpCounter(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: dict[str, int] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func.overloadpacket)
-        self.ops[name] = self.ops.get(name, 0) + 1
-        return func(*args, **(kwargs or {}))
-
-
 def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0) -> dict:
-    """aten ops and host-sync calls of one sample-wise forward + backward (CPU, fp32)."""
+    """aten ops and host-sync calls (``asr_plugin.host_syncs``) of one sample-wise forward + backward (CPU, fp32)."""
     cell = dict(B=batch, T=50, U=10, V=64, H=64, D=num_durations, joint=joint)
     inputs = make_inputs(cell, torch.device("cpu"), "fp32")
     loss = make_loss("samplewise", inputs.durations, memory_budget)
     step(loss, inputs, "fp32")  # extension load, first-call caches
-    functions, dispatch = _SyncCounter(), _OpCounter()
-    with functions, dispatch:
+    with SyncCounter() as counter:
         step(loss, inputs, "fp32")
-    syncs = sum(functions.calls.values()) + sum(dispatch.ops.get(name, 0) for name in _SYNC_ATEN)
-    sync_detail = dict(functions.calls, **{name: dispatch.ops[name] for name in _SYNC_ATEN if name in dispatch.ops})
-    aten = sum(dispatch.ops.values())
-    return dict(cell, memory_budget=memory_budget, aten_ops=aten, aten_ops_per_sample=aten / batch, sync_ops=syncs, syncs=sync_detail)
+    aten = counter.aten_ops
+    return dict(cell, memory_budget=memory_budget, aten_ops=aten, aten_ops_per_sample=aten / batch,
+                sync_ops=counter.sync_ops, syncs=counter.syncs)
 
 
 def print_op_counts(joints: list[str], num_durations: int = 0) -> None:

@@ -1,29 +1,75 @@
-"""Atomic file writes: a reader (or a second rank preparing the same data) never sees half a file."""
+"""Atomic file writes: a file under its final name is always complete, even after a crash or a full disk.
+
+The recipe is the one databases use: write to a temporary file in the same directory (so the rename never
+crosses file systems and never becomes a copy), flush and fsync it (its data is on disk before its name
+is), rename it onto the final name (atomic on POSIX: readers see the old file or the new one, never half
+of one), then fsync the directory (the rename itself survives a power cut). On any failure, including
+KeyboardInterrupt, the temporary file is removed and the previous file under the final name is untouched.
+A process killed with SIGKILL mid-write leaves only its hidden temporary file (``.<name>.<random>.tmp<suffix>``).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+# fsync of a directory is refused by a few file systems; the rename is then as durable as they make it
+_DIRECTORY_FSYNC_UNSUPPORTED = (errno.EINVAL, errno.ENOTSUP, errno.EBADF)
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flushes a file's data, or a directory's entries, to the storage device."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if not (Path(path).is_dir() and err.errno in _DIRECTORY_FSYNC_UNSUPPORTED):
+            raise
+    finally:
+        os.close(fd)
+
+
+def temporary_path(path: str | os.PathLike) -> Path:
+    """Creates and returns an empty, hidden temporary file next to `path` that keeps its suffix (writers that
+    infer a format from the suffix still work). Unlike `tempfile.mkstemp` (mode 0600) it gets the usual
+    permissions of new files (0666 less the umask), which the final file then keeps."""
+    path = Path(path)
+    while True:
+        candidate = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp{path.suffix}")
+        try:
+            os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            continue
+        return candidate
+
 
 def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Calls `write(tmp_path)` on a temporary file next to `path`, then renames it onto `path`.
+    """Calls `write(tmp_path)` to fill a temporary file next to `path`, fsyncs it, renames it onto `path`
+    and fsyncs the directory. Returns `path`.
 
-    The temporary file keeps `path`'s suffix so writers that infer a format from it still work.
+    If `write` (or anything after it) raises, the temporary file is removed and an existing `path` keeps
+    its previous content. `write` may close the file in any way (e.g. ``torch.save(obj, tmp_path)``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
-    os.close(fd)
+    tmp = temporary_path(path)
     try:
-        write(Path(tmp))
+        write(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    fsync_path(path.parent)
     return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Writes `data` to `path` atomically."""
+    return write_atomic(path, lambda tmp: tmp.write_bytes(data))
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

@@ -12,12 +12,12 @@ class Batch:
     """A padded mini-batch of utterances.
 
     Attributes:
-        features: (B, T_feat, F) float32 log-mel features (normalised), zero-padded in time.
+        features: (B, T_feat, F) float32 features of the data's front end, zero-padded in time.
         feature_lengths: (B,) int64 valid frames per utterance.
         targets: (B, U) int64 token ids (never the blank id 0 inside a length), padded with 0.
         target_lengths: (B,) int64 valid tokens per utterance.
         ids: B utterance ids (e.g. "1272-128104-0000").
-        texts: B reference transcripts (normalised upper-case words).
+        texts: B reference transcripts, normalised by the tokenizer (what the WER is scored against).
     """
 
     features: torch.Tensor

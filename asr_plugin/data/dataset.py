@@ -7,19 +7,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.utils.data import Dataset
 
 from asr_plugin.data.audio import load_audio
 from asr_plugin.data.augment import speed_perturb
 from asr_plugin.data.batch import Batch
-from asr_plugin.data.features import GlobalNormalize, LogMelFeatures
 from asr_plugin.data.manifest import ManifestEntry
 from asr_plugin.data.tokenizer import Tokenizer
 
 
 @dataclass
 class Utterance:
-    """One item: features (T, F) float32 and tokens (U,) int64."""
+    """One item: its transcript as the tokenizer normalises it, features (T, F) float32, tokens (U,) int64."""
 
     id: str
     text: str
@@ -28,23 +28,22 @@ class Utterance:
 
 
 class ManifestDataset(Dataset):
-    """Loads audio (soundfile), optionally speed-perturbs it, computes normalised log-mel features and
-    encodes the transcript.
+    """Loads audio (soundfile), optionally speed-perturbs it, computes features with the front end and
+    encodes the transcript (normalised by the tokenizer, which is also the reference text of the item).
 
     Args:
         entries: manifest entries.
-        tokenizer: encodes `entry.text`.
-        featurizer: waveform -> (T, F) features.
-        normalize: global mean/variance normalisation, or None for raw log-mel.
+        tokenizer: normalises and encodes `entry.text`.
+        frontend: a built front end (`asr_plugin.data.build_frontend`): (1, S) audio, (1,) length ->
+            (1, T, F) features, (1,) frames. Its mode matters: a NeMo front end dithers in training mode.
         speed_factors: e.g. (0.9, 1.0, 1.1): each item picks one uniformly (training only); None = off.
     """
 
-    def __init__(self, entries: Sequence[ManifestEntry], tokenizer: Tokenizer, featurizer: LogMelFeatures,
-                 normalize: GlobalNormalize | None = None, speed_factors: Sequence[float] | None = None):
+    def __init__(self, entries: Sequence[ManifestEntry], tokenizer: Tokenizer, frontend: nn.Module,
+                 speed_factors: Sequence[float] | None = None):
         self.entries = list(entries)
         self.tokenizer = tokenizer
-        self.featurizer = featurizer
-        self.normalize = normalize
+        self.frontend = frontend
         self.speed_factors = tuple(speed_factors) if speed_factors else None
 
     def __len__(self) -> int:
@@ -57,18 +56,21 @@ class ManifestDataset(Dataset):
 
     def __getitem__(self, index: int) -> Utterance:
         entry = self.entries[index]
-        waveform = load_audio(entry.path, self.featurizer.sample_rate)  # (N,)
+        sample_rate = self.frontend.sample_rate
+        waveform = load_audio(entry.path, sample_rate)  # (N,)
         if self.speed_factors:
             # DataLoader seeds `random` differently in every worker and epoch.
-            waveform = speed_perturb(waveform, random.choice(self.speed_factors), self.featurizer.sample_rate)
-        with torch.no_grad():
-            features = self.featurizer(waveform)  # (T, F)
-            if self.normalize is not None:
-                features = self.normalize(features)
-        tokens = torch.tensor(self.tokenizer.encode(entry.text), dtype=torch.int64)
+            waveform = speed_perturb(waveform, random.choice(self.speed_factors), sample_rate)
+        try:
+            with torch.no_grad():
+                features, frames = self.frontend(waveform.unsqueeze(0), torch.tensor([waveform.numel()]))
+        except ValueError as err:
+            raise ValueError(f"{entry.id} ({entry.path}): {err}") from None
+        text = self.tokenizer.normalize(entry.text)
+        tokens = torch.tensor(self.tokenizer.encode(text), dtype=torch.int64)
         if tokens.numel() == 0:
             raise ValueError(f"{entry.id} ({entry.path}): transcript {entry.text!r} encodes to no token")
-        return Utterance(entry.id, entry.text, features, tokens)
+        return Utterance(entry.id, text, features[0, : int(frames[0])], tokens)
 
 
 def collate_utterances(items: Sequence[Utterance]) -> Batch:

@@ -1,7 +1,8 @@
 """Reader for the LibriSpeech layout ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac
 with one <speaker>-<chapter>.trans.txt per chapter ("<utt id> <TEXT>" lines).
 
-Scanning never writes anything: it returns the utterances found and a list of skipped files with reasons.
+Scanning never writes anything: it returns the utterances found (transcripts as written, whitespace
+collapsed) and a list of skipped files with reasons.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from asr_plugin.data.text import normalize_text
 
 LIBRISPEECH_SPLITS = (
     "train-clean-100",
@@ -42,12 +41,13 @@ class Skipped:
 
 
 def _read_transcript_file(path: Path) -> dict[str, str]:
-    """{utterance id: normalised text}; the text may be empty."""
+    """{utterance id: text with single spaces}; the text may be empty. The text is kept as written: the
+    tokenizer normalises it (and counts what that changes)."""
     texts: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             utt_id, _, text = line.strip().partition(" ")
-            texts[utt_id] = normalize_text(text)
+            texts[utt_id] = " ".join(text.split())
     return texts
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -60,3 +61,29 @@ def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
             if line.strip():
                 entries.append(_parse_line(line, f"{path}:{number}"))
     return entries
+
+
+def _stat_problem(path: str) -> str | None:
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return "missing"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    return "empty (0 bytes)" if size == 0 else None
+
+
+def audio_problems(entries: Sequence[ManifestEntry], num_threads: int = 16) -> list[tuple[ManifestEntry, str]]:
+    """(entry, "missing" / "empty (0 bytes)" / "cannot be read (...)") for every entry whose audio file does
+    not exist or is empty, in manifest order. One `os.stat` per file, in `num_threads` threads (the calls
+    release the GIL: on a network file system, where one stat waits for a round trip, the threads overlap
+    them). docs/data.md gives its speed on a 281k-entry manifest."""
+    paths = [entry.path for entry in entries]
+    if num_threads <= 1 or len(paths) < 2 * num_threads:
+        problems = list(map(_stat_problem, paths))
+    else:  # a few chunks per thread: one future per file would cost more than the stat itself
+        size = -(-len(paths) // (4 * num_threads))
+        chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
+        with ThreadPoolExecutor(num_threads) as pool:
+            problems = [p for chunk in pool.map(lambda c: list(map(_stat_problem, c)), chunks) for p in chunk]
+    return [(entry, problem) for entry, problem in zip(entries, problems) if problem is not None]

@@ -7,13 +7,11 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
 import torch
-from hydra.utils import instantiate
 
 from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
 from asr_plugin.models import Transducer
+from asr_plugin.transducer_checkpoint import CheckpointInfo, build_model
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +39,10 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     if path.is_file():
         if avg == 1:
             return [path]
-        candidates = sorted((p for p in path.parent.glob("*.ckpt") if not p.name.startswith("last")), key=checkpoint_order)
+        candidates = sorted((p for p in _checkpoints_in(path.parent) if not p.name.startswith("last")), key=checkpoint_order)
         candidates = [p for p in candidates if checkpoint_order(p) <= checkpoint_order(path) and p != path] + [path]
     elif path.is_dir():
-        every = sorted(path.glob("*.ckpt"), key=checkpoint_order)
+        every = sorted(_checkpoints_in(path), key=checkpoint_order)
         candidates = [p for p in every if not p.name.startswith("last")] or every
     else:
         where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
@@ -52,6 +50,11 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     if len(candidates) < avg:
         raise ValueError(f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}")
     return candidates[-avg:]
+
+
+def _checkpoints_in(directory: Path) -> list[Path]:
+    """The ``*.ckpt`` files of a directory, without hidden ones (partial writes of a killed run)."""
+    return [p for p in directory.glob("*.ckpt") if not p.name.startswith(".")]
 
 
 def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -77,22 +80,30 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
     return averaged
 
 
-def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, dict[str, Any]]:
+def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, CheckpointInfo]:
     """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
 
-    Returns the model in eval mode on `device` and the last checkpoint's ``hyper_parameters``. Files are only read.
+    The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
+    ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
+    end than the last one are not averaged. Returns the model in eval mode on `device` and the last
+    checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
+    (``weights_only=True``).
     """
     if not paths:
         raise ValueError("load_model: no checkpoint path given")
-    states, hparams = [], {}
-    for path in paths:
-        obj = load_checkpoint_file(path)
-        states.append(extract_model_state(obj, str(path)))
-        hparams = obj.get("hyper_parameters", {}) if isinstance(obj, dict) else {}
-    model_cfg = hparams.get("model")
+    loaded = [(path, load_checkpoint_file(path)) for path in paths]
+    states = [extract_model_state(obj, str(path)) for path, obj in loaded]
+    infos = [CheckpointInfo.of(obj if isinstance(obj, dict) else {}, path) for path, obj in loaded]
+    info = infos[-1]
+    for other in infos[:-1]:
+        for name in ("tokenizer", "frontend"):
+            if other.records.get(name) != info.records.get(name):
+                raise ValueError(f"avg: {other.path} and {info.path} record another {name}: checkpoints of "
+                                 "different runs cannot be averaged")
+    model_cfg = info.hyper_parameters.get("model")
     if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
-        raise ValueError(f"{paths[-1]}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
-    model: Transducer = instantiate(model_cfg)
+        raise ValueError(f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
+    model = build_model(model_cfg, f"{info.path}: hyper_parameters.model")
     model.load_state_dict(average_state_dicts(states) if len(states) > 1 else states[0])
     log.info("model from %s", ", ".join(str(p) for p in paths))
-    return model.to(device).eval(), hparams
+    return model.to(device).eval(), info

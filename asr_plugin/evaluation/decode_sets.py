@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 
+from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import METHODS, decode
 from asr_plugin.decoding.hypothesis import TokenDecoder
@@ -91,14 +93,15 @@ def write_set_results(results: Mapping[str, SetResult], set_name: str, out_dir: 
 
 
 def write_summary(rows: list[dict[str, Any]], out_dir: str | os.PathLike, extra: Mapping[str, Any]) -> tuple[Path, Path]:
-    """wer-summary.tsv (one row per set and method) and wer-summary.json (rows plus `extra`, e.g. checkpoints)."""
+    """wer-summary.tsv (one row per set and method) and wer-summary.json (rows plus `extra`, e.g. checkpoints),
+    each written to a temporary file and renamed when complete."""
     out_dir = Path(out_dir)
-    tsv, js = out_dir / "wer-summary.tsv", out_dir / "wer-summary.json"
-    with tsv.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SUMMARY_COLUMNS, delimiter="\t")
-        writer.writeheader()
-        writer.writerows(rows)
-    js.write_text(json.dumps({**extra, "results": rows}, indent=1), encoding="utf-8")
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=SUMMARY_COLUMNS, delimiter="\t", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    tsv = write_text_atomic(out_dir / "wer-summary.tsv", table.getvalue())
+    js = write_text_atomic(out_dir / "wer-summary.json", json.dumps({**extra, "results": rows}, indent=1))
     return tsv, js
 
 

@@ -31,25 +31,42 @@ def _eval_sets(manifests: Any, datamodule: Any) -> dict[str, str]:
     return {Path(str(m)).stem if Path(str(m)).suffix else str(m): str(m) for m in manifests}
 
 
+def describe_weights(paths: list[Path]) -> str:
+    """The weights a decoding used, for summaries: one checkpoint, or the average of several."""
+    if len(paths) == 1:
+        return f"checkpoint {paths[0]}"
+    return f"average of {len(paths)} checkpoints: {', '.join(p.name for p in paths)}"
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Decodes every evaluation set with every method and writes the result files to ``cfg.output_dir``.
 
-    Returns ``{"rows": summary rows, "checkpoints": [...], "output_dir": ...}``.
+    The tokenizer and the front end (features, statistics) are the checkpoint's own (its records): the data
+    config only says where the audio and the transcripts are. A checkpoint written before checkpoints
+    carried them is decoded with the data config's tokenizer and features, with a warning.
+
+    Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """
     if not cfg.get("checkpoint"):
         raise ValueError("checkpoint: set a checkpoint file or a directory of checkpoints (checkpoint=...)")
     device = torch.device(cfg.get("device", "cpu"))
     paths = select_checkpoints(cfg.checkpoint, int(cfg.get("avg", 1)))
-    model, _ = load_model(paths, device)
+    model, info = load_model(paths, device)
 
-    datamodule = instantiate(cfg.data)
+    if info.has_data_records:
+        datamodule = instantiate(cfg.data, tokenizer=info.tokenizer(), frontend=info.frontend_spec(), num_mel_bins=None)
+    else:
+        log.warning("%s records no tokenizer and front end: decoding with the data config's, which must be the ones "
+                    "it was trained with", info.path)
+        datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")
     tokenizer = datamodule.tokenizer
     if tokenizer.vocab_size != model.vocab_size:
         raise ValueError(f"data tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's model {model.vocab_size}: "
                          "evaluate with the data config the model was trained with")
-    frame_shift = datamodule.featurizer.hop_length / datamodule.featurizer.sample_rate
+    frontend = datamodule.frontend
+    frame_shift = frontend.hop_length / frontend.sample_rate
     decoding = cfg.decoding
     out_dir = Path(cfg.output_dir)
     rows = []
@@ -59,7 +76,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             beam=int(decoding.beam), max_symbols_per_frame=int(decoding.max_symbols_per_frame),
         )
         rows += write_set_results(results, name, out_dir)
-    write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "beam": int(decoding.beam),
+    weights = describe_weights(paths)
+    write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "weights": weights, "beam": int(decoding.beam),
                                   "max_symbols_per_frame": int(decoding.max_symbols_per_frame)})
     log.info("results in %s", out_dir)
-    return {"rows": rows, "checkpoints": [str(p) for p in paths], "output_dir": str(out_dir)}
+    return {"rows": rows, "checkpoints": [str(p) for p in paths], "weights": weights, "output_dir": str(out_dir)}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import jiwer
 
+from asr_plugin.data.atomic import write_text_atomic
+
 
 @dataclass(frozen=True)
 class Recognition:
@@ -85,8 +87,7 @@ def write_recogs(recognitions: Sequence[Recognition], path: str | os.PathLike) -
     """TSV with header ``id ref hyp``, one utterance per line, sorted by id."""
     path = Path(path)
     lines = ["id\tref\thyp"] + [f"{r.id}\t{r.ref}\t{r.hyp}" for r in sorted(recognitions, key=lambda r: r.id)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def write_errs(recognitions: Sequence[Recognition], path: str | os.PathLike, top: int = 20) -> Path:
@@ -113,5 +114,4 @@ def write_errs(recognitions: Sequence[Recognition], path: str | os.PathLike, top
     for title, items in kinds.items():
         out += ["", f"{title} (count ref -> hyp), top {top}:"]
         out += [f"{n}\t{ref} -> {hyp}" for (ref, hyp), n in items[:top]]
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return path
+    return write_text_atomic(path, "\n".join(out) + "\n")

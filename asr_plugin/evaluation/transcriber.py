@@ -1,44 +1,26 @@
-"""Audio files -> text with a trained checkpoint, using the features the model was trained on."""
+"""Audio files -> text with a trained checkpoint, through the tokenizer and the features it was trained on
+(both read from the checkpoint itself: no run directory or data config needed)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import soundfile as sf
 import torch
 import torchaudio
-from omegaconf import OmegaConf
+from tqdm import tqdm
 
-from asr_plugin.data.audio import SAMPLE_RATE
-from asr_plugin.data.features import FeatureStats, GlobalNormalize, LogMelFeatures
-from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.checkpoints import load_model
+from asr_plugin.evaluation.chunking import chunk_bounds
 
 
-def find_run_config(checkpoint: str | os.PathLike) -> Path | None:
-    """The training run's composed config (<run>/.hydra/config.yaml) above a checkpoint, if any."""
-    for parent in Path(checkpoint).resolve().parents:
-        candidate = parent / ".hydra" / "config.yaml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def data_files_from_run_config(config: str | os.PathLike) -> tuple[Path, Path, int]:
-    """(tokenizer path, feature stats path, mel bins) of a training run's data config."""
-    cfg = OmegaConf.load(config)
-    try:
-        data = cfg.data
-        return Path(data.tokenizer_path), Path(data.stats_path), int(data.num_mel_bins)
-    except Exception as err:  # missing keys or unresolvable interpolations
-        raise ValueError(f"{config}: cannot read data.tokenizer_path / stats_path / num_mel_bins ({err})") from None
-
-
-def read_audio(path: str | os.PathLike) -> torch.Tensor:
-    """Any soundfile-readable file -> (N,) float32 mono at 16 kHz (channels averaged, resampled)."""
+def read_audio(path: str | os.PathLike, sample_rate: int) -> torch.Tensor:
+    """Any soundfile-readable file -> (N,) float32 mono at `sample_rate` (channels averaged, resampled)."""
     try:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=True)  # (N, C)
     except (RuntimeError, OSError) as err:
@@ -46,37 +28,59 @@ def read_audio(path: str | os.PathLike) -> torch.Tensor:
     if samples.shape[0] == 0:
         raise ValueError(f"{path}: empty audio")
     waveform = torch.from_numpy(samples.mean(axis=1))
-    return torchaudio.functional.resample(waveform, rate, SAMPLE_RATE) if rate != SAMPLE_RATE else waveform
+    return torchaudio.functional.resample(waveform, rate, sample_rate) if rate != sample_rate else waveform
 
 
 class Transcriber:
-    """Checkpoint(s) + tokenizer + feature stats -> text.
+    """Checkpoint(s) -> text, with the checkpoint's tokenizer and front end.
 
     Args:
-        checkpoints: one checkpoint, or several to average.
-        tokenizer_path, stats_path: the training run's SentencePiece model and feature stats JSON.
-        num_mel_bins: F of the training features.
+        checkpoints: one checkpoint, or several to average (of one run: same tokenizer and front end).
         method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`.
+        chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
+            quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with a progress bar on
+            stderr; the default is about LibriSpeech's longest training utterance.
+        chunks_per_batch: chunks encoded together.
     """
 
-    def __init__(self, checkpoints: Sequence[str | os.PathLike], tokenizer_path: str | os.PathLike,
-                 stats_path: str | os.PathLike, num_mel_bins: int = 80, method: str = "beam", beam: int = 4,
-                 max_symbols_per_frame: int = 4, device: str = "cpu") -> None:
-        self.model, _ = load_model(list(checkpoints), device)
-        self.tokenizer = Tokenizer(tokenizer_path)
+    def __init__(self, checkpoints: Sequence[str | os.PathLike], method: str = "beam", beam: int = 4,
+                 max_symbols_per_frame: int = 4, device: str = "cpu", chunk_seconds: float = 30.0,
+                 chunks_per_batch: int = 4) -> None:
+        if chunk_seconds <= 0 or chunks_per_batch < 1:
+            raise ValueError(f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1")
+        self.model, info = load_model(list(checkpoints), device)
+        self.tokenizer = info.tokenizer()
         if self.tokenizer.vocab_size != self.model.vocab_size:
-            raise ValueError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} tokens, the model {self.model.vocab_size}")
-        self.featurizer = LogMelFeatures(num_mel_bins=num_mel_bins).to(device)
-        self.normalize = GlobalNormalize(FeatureStats.load(stats_path)).to(device)
+            raise ValueError(f"{info.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}")
+        self.frontend = build_frontend(info.frontend_spec()).eval().to(device)  # eval: no dither
         self.options = {"method": method, "beam": beam, "max_symbols_per_frame": max_symbols_per_frame}
+        self.chunk_seconds, self.chunks_per_batch = chunk_seconds, chunks_per_batch
         self.device = device
 
     @torch.no_grad()
-    def transcribe(self, paths: Sequence[str | os.PathLike]) -> list[str]:
-        """One text per file, in order (decoded as one padded batch)."""
-        features = [self.normalize(self.featurizer(read_audio(p).to(self.device))) for p in paths]  # (T_i, F)
-        lengths = torch.tensor([f.shape[0] for f in features], device=self.device)
-        padded = torch.nn.utils.rnn.pad_sequence(features, batch_first=True)  # (B, T, F)
-        encoder_out, encoder_lengths = self.model.encode(padded, lengths)
+    def decode_pieces(self, pieces: Sequence[torch.Tensor]) -> list[str]:
+        """Texts of (N_i,) waveforms at the front end's sample rate, decoded as one padded batch."""
+        lengths = torch.tensor([piece.shape[0] for piece in pieces], device=self.device)
+        audio = torch.nn.utils.rnn.pad_sequence(list(pieces), batch_first=True).to(self.device)  # (B, S)
+        features, frames = self.frontend(audio, lengths)  # (B, T, F), (B,)
+        encoder_out, encoder_lengths = self.model.encode(features, frames)
         hyps = decode(self.model, encoder_out, encoder_lengths, tokenizer=self.tokenizer, **self.options)
         return [hyp.text or "" for hyp in hyps]
+
+    def transcribe_file(self, path: str | os.PathLike) -> str:
+        """The text of one file; a long one in chunks, their texts joined by spaces."""
+        rate = self.frontend.sample_rate
+        waveform = read_audio(path, rate)
+        bounds = chunk_bounds(waveform, rate, self.chunk_seconds)
+        texts: list[str] = []
+        with tqdm(total=len(bounds), desc=f"{Path(path).name} ({waveform.shape[0] / rate:.0f} s)", unit="chunk",
+                  disable=len(bounds) == 1, file=sys.stderr) as progress:
+            for first in range(0, len(bounds), self.chunks_per_batch):
+                group = bounds[first : first + self.chunks_per_batch]
+                texts += self.decode_pieces([waveform[start:end] for start, end in group])
+                progress.update(len(group))
+        return " ".join(text for text in texts if text)
+
+    def transcribe(self, paths: Sequence[str | os.PathLike]) -> list[str]:
+        """One text per file, in order."""
+        return [self.transcribe_file(path) for path in paths]

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from torch.export import Dim, ExportedProgram
 
+from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
 from asr_plugin.models import Transducer
 
@@ -86,9 +87,9 @@ def save_pieces(
     if existing and not overwrite:
         raise FileExistsError(f"{existing} exist; pass overwrite=True (--overwrite) to replace them")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in PIECES:
-        torch.export.save(programs[name], paths[name])
-    paths["metadata"].write_text(json.dumps(asdict(meta), indent=1), encoding="utf-8")
+    for name in PIECES:  # each to a temporary file, renamed when complete
+        write_atomic(paths[name], lambda tmp, program=programs[name]: torch.export.save(program, tmp))
+    write_text_atomic(paths["metadata"], json.dumps(asdict(meta), indent=1))  # last: its presence means complete
     return paths
 
 

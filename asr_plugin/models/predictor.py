@@ -8,6 +8,13 @@ from torch import nn
 LSTMState = tuple[torch.Tensor, torch.Tensor]  # h, c: (num_layers, N, hidden_dim) each
 
 
+def cpu_autocast_lacks_bf16_lstm(x: torch.Tensor) -> bool:
+    """True under CPU bf16 autocast on a CPU whose oneDNN has no bf16 LSTM (no AVX-512: e.g. AVX2-only
+    AMD EPYC), where autocast's bf16 LSTM fails with "could not create a primitive descriptor"."""
+    return (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 class LSTMPredictor(nn.Module):
     """Embedding + LSTM over the previous labels, with blank as the start symbol.
 
@@ -49,8 +56,16 @@ class LSTMPredictor(nn.Module):
         """
         start = targets.new_full((targets.shape[0], 1), self.blank_id)  # also right for U = 0
         x = self.dropout(self.embedding(torch.cat([start, targets], dim=1)))  # (B, U+1, E)
-        out, _ = self.lstm(x)
+        out, _ = self.run_lstm(x)
         return out  # (B, U+1, H_p)
+
+    def run_lstm(self, x: torch.Tensor, state: LSTMState | None = None) -> tuple[torch.Tensor, LSTMState]:
+        """The LSTM over (N, L, E) inputs; in float32 where CPU bf16 autocast has no LSTM kernel."""
+        if cpu_autocast_lacks_bf16_lstm(x):
+            with torch.autocast("cpu", enabled=False):
+                state = None if state is None else (state[0].float(), state[1].float())
+                return self.lstm(x.float(), state)
+        return self.lstm(x, state)
 
     def initial_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32) -> LSTMState:
         """Zero state for `batch_size` hypotheses."""
@@ -62,7 +77,7 @@ class LSTMPredictor(nn.Module):
         if state is None:
             state = self.initial_state(tokens.shape[0], tokens.device, self.embedding.weight.dtype)
         x = self.dropout(self.embedding(tokens.unsqueeze(1)))  # (N, 1, E)
-        out, new_state = self.lstm(x, state)
+        out, new_state = self.run_lstm(x, state)
         return out.squeeze(1), new_state
 
     @staticmethod

@@ -64,8 +64,11 @@ class Transducer(nn.Module):
         target_lengths: torch.Tensor,
         loss_fn: LossFn,
     ) -> torch.Tensor:
-        """The loss from already computed (B, T, H_e) encoder frames (evaluation reuses them to decode)."""
-        targets = targets[:, : int(target_lengths.max())] if len(target_lengths) else targets  # drop padding columns
+        """The loss from already computed (B, T, H_e) encoder frames (evaluation reuses them to decode).
+
+        `targets` (B, U) are used at their padded width U (the collate pads to the longest; trimming to
+        ``target_lengths.max()`` here would read that device tensor on the host every step).
+        """
         predictor_out = self.predictor(targets)  # (B, U+1, H_p)
         return loss_fn(encoder_out, predictor_out, self.joint, targets, encoder_lengths, target_lengths)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
 
+from asr_plugin.data.atomic import write_atomic
+
 CURVES = ("train/loss_epoch", "train/transducer_loss_epoch", "train/ctc_loss_epoch", "val/loss", "val/wer")
 # (metric, label): with auxiliary CTC the training loss is a mix, so its transducer part is drawn instead
 LOSS_LINES = (("train/transducer_loss_epoch", "train transducer loss"), ("train/ctc_loss_epoch", "train CTC loss"),
@@ -52,8 +54,7 @@ def plot_learning_curves(metrics_csv: str | Path, png: str | Path) -> Path:
     wer.set(xlabel="epoch", ylabel="WER (%)", title="Validation WER (greedy)", ylim=(0, None))
     wer.grid(alpha=0.3)
     figure.tight_layout()
-    out = Path(png)
-    figure.savefig(out, dpi=100)
+    out = write_atomic(png, lambda tmp: figure.savefig(tmp, dpi=100))  # the format from the kept suffix
     plt.close(figure)
     return out
 

@@ -6,14 +6,29 @@ from typing import Any, Iterable
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
 from torchmetrics.text import WordErrorRate
 
+from asr_plugin.config_nodes import AllowList
+from asr_plugin.data import SpecAugment
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.losses import TransducerLoss
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
 from asr_plugin.training.memory import PeakMemoryMeter
+from asr_plugin.training.resume_checks import check_resumable
+from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
+from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoint_records
+
+# What the module builds from its (checkpointed) config nodes: the project's own classes, torch's optimizers.
+LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
+SPEC_AUGMENT_TARGETS = AllowList({"asr_plugin.data.SpecAugment": SpecAugment})
+OPTIMIZER_TARGETS = AllowList({}, optimizers=True)
+SCHEDULER_TARGETS = AllowList({"asr_plugin.training.schedulers.warmup_noam": warmup_noam,
+                               "asr_plugin.training.schedulers.warmup_cosine": warmup_cosine})
+# {config key: what its node may name}
+NODE_TARGETS = {"loss": LOSS_TARGETS, "spec_augment": SPEC_AUGMENT_TARGETS, "optim.optimizer": OPTIMIZER_TARGETS,
+                "optim.scheduler": SCHEDULER_TARGETS}
 
 
 class TransducerModule(L.LightningModule):
@@ -21,16 +36,19 @@ class TransducerModule(L.LightningModule):
 
     Everything is built from plain config dicts (the nodes of ``conf/``), which ``save_hyperparameters``
     stores in the checkpoint, so ``TransducerModule.load_from_checkpoint(path)`` rebuilds the model
-    without Hydra. Parameters live under ``self.model`` (checkpoint keys ``model.encoder...``).
+    without Hydra. The nodes are data: only the allow-listed targets below are built (a checkpoint naming
+    any other ``_target_`` is refused), and wrong-type arguments fail here, naming the key. Parameters live
+    under ``self.model`` (checkpoint keys ``model.encoder...``).
 
     Args:
-        model: ``_target_`` node building the :class:`~asr_plugin.models.Transducer`
-            (``conf/model/*.yaml`` with ``vocab_size`` filled in).
-        loss: ``_target_`` node of ``asr_plugin.losses.TransducerLoss``; its ``mode`` (batched or
-            samplewise) changes memory, never the loss value.
-        optim: ``optimizer`` and ``scheduler`` ``_partial_`` nodes (``conf/optim/*.yaml``); the scheduler
-            is called with the optimizer and ``total_steps`` and stepped every optimizer step.
-        spec_augment: ``_target_`` node of ``asr_plugin.data.SpecAugment``, or None for no masking.
+        model: ``asr_plugin.models.build_transducer`` node (its keyword arguments; ``train(cfg)`` turns
+            ``conf/model/nemo.yaml`` into one, so the checkpoint holds the architecture itself).
+        loss: ``asr_plugin.losses.TransducerLoss`` node; its ``mode`` (batched or samplewise) changes
+            memory, never the loss value.
+        optim: ``optimizer`` (a ``torch.optim`` optimizer) and ``scheduler`` (``warmup_noam`` or
+            ``warmup_cosine``) ``_partial_`` nodes (``conf/optim/*.yaml``); the scheduler is called with the
+            optimizer and ``total_steps`` and stepped every optimizer step.
+        spec_augment: ``asr_plugin.data.SpecAugment`` node, or None for no masking.
         max_symbols_per_frame: greedy-search cap used for the validation/test WER.
         pretrained_lr: lr of the parameters loaded by fine-tuning (see :meth:`mark_pretrained`);
             None puts every parameter at the optimizer's lr.
@@ -53,9 +71,14 @@ class TransducerModule(L.LightningModule):
         if not 0.0 <= ctc_weight < 1.0:
             raise ValueError(f"ctc_weight must lie in [0, 1), got {ctc_weight}")
         self.save_hyperparameters()
-        self.model = instantiate(model)
-        self.loss_fn = instantiate(loss)
-        self.spec_augment = instantiate(spec_augment) if spec_augment else None
+        self.model = build_model(model, "model")
+        self.loss_fn = LOSS_TARGETS.build(loss, "loss")
+        self.spec_augment = SPEC_AUGMENT_TARGETS.build(spec_augment, "spec_augment") if spec_augment else None
+        # partials, built (and type-checked) now so that a bad optimiser node fails before training starts
+        self.optimizer_factory = OPTIMIZER_TARGETS.build(optim["optimizer"], "optim.optimizer")
+        self.scheduler_factory = SCHEDULER_TARGETS.build(optim["scheduler"], "optim.scheduler")
+        # the run's data records (tokenizer, front end) saved with every checkpoint; see set_records
+        self.records: dict[str, Any] = {}
         self.wer = torch.nn.ModuleDict({"val": WordErrorRate()})  # one per evaluation set, see _evaluate
         self.pretrained_names: set[str] = set()
         self.tokenizer: TokenDecoder | None = None  # falls back to the datamodule's tokenizer
@@ -73,6 +96,34 @@ class TransducerModule(L.LightningModule):
         if unknown:
             raise ValueError(f"pretrained parameter names not in the model: {unknown[:5]}")
         self.pretrained_names = set(names)
+
+    def set_records(self, **records: Any) -> None:
+        """What the data gave this model, saved in every checkpoint (``checkpoint["asr_plugin"]``) and compared
+        on resume: ``tokenizer`` (the tokenizer's record: model bytes, hash, size, blank id) and ``frontend``
+        (the features' settings)."""
+        self.records.update(records)
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Adds the records and the fine-tuning state (loaded and frozen parameter names) that resuming needs
+        without the pretrained file."""
+        frozen = sorted(name for name, param in self.model.named_parameters() if not param.requires_grad)
+        checkpoint[RECORDS_KEY] = {**self.records, "pretrained": sorted(self.pretrained_names), "frozen": frozen}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuses a checkpoint of another tokenizer, front end or architecture (naming what differs), then
+        takes its fine-tuning state (parameter groups and frozen parameters, so the optimizer state fits)."""
+        records = checkpoint_records(checkpoint)
+        check_resumable(self, checkpoint)
+        for key in ("tokenizer", "frontend"):
+            if key in records and key not in self.records:  # load_from_checkpoint: the checkpoint's own
+                self.records[key] = records[key]
+        self.mark_pretrained(records.get("pretrained", []))
+        frozen = set(records.get("frozen", []))
+        for name, param in self.model.named_parameters():
+            if name in frozen:
+                param.requires_grad_(False)
 
     # ---------------------------------------------------------------- steps
 
@@ -104,11 +155,10 @@ class TransducerModule(L.LightningModule):
         for name, value in parts.items():
             self.log(f"train/{name}", value, on_step=True, on_epoch=True, batch_size=size)
         loss = self._normalise_by_global_batch(loss, size)
-        # the mean over ranks of the normalised losses is the loss per utterance of the global batch
-        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=size)
-        for group in self.trainer.optimizers[0].param_groups:
-            key = "train/lr" if group["name"] == "new" else "train/lr_pretrained"
-            self.log(key, group["lr"], on_step=True, on_epoch=False, batch_size=size)
+        # The step value is this rank's (no all-reduce per step); the epoch value, the mean over ranks of the
+        # normalised losses, is the loss per utterance of every rank's utterances (one all-reduce per epoch).
+        self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=size)
+        self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=size)
         return loss
 
     def _normalise_by_global_batch(self, loss: torch.Tensor, size: int) -> torch.Tensor:
@@ -117,13 +167,15 @@ class TransducerModule(L.LightningModule):
         DDP averages gradients over the R ranks, so the update is then the gradient of the sum over every
         rank's utterances divided by their number B_global (torchaudio's normalisation): a rank with 3
         long utterances no longer weighs as much as one with 40 short ones. One all-reduce of a scalar per
-        step and no host sync; with one process (or reduction "sum"/"none") the loss is returned unchanged.
+        step (``torch.distributed.all_reduce``, not the strategy's ``reduce``, which adds a barrier) and no
+        host sync; with one process (or reduction "sum"/"none") the loss is returned unchanged.
         """
         world_size = self.trainer.world_size if self._trainer is not None else 1
         if world_size == 1 or self.loss_fn.reduction != "mean":
             return loss
         local = torch.full((), float(size), device=loss.device)  # a fill kernel: no host-to-device copy
-        total = self.trainer.strategy.reduce(local.clone(), reduce_op="sum")
+        total = local.clone()
+        torch.distributed.all_reduce(total)  # B_global
         return loss * (local * world_size / total)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -131,8 +183,8 @@ class TransducerModule(L.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         peak = self.memory.peak_mib(self.device)
-        if peak is not None:
-            self.log("train/peak_memory_mib", peak, on_step=True, on_epoch=False, batch_size=len(batch))
+        if peak is not None:  # a host number: logged as a CPU tensor (a Python float would be copied to the GPU)
+            self.log("train/peak_memory_mib", torch.tensor(peak), on_step=True, on_epoch=False, batch_size=len(batch))
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
@@ -167,6 +219,12 @@ class TransducerModule(L.LightningModule):
         self.log(f"{key}/wer", metric, prog_bar=key == "val", metric_attribute=f"wer.{name}", **options)
         return loss
 
+    def on_fit_start(self) -> None:
+        # A trainer.validate() before fit (validate_first) ran in inference mode, which left the WER metrics'
+        # states as inference tensors that fit's validation (under no_grad) cannot update: start afresh.
+        for metric in self.wer.values():
+            metric.reset()
+
     def validation_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         return self._evaluate(batch, "val")
 
@@ -196,18 +254,20 @@ class TransducerModule(L.LightningModule):
         With fine-tuning, pretrained parameters form a second group at ``pretrained_lr``; frozen
         parameters (``requires_grad=False``) are left out.
         """
-        optim = self.hparams.optim
         new, pretrained = [], []
         for name, param in self.model.named_parameters():
             if param.requires_grad:
                 (pretrained if name in self.pretrained_names else new).append(param)
-        groups = [{"params": new, "name": "new"}] if new else []
+        groups = [{"params": new}] if new else []
         if pretrained:
             lr = self.hparams.pretrained_lr
+            groups = [{**group, "name": "new"} for group in groups]
             groups.append({"params": pretrained, "name": "pretrained", **({"lr": lr} if lr is not None else {})})
         if not groups:
             raise ValueError("no trainable parameters: every parameter is frozen")
-        optimizer = instantiate(optim["optimizer"])(groups)
+        optimizer = self.optimizer_factory(groups)
         total_steps = int(self.trainer.estimated_stepping_batches)
-        scheduler = instantiate(optim["scheduler"])(optimizer, total_steps=total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+        scheduler = self.scheduler_factory(optimizer, total_steps=total_steps)
+        # "name": LearningRateMonitor logs it as train/lr (train/lr/new and train/lr/pretrained when fine-tuning)
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1, "name": "train/lr"}}

@@ -8,15 +8,26 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
 from asr_plugin.finetune import apply_finetune
-from asr_plugin.training.distributed import prepare_data_once
+from asr_plugin.finetune.nemo import nemo_transducer_kwargs
+from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
+from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
-from asr_plugin.training.lightning_module import TransducerModule
+from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
+from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER, checkpoint_records, model_node, peek_checkpoint
 
 log = logging.getLogger(__name__)
+
+# Model targets a config may name, each turned into the build_transducer arguments the checkpoint stores.
+NEMO_TRANSDUCER = "asr_plugin.finetune.nemo.nemo_transducer"
+MODEL_ARCHITECTURES = {
+    BUILD_TRANSDUCER: lambda **arguments: arguments,
+    NEMO_TRANSDUCER: nemo_transducer_kwargs,  # reads the .nemo's architecture once, here
+}
 
 
 def _instantiate_all(node: DictConfig | None, what: str) -> list[Any]:
@@ -29,36 +40,72 @@ def _instantiate_all(node: DictConfig | None, what: str) -> list[Any]:
     for name, child in node.items():
         if child is None:
             continue
-        if not isinstance(child, DictConfig) or "_target_" not in child:
+        if not isinstance(child, DictConfig) or TARGET not in child:
             raise ValueError(f"{what}.{name} has no _target_")
         objects.append(instantiate(child))
     return objects
 
 
-def resolve_ckpt_path(ckpt_path: str | None, trainer: L.Trainer, search_dir: str | Path) -> str | None:
+def check_config(cfg: DictConfig) -> None:
+    """Checks every node that will be built against its target's signature and annotations, before anything
+    runs: a wrong-type value (``trainer.max_steps=abc``, ``optim.optimizer.lr=fast``) or an unknown argument
+    is a ConfigError naming its key, not an error deep inside Lightning or torch after data preparation."""
+    plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    model = plain["model"]
+    if model.get(TARGET) not in MODEL_ARCHITECTURES:
+        raise ConfigError(f"model._target_={model.get(TARGET)!r}: the model is built by one of {sorted(MODEL_ARCHITECTURES)}")
+    check_config_node(model, "model")
+    for key, allowed in NODE_TARGETS.items():  # what the module builds (and its checkpoints store)
+        group, _, child = key.partition(".")
+        node = plain[group][child] if child else plain.get(group)
+        if node:
+            check_config_node(node, key)
+            allowed.resolve(node[TARGET], key)
+    check_config_node(plain["data"], "data")
+    check_config_node(plain["trainer"], "trainer", supplied=("callbacks", "logger", "plugins"))
+    for group in ("callbacks", "logger"):
+        for name, node in (plain.get(group) or {}).items():
+            if node is not None:
+                check_config_node(node, f"{group}.{name}")
+    options = {k: plain[k] for k in ("max_symbols_per_frame", "ctc_weight") if k in plain}
+    check_arguments(TransducerModule, options, "", partial=True)
+
+
+def resolve_ckpt_path(ckpt_path: str | None, trainer: L.Trainer) -> str | None:
     """Turns ``ckpt_path`` into a checkpoint file for ``Trainer.fit``.
 
-    "last" means the newest ``last.ckpt`` of this run's checkpoint directory or, when this is a new run
-    directory (the usual case after a crash), the newest ``last.ckpt`` under `search_dir`
-    (``paths.log_dir/task_name``). Without one it returns None and training starts from scratch, as
-    Lightning does, so a requeued job can always pass ``ckpt_path=last``. Any other value must be a file.
+    "last" means the newest *readable* checkpoint of this run: the ``*.ckpt`` files of this run's checkpoint
+    directories and Lightning's SLURM requeue checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory). The run
+    directory is the lineage: a requeued job names the same one (``ASR_RUN_ID``, the SLURM job id), a new run
+    a new one, so another run's checkpoints (a later multirun job, another experiment) are never taken.
+    Unreadable files are skipped with a warning naming them. Without a readable one it returns None and
+    training starts from scratch, as Lightning does, so a requeued job can always pass ``ckpt_path=last``.
+    Any other value must be a readable checkpoint file (ValueError naming it otherwise).
     """
     if ckpt_path is None:
         return None
     if ckpt_path != "last":
-        if not Path(ckpt_path).is_file():
-            raise ValueError(f"ckpt_path={ckpt_path!r} is not a file")
+        try:
+            peek_checkpoint(ckpt_path)  # missing, empty, truncated, not a checkpoint: say which and why
+        except ValueError as err:
+            raise ValueError(f"ckpt_path: {err}") from None
         return str(ckpt_path)
-    own = [Path(cb.dirpath) / "last.ckpt" for cb in trainer.checkpoint_callbacks if getattr(cb, "dirpath", None)]
-    found = [path for path in own if path.is_file()]
-    if not found and Path(search_dir).is_dir():
-        found = list(Path(search_dir).rglob("last.ckpt"))
-    if not found:
-        log.warning("ckpt_path=last: no last.ckpt in this run or under %s; training from scratch", search_dir)
-        return None
-    newest = max(found, key=lambda path: path.stat().st_mtime)
-    log.info("ckpt_path=last resumes from %s", newest)
-    return str(newest)
+    directories = [Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if getattr(cb, "dirpath", None)]
+    # hidden files are partial writes of a killed run (asr_plugin.data.atomic's temporary names)
+    found = [path for directory in dict.fromkeys(directories) for path in directory.glob("*.ckpt")
+             if not path.name.startswith(".")]
+    found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
+    for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            peek_checkpoint(path)
+        except ValueError as err:
+            log.warning("ckpt_path=last: skipping %s", err)
+            continue
+        log.info("ckpt_path=last resumes from %s", path)
+        return str(path)
+    where = ", ".join(str(d) for d in dict.fromkeys([*directories, Path(trainer.default_root_dir)]))
+    log.warning("ckpt_path=last: no readable checkpoint of this run in %s; training from scratch", where)
+    return None
 
 
 # Below this a LibriSpeech run is using the CPU demo's schedule (200 warmup steps): the LibriSpeech experiments
@@ -79,13 +126,43 @@ def check_schedule_fits_corpus(cfg: DictConfig) -> None:
             f"SpecAugment for it, or set optim.scheduler.warmup_steps>={MIN_LIBRISPEECH_WARMUP} yourself")
 
 
-def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
-    """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied)."""
+def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
+    """Under SLURM, sets ``trainer.devices`` and ``trainer.num_nodes`` from the job's tasks per node and nodes
+    (one process per device), so the layout is set in one place; a different explicit value is an error."""
+    layout = slurm_layout()
+    if layout is None:
+        return
+    tasks, nodes = layout
+    for key, wanted, defaults, variable in (("devices", tasks, (-1, "auto", None), "tasks per node"),
+                                           ("num_nodes", nodes, (1, None), "nodes")):
+        value = trainer_cfg.get(key)
+        if value not in (*defaults, wanted):
+            raise ValueError(f"trainer.{key}={value!r} but this SLURM job has {wanted} {variable} (Lightning runs "
+                             f"one task per device): drop trainer.{key}, SLURM's layout sets it")
+        with open_dict(trainer_cfg):
+            trainer_cfg[key] = wanted
+
+
+def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The model node a checkpoint stores: plain ``build_transducer`` arguments, never a reference to another
+    file. A ``.nemo`` architecture is read here, once; resuming (`resumed`: the checkpoint) takes the one the
+    checkpoint recorded instead, so a fine-tuned run resumes without its ``.nemo``."""
+    saved = (resumed or {}).get("hyper_parameters", {}).get("model")
+    if model_cfg[TARGET] == NEMO_TRANSDUCER and isinstance(saved, dict) and saved.get(TARGET) == BUILD_TRANSDUCER:
+        log.info("resuming: the architecture is the checkpoint's (%s is not read)", model_cfg.get("path"))
+        return dict(saved)
+    arguments = {k: v for k, v in model_cfg.items() if k != TARGET}
+    return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
+
+
+def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None) -> TransducerModule:
+    """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied); `resumed`:
+    the checkpoint the run resumes from (see `model_architecture`)."""
     with open_dict(cfg):
         cfg.model.vocab_size = vocab_size
     finetune = cfg.get("finetune")
     return TransducerModule(
-        model=OmegaConf.to_container(cfg.model, resolve=True),
+        model=model_architecture(OmegaConf.to_container(cfg.model, resolve=True), resumed),
         loss=OmegaConf.to_container(cfg.loss, resolve=True),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         spec_augment=OmegaConf.to_container(cfg.spec_augment, resolve=True) if cfg.get("spec_augment") else None,
@@ -95,43 +172,85 @@ def build_module(cfg: DictConfig, vocab_size: int) -> TransducerModule:
     )
 
 
+def build_trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any]) -> L.Trainer:
+    """The Trainer of ``cfg.trainer``, saving checkpoints through `AtomicCheckpointIO` (unless the config
+    brings its own ``CheckpointIO`` plugin)."""
+    from lightning.fabric.plugins import CheckpointIO
+
+    plugins = instantiate(cfg.trainer.get("plugins"), _convert_="all") or []
+    plugins = list(plugins) if isinstance(plugins, list) else [plugins]
+    if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+        plugins.append(AtomicCheckpointIO())
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins)
+
+
+def validates_first(cfg: DictConfig, resuming: bool) -> bool:
+    """``validate_first``: true or false, or null (the default) for "when fine-tuning a pretrained model";
+    a resumed run is past its start, so null never validates it again."""
+    value = cfg.get("validate_first")
+    if value is None:
+        return bool(cfg.get("finetune")) and not resuming
+    if not isinstance(value, bool):
+        raise ConfigError(f"validate_first={value!r} must be true, false or null")
+    return value
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Trains (and optionally tests) the model described by `cfg`.
 
-    Order: seed -> data module (``prepare_data`` on rank 0, ``setup("fit")`` on all: the tokenizer's
-    vocabulary size must be known) -> model and loss -> fine-tuning (``cfg.finetune``) -> callbacks, loggers, Trainer -> fit,
-    resuming from ``cfg.ckpt_path`` ("last" or a file) -> test with the best checkpoint when ``cfg.test``.
+    Order: config check (every node against its target's signature) -> seed -> data module (``prepare_data``
+    on rank 0, ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) -> callbacks, loggers,
+    Trainer -> the checkpoint to resume (``cfg.ckpt_path``: "last" or a file) -> model and loss ->
+    fine-tuning (``cfg.finetune``; not when resuming a checkpoint that records it) -> validation before the
+    first step (``validate_first``) -> fit -> test with the best checkpoint (else the last weights) when
+    ``cfg.test``.
 
     Returns:
-        ``metrics`` (float of every logged epoch metric, test metrics included), ``best_model_path``,
-        ``last_model_path``, ``output_dir``, ``global_step``, ``learning_curves`` (the PNG drawn from the CSV
-        logger's metrics, "" without a CSV logger or on ranks other than 0).
+        ``metrics`` (float of every logged epoch metric, test metrics included), ``start_metrics`` (of the
+        validation before training, {} without one), ``best_model_path``, ``last_model_path``,
+        ``test_weights`` ("best", "last", or "" without a test), ``output_dir``, ``global_step``,
+        ``learning_curves`` (the PNG drawn from the CSV logger's metrics, "" without a CSV logger or on ranks
+        other than 0).
     """
+    check_config(cfg)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
 
     check_schedule_fits_corpus(cfg)
+    apply_slurm_layout(cfg.trainer)
     datamodule = instantiate(cfg.data)
     prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
     datamodule.setup("fit")
-    module = build_module(cfg, datamodule.tokenizer.vocab_size)
-    if cfg.get("finetune"):
-        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))
 
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = _instantiate_all(cfg.get("logger"), "logger")
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
+        callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
+    trainer = build_trainer(cfg, callbacks, loggers)
+    ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer)
+    resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
+
+    module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed)
+    # saved in every checkpoint (eval, transcribe and export read them) and compared when resuming
+    module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec)
     if loggers:
         for logger in loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    if cfg.get("finetune") and not (resumed and "pretrained" in checkpoint_records(resumed)):
+        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))  # else the checkpoint has weights and groups
 
-    ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer, Path(cfg.paths.log_dir) / cfg.get("task_name", "train"))
+    start_metrics: dict[str, float] = {}
+    if validates_first(cfg, resuming=ckpt_path is not None):
+        results = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        start_metrics = {key: float(value) for result in results for key, value in result.items()}
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
 
     checkpoint = next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
     best = checkpoint.best_model_path if checkpoint else ""
+    test_weights = ""
     if cfg.get("test"):
+        test_weights = "best" if best else "last"
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
         metrics.update({key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")})
     last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
@@ -139,8 +258,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return {
         "learning_curves": str(curves) if curves else "",
         "metrics": metrics,
+        "start_metrics": start_metrics,
         "best_model_path": best,
         "last_model_path": last,
+        "test_weights": test_weights,
         "output_dir": str(cfg.paths.output_dir),
         "global_step": trainer.global_step,
     }

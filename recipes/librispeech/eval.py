@@ -26,7 +26,7 @@ register_resolvers()  # ${run_id:} in conf/hydra/default.yaml
 def main(cfg: DictConfig) -> float | None:
     result = evaluate(cfg)
     print(format_table(result["rows"]))
-    print(f"checkpoints: {', '.join(result['checkpoints'])}")
+    print(f"weights:     {result['weights']}")
     print(f"results in:  {result['output_dir']}")
     return result["rows"][0]["wer"] if result["rows"] else None
 

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # LibriSpeech transducer recipe, ESPnet style: prepare -> tokenizer -> stats -> train -> decode.
 #
-#   bash recipes/librispeech/run.sh [--stage 0] [--stop-stage 4] [--data-dir DIR] [--download false]
-#        [--train-splits "train-clean-100 train-clean-360 train-other-500"] [--valid-splits "dev-clean dev-other"]
-#        [--eval-splits "dev-clean dev-other test-clean test-other"] [--vocab-size 500] [--nj N]
-#        [--experiment librispeech_medium] [--exp-dir exp/<experiment>] [--avg 5]
+#   bash recipes/librispeech/run.sh [--stage 0] [--stop-stage 4] [--data-dir DIR] [--work-dir DIR]
+#        [--download false] [--train-splits "train-clean-100 train-clean-360 train-other-500"]
+#        [--valid-splits "dev-clean dev-other"] [--eval-splits "dev-clean dev-other test-clean test-other"]
+#        [--vocab-size 500] [--nj N] [--experiment librispeech_medium] [--exp-dir exp/<experiment>] [--avg 5]
 #        [--train-args "hydra overrides for train.py"] [--eval-args "hydra overrides for eval.py"]
 #
-# Stages: 0 manifests (optional download), 1 tokenizer, 2 feature stats, 3 train (conf/experiment/<experiment>
-# into --exp-dir), 4 decode --eval-splits with the average of the last --avg checkpoints of that run
-# (into <exp-dir>/decode_avg<avg>). Stages 0-2 reuse what exists (nothing is overwritten), so training
-# never prepares data itself; rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run.
+# The corpus is DATA_DIR/LibriSpeech and is only read (it may be read-only); manifests, tokenizer and stats
+# go to --work-dir (default: data.work_dir of conf/data/librispeech.yaml, under this checkout's data/).
+# Stages: 0 manifests (optional download into DATA_DIR), 1 tokenizer, 2 feature stats (all three through
+# scripts/prepare_data.py with the training configuration, so stage 3 finds what they made), 3 train
+# (conf/experiment/<experiment> into --exp-dir), 4 decode --eval-splits with the average of the last --avg
+# checkpoints of that run (into <exp-dir>/decode_avg<avg>). Stages 0-2 reuse what exists (nothing is
+# overwritten); rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run.
 # Examples (docs/training.md):
-#   bash recipes/librispeech/run.sh --data-dir /data --train-args "trainer.devices=8"
+#   bash recipes/librispeech/run.sh --data-dir /data --work-dir /shared/asr/librispeech --train-args "trainer.devices=8"
 #   bash recipes/librispeech/run.sh --stage 4 --avg 10 --eval-args "decoding.methods=[greedy,beam] decoding.beam=8"
 set -euo pipefail
 
@@ -23,6 +26,7 @@ export PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}"
 stage=0
 stop_stage=4
 data_dir="$repo_root/data"
+work_dir=
 download=false
 train_splits="train-clean-100 train-clean-360 train-other-500"
 valid_splits="dev-clean dev-other"
@@ -36,7 +40,7 @@ avg=5
 train_args=
 eval_args=
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
   [[ $1 == -h || $1 == --help ]] && { usage; exit 0; }
@@ -45,6 +49,7 @@ while [[ $# -gt 0 ]]; do
     --stage) stage=$2 ;;
     --stop-stage) stop_stage=$2 ;;
     --data-dir) data_dir=$2 ;;
+    --work-dir) work_dir=$2 ;;
     --download) download=$2 ;;
     --train-splits) train_splits=$2 ;;
     --valid-splits) valid_splits=$2 ;;
@@ -61,52 +66,42 @@ while [[ $# -gt 0 ]]; do
   shift 2
 done
 
-data_dir=$(mkdir -p "$data_dir" && cd "$data_dir" && pwd)
+[[ $download == true ]] && mkdir -p "$data_dir"  # the download goes there; otherwise the corpus must exist
+data_dir=$(cd "$data_dir" 2>/dev/null && pwd) || { echo "run.sh: --data-dir $data_dir does not exist" >&2; exit 2; }
 exp_dir=${exp_dir:-$repo_root/exp/$experiment}
-root="$data_dir/LibriSpeech"
-manifest_dir="$data_dir/manifests/librispeech"
-tokenizer="$manifest_dir/tokenizer_${model_type}${vocab_size}.model"
-stats="$manifest_dir/feature_stats.json"
-train_manifests=()
-for split in $train_splits; do train_manifests+=("$manifest_dir/$split.jsonl"); done
 # The word lists become Hydra lists, e.g. "dev-clean dev-other" -> [dev-clean,dev-other].
 hydra_list() { local joined; joined=$(echo $1 | tr ' ' ','); echo "[$joined]"; }
 # Overrides may be quoted like shell words: --train-args "a=1 'b=x y'".
 eval "train_overrides=($train_args)"
 eval "eval_overrides=($eval_args)"
 
+# Preparation, training and decoding read the data through the same data config.
+data_overrides=(data=librispeech "paths.data_dir=$data_dir" "data.root=$data_dir/LibriSpeech"
+  "data.vocab_size=$vocab_size" "data.tokenizer_type=$model_type" "data.train_splits=$(hydra_list "$train_splits")"
+  "data.valid_splits=$(hydra_list "$valid_splits")" "data.test_splits=$(hydra_list "$eval_splits")")
+[[ -n $work_dir ]] && data_overrides+=("data.work_dir=$(mkdir -p "$work_dir" && cd "$work_dir" && pwd)")
+
 run_stage() { [[ $stage -le $1 && $stop_stage -ge $1 ]]; }
+# scripts/prepare_data.py composes the training configuration (experiment, data and train overrides), so the
+# files it makes are the ones stage 3 looks for; it derives their paths itself.
+prepare() { python scripts/prepare_data.py "$@" "experiment=$experiment" "${data_overrides[@]}" "${train_overrides[@]}"; }
 
 if run_stage 0; then
-  echo "stage 0: manifests in $manifest_dir"
+  echo "stage 0: manifests"
   download_flag=()
   [[ $download == true ]] && download_flag=(--download)
-  # shellcheck disable=SC2086 # word lists
-  python scripts/prepare_librispeech.py --root "$root" --manifest-dir "$manifest_dir" \
-    --splits $(echo $train_splits $valid_splits $eval_splits | tr ' ' '\n' | awk '!seen[$0]++') \
-    --num-workers "$nj" "${download_flag[@]}"
+  prepare --steps manifests --num-workers "$nj" "${download_flag[@]}"
 fi
 
 if run_stage 1; then
-  echo "stage 1: tokenizer $tokenizer"
-  if [[ -f $tokenizer ]]; then echo "  exists, reusing"; else
-    python scripts/train_tokenizer.py --manifests "${train_manifests[@]}" --output "$tokenizer" \
-      --vocab-size "$vocab_size" --model-type "$model_type"
-  fi
+  echo "stage 1: tokenizer"
+  prepare --steps tokenizer
 fi
 
 if run_stage 2; then
-  echo "stage 2: feature stats $stats"
-  if [[ -f $stats ]]; then echo "  exists, reusing"; else
-    python scripts/compute_feature_stats.py --manifests "${train_manifests[@]}" --output "$stats" \
-      --max-utterances 5000 --num-workers "$nj"
-  fi
+  echo "stage 2: feature stats"
+  prepare --steps stats --num-workers "$nj"
 fi
-
-# Both train.py and eval.py read the data through the same data config.
-data_overrides=(data=librispeech "paths.data_dir=$data_dir" "data.root=$root" "data.manifest_dir=$manifest_dir"
-  "data.vocab_size=$vocab_size" "data.tokenizer_type=$model_type" "data.train_splits=$(hydra_list "$train_splits")"
-  "data.valid_splits=$(hydra_list "$valid_splits")" "data.test_splits=$(hydra_list "$eval_splits")")
 
 if run_stage 3; then
   echo "stage 3: train experiment=$experiment into $exp_dir"

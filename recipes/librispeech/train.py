@@ -31,9 +31,12 @@ def report(result: dict) -> None:
     print(f"best checkpoint: {result['best_model_path'] or '(none)'}")
     print(f"last checkpoint: {result['last_model_path'] or '(none)'}")
     print(f"learning curves: {result['learning_curves'] or '(no CSV logger)'}")
+    if result["start_metrics"]:
+        print("before training: " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(result["start_metrics"].items())))
     print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+    weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(result["test_weights"])
     for key in sorted(key for key in metrics if key.startswith("test") and key.endswith("/wer")):
-        print(f"{key} (greedy, best checkpoint): {100 * metrics[key]:.2f} %")
+        print(f"{key} (greedy, {weights}): {100 * metrics[key]:.2f} %")
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")

@@ -30,3 +30,22 @@ def write_chapter(split_dir: Path, speaker: int, chapter: int, texts: dict[int, 
         lines = "".join(f"{speaker}-{chapter}-{n:04d} {text}\n" for n, text in texts.items())
         (chapter_dir / f"{speaker}-{chapter}.trans.txt").write_text(lines)
     return chapter_dir
+
+
+def write_small_librispeech(root: Path) -> Path:
+    """A LibriSpeech-layout corpus under `root` without TTS: train-clean-100 (2 chapters of 6 utterances, two
+    transcripts with accented letters) and dev-clean (4 utterances), 0.5-1.5 s noisy tones."""
+    words = "THE CAT DOG SEES A RED BIG SMALL HOUSE TREE".split()
+    for chapter in (1, 2):
+        texts = {n: " ".join(words[(n + k + chapter) % len(words)] for k in range(4)) for n in range(6)}
+        if chapter == 1:
+            texts[0], texts[1] = "THE CAFÉ SEES A DOG", "NAÏVE CAT"
+        write_chapter(root / "train-clean-100", 19, chapter, texts, seconds=0.5)
+    write_chapter(root / "dev-clean", 84, 7, {n: f"A {words[n]} SEES THE TREE" for n in range(4)}, seconds=0.6)
+    return root
+
+
+def tree_listing(root: Path) -> dict[str, tuple[int, int]]:
+    """{relative path: (size, mtime ns)} of everything under `root` (directories too)."""
+    return {str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}

@@ -1,16 +1,22 @@
-"""TransducerDataModule: preparation, Batch contents, evaluation loaders, Hydra configs, resume."""
+"""TransducerDataModule: preparation, Batch contents, evaluation loaders, Hydra configs, resume, the checks at
+setup, and the tokenizer and front-end options."""
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 
 import hydra
 import pytest
+import sentencepiece as spm
 import torch
-from data_helpers import SMALL
+from data_helpers import SMALL, write_small_librispeech
 from omegaconf import OmegaConf
 
-from asr_plugin.data import Batch, ResumableDataLoader, TransducerDataModule, read_manifest
+from asr_plugin.data import (Batch, FeatureStats, ResumableDataLoader, Tokenizer, TransducerDataModule, build_frontend,
+                             load_audio, read_manifest)
+from asr_plugin.models import NemoMelFrontend
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 
@@ -45,7 +51,7 @@ def test_prepare_makes_everything(prepared_module):
 
 
 def test_prepare_is_idempotent(prepared_module):
-    files = [p for p in prepared_module.manifest_dir.iterdir()] + list(prepared_module.root.rglob("*.flac"))
+    files = [p for p in prepared_module.work_dir.iterdir()] + list(prepared_module.root.rglob("*.flac"))
     mtimes = {p: p.stat().st_mtime_ns for p in files}
     prepared_module.prepare_data()
     assert {p: p.stat().st_mtime_ns for p in files} == mtimes
@@ -76,7 +82,7 @@ def test_eval_loaders_are_sorted(prepared_module):
 
 
 def test_worker_processes_and_speed_perturb(prepared_module):
-    dm = TransducerDataModule(root=str(prepared_module.root), manifest_dir=str(prepared_module.manifest_dir),
+    dm = TransducerDataModule(root=str(prepared_module.root), work_dir=str(prepared_module.work_dir),
                               corpus="mini", train_splits=["train"], valid_splits=["dev"], test_splits=["test"],
                               vocab_size=48, max_duration=10.0, num_workers=1, speed_perturb=[0.9, 1.1],
                               mini_corpus=SMALL)
@@ -103,13 +109,13 @@ def test_resumable_loader_state(prepared_module):
 
 
 def test_errors_before_prepare(tmp_path):
-    dm = TransducerDataModule(root=str(tmp_path / "c"), manifest_dir=str(tmp_path / "m"), corpus="mini")
+    dm = TransducerDataModule(root=str(tmp_path / "c"), work_dir=str(tmp_path / "m"), corpus="mini")
     with pytest.raises(FileNotFoundError, match="call prepare_data"):
         dm.tokenizer
     with pytest.raises(FileNotFoundError, match="call prepare_data"):
         dm.setup("fit")
     with pytest.raises(ValueError, match="corpus must be one of"):
-        TransducerDataModule(root="r", manifest_dir="m", corpus="timit")
+        TransducerDataModule(root="r", work_dir="m", corpus="timit")
 
 
 @pytest.mark.parametrize("name", ["mini", "librispeech"])
@@ -132,7 +138,7 @@ def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_mod
     dm = prepared_module
     entries = read_manifest(dm.split_manifest("train"))
     cut = sorted(e.duration for e in entries)[len(entries) // 2]
-    kwargs = dict(root=str(dm.root), manifest_dir=str(dm.manifest_dir), corpus="mini", train_splits=["train"],
+    kwargs = dict(root=str(dm.root), work_dir=str(dm.work_dir), corpus="mini", train_splits=["train"],
                   valid_splits=["dev"], vocab_size=48, max_duration=10.0, num_workers=0, quadratic_duration=20.0)
     full = TransducerDataModule(**kwargs)
     full.setup("fit")
@@ -145,3 +151,115 @@ def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_mod
     assert len(short.train_dataloader().dataset) == sum(e.duration <= cut for e in entries) < len(entries)
     with pytest.raises(ValueError, match="exceeds max_duration"):
         TransducerDataModule(**{**kwargs, "max_utterance_duration": 11.0})
+
+
+# ---- the data-module options a checkpoint's tokenizer and front end come through -----------------------
+def _small_module(corpus_root, work_dir, **kwargs) -> TransducerDataModule:
+    options = dict(root=str(corpus_root), work_dir=str(work_dir), train_splits=["train-clean-100"],
+                   valid_splits=["dev-clean"], test_splits=["dev-clean"], vocab_size=30, max_duration=10.0,
+                   num_buckets=1, num_workers=0, prepare_num_workers=1)
+    return TransducerDataModule(**{**options, **kwargs})
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory) -> Path:
+    return write_small_librispeech(tmp_path_factory.mktemp("small") / "LibriSpeech")
+
+
+@pytest.fixture(scope="module")
+def lower_case_nemo_tokenizer(tmp_path_factory) -> Tokenizer:
+    """A NeMo-convention tokenizer (no blank piece, lower-case vocabulary) for the small corpus' words."""
+    prefix = tmp_path_factory.mktemp("nemo_tok") / "tokenizer"
+    texts = [f"the cat dog sees a red big small house tree cafe naive {w}" for w in ("x", "y", "z")]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(prefix), vocab_size=40,
+                                   model_type="bpe", character_coverage=1.0, minloglevel=2)
+    return Tokenizer(prefix.with_suffix(".model"), convention="nemo")
+
+
+def test_missing_and_empty_audio_are_listed_at_setup(small_corpus, tmp_path):
+    corpus = tmp_path / "LibriSpeech"
+    shutil.copytree(small_corpus, corpus)
+    _small_module(corpus, tmp_path / "work").prepare_data()
+    gone = sorted((corpus / "train-clean-100").rglob("*.flac"))
+    gone[3].unlink()
+    gone[5].write_bytes(b"")
+    with pytest.raises(FileNotFoundError) as error:
+        _small_module(corpus, tmp_path / "work").setup("fit")
+    message = str(error.value)
+    assert "2 of 12 audio file(s) missing or empty" in message and "--overwrite" in message
+    assert f"{gone[3]}: missing" in message and f"{gone[5]}: empty (0 bytes)" in message
+
+
+def test_setup_names_what_is_missing_and_the_command(small_corpus, tmp_path):
+    dm = _small_module(small_corpus, tmp_path / "work")
+    with pytest.raises(FileNotFoundError, match=r"(?s)train-clean-100.jsonl.*python scripts/prepare_data.py "
+                                                r"data=librispeech data.root="):
+        dm.setup("fit")
+
+
+def test_accented_transcripts_are_normalised_and_counted(small_corpus, tmp_path, caplog):
+    dm = _small_module(small_corpus, tmp_path / "work")
+    dm.prepare_data()
+    with caplog.at_level(logging.WARNING):
+        dm.setup("fit")
+    counts = dm.normalization_counts["train-clean-100"]
+    assert (counts.mapped, counts.dropped, counts.texts, counts.total) == (2, 0, 2, 12)
+    assert dm.normalization_counts["dev-clean"].changed == 0
+    assert "train-clean-100: 2 of 12 transcripts changed: 2 accented character(s)" in caplog.text
+    texts = {text for batch in dm.train_dataloader() for text in batch.texts}
+    assert {"THE CAFE SEES A DOG", "NAIVE CAT"} <= texts
+
+
+def test_a_given_tokenizer_is_used_and_scores_its_own_references(small_corpus, tmp_path, lower_case_nemo_tokenizer):
+    tokenizer = lower_case_nemo_tokenizer
+    dm = _small_module(small_corpus, tmp_path / "work", tokenizer=tokenizer)
+    assert dm.tokenizer is tokenizer and dm.tokenizer_path is None
+    dm.prepare_data()
+    assert not list((tmp_path / "work").glob("tokenizer_*")) and dm.missing_prepared() == []
+    dm.setup("fit")
+    for loader in (dm.train_dataloader(), dm.val_dataloader()):
+        for batch in loader:
+            for b in range(len(batch)):
+                assert batch.texts[b] == batch.texts[b].lower() == tokenizer.normalize(batch.texts[b].upper())
+                tokens = batch.targets[b, : batch.target_lengths[b]].tolist()
+                assert tokenizer.decode(tokens) == batch.texts[b] and 0 not in tokens
+    with pytest.raises(TypeError, match="data.tokenizer must build"):
+        _small_module(small_corpus, tmp_path / "work", tokenizer="tokenizer.model")
+
+
+def test_a_nemo_front_end_needs_no_statistics_and_dithers_in_training_only(small_corpus, tmp_path):
+    spec = {"kind": "nemo", "options": {"num_mel_bins": 64, "dither": 0.01}}
+    dm = _small_module(small_corpus, tmp_path / "work", frontend=spec)
+    assert dm.feature_dim == 64 and dm.stats_path is None
+    dm.prepare_data()
+    assert not (tmp_path / "work" / "feature_stats.json").exists()
+    dm.setup("fit")
+    assert dm.frontend_spec["kind"] == "nemo" and dm.frontend_spec["options"]["dither"] == 0.01
+    reference = NemoMelFrontend(num_mel_bins=64, dither=0.01).eval()
+    val = dm.val_dataloader()
+    for batch in val:
+        for b, utt_id in enumerate(batch.ids):
+            entry = next(e for e in val.dataset.entries if e.id == utt_id)
+            audio = load_audio(entry.path)
+            expected = reference(audio[None], torch.tensor([audio.numel()]))[0][0]
+            torch.testing.assert_close(batch.features[b, : batch.feature_lengths[b]], expected)
+    train = dm.train_dataloader().dataset
+    assert train.frontend.training and not val.dataset.frontend.training
+    first, second = train[0].features, train[0].features
+    assert not torch.equal(first, second)  # fresh dither each time
+    with pytest.raises(ValueError, match="data.num_mel_bins=80 but data.frontend has 64"):
+        _small_module(small_corpus, tmp_path / "work", frontend=spec, num_mel_bins=80)
+
+
+def test_the_frontend_spec_rebuilds_the_batch_features(prepared_module):
+    dm = prepared_module
+    spec = dm.frontend_spec
+    stats = FeatureStats.load(dm.stats_path)
+    assert spec["kind"] == "logmel" and spec["mean"] == pytest.approx(stats.mean.tolist())
+    frontend = build_frontend(spec).eval()
+    loader = dm.val_dataloader()
+    batch = next(iter(loader))
+    entry = next(e for e in loader.dataset.entries if e.id == batch.ids[0])
+    audio = load_audio(entry.path)
+    features, frames = frontend(audio[None], torch.tensor([audio.numel()]))
+    torch.testing.assert_close(batch.features[0, : batch.feature_lengths[0]], features[0, : int(frames[0])])

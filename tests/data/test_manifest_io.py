@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from asr_plugin.data import ManifestEntry, read_manifest, write_manifest
+from asr_plugin.data import ManifestEntry, audio_problems, read_manifest, write_manifest
 
 
 def test_round_trip(tmp_path):
@@ -43,3 +43,17 @@ def test_bad_lines_name_file_and_line(tmp_path, line, message):
 def test_missing_manifest(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.jsonl"):
         read_manifest(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_audio_problems_lists_missing_and_empty_files_in_order(tmp_path, threads):
+    entries = []
+    for n in range(40):
+        path = tmp_path / f"{n}.flac"
+        if n % 10 != 3:
+            path.write_bytes(b"" if n % 10 == 7 else b"audio")
+        entries.append(ManifestEntry(str(n), str(path), 1.0, "X"))
+    problems = audio_problems(entries, num_threads=threads)
+    assert [(entry.id, problem) for entry, problem in problems] == [
+        (str(n), "missing" if n % 10 == 3 else "empty (0 bytes)") for n in range(40) if n % 10 in (3, 7)]
+    assert audio_problems([e for e in entries if int(e.id) % 10 not in (3, 7)], num_threads=threads) == []

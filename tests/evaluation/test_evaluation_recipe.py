@@ -22,15 +22,20 @@ TINY_DATA = ["data.mini_corpus.n_train=24", "data.mini_corpus.n_dev=8", "data.mi
              "data.vocab_size=48", "data.num_workers=0", "data.prepare_num_workers=0", "data.max_duration=10"]
 
 
-def save_module_checkpoint(path: Path, vocab_size: int, seed: int, epoch: int, step: int) -> dict:
-    """A model saved in TransducerModule's checkpoint layout; returns its state dict."""
+def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: int, records: bool = True) -> dict:
+    """A model saved in TransducerModule's checkpoint layout, with the data module's tokenizer and front-end
+    records (as training saves them) unless `records` is False (a checkpoint of an earlier version); returns
+    its state dict."""
     torch.manual_seed(seed)
-    model_cfg = {"_target_": "asr_plugin.models.build_transducer", "vocab_size": vocab_size, **MICRO}
+    model_cfg = {"_target_": "asr_plugin.models.build_transducer", "vocab_size": datamodule.tokenizer.vocab_size, **MICRO}
     model = build_transducer(**{k: v for k, v in model_cfg.items() if k != "_target_"})
     with torch.no_grad():
         model.joint.output.bias[0] -= 2.0  # emit some tokens
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
-    torch.save({"state_dict": state, "epoch": epoch, "global_step": step, "hyper_parameters": {"model": model_cfg}}, path)
+    checkpoint = {"state_dict": state, "epoch": epoch, "global_step": step, "hyper_parameters": {"model": model_cfg}}
+    if records:
+        checkpoint["asr_plugin"] = {"tokenizer": datamodule.tokenizer.record(), "frontend": datamodule.frontend_spec}
+    torch.save(checkpoint, path)
     return model.state_dict()
 
 
@@ -78,9 +83,8 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
 
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
-    vocab = datamodule.tokenizer.vocab_size
-    first = save_module_checkpoint(ckpt_dir / "epoch=0-step=5.ckpt", vocab, seed=0, epoch=0, step=5)
-    second = save_module_checkpoint(ckpt_dir / "epoch=1-step=10.ckpt", vocab, seed=1, epoch=1, step=10)
+    first = save_module_checkpoint(ckpt_dir / "epoch=0-step=5.ckpt", datamodule, seed=0, epoch=0, step=5)
+    second = save_module_checkpoint(ckpt_dir / "epoch=1-step=10.ckpt", datamodule, seed=1, epoch=1, step=10)
     digest = (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes()
 
     result = evaluate(cfg)
@@ -88,6 +92,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     assert [Path(p).name for p in result["checkpoints"]] == ["epoch=0-step=5.ckpt", "epoch=1-step=10.ckpt"]
     assert (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes() == digest
     summary = json.loads((out / "wer-summary.json").read_text())
+    assert summary["weights"] == result["weights"] == "average of 2 checkpoints: epoch=0-step=5.ckpt, epoch=1-step=10.ckpt"
     assert {(r["set"], r["method"]) for r in summary["results"]} == {
         (s, m) for s in ("dev", "test") for m in ("greedy", "beam")}
     assert all(r["utterances"] == 8 and r["ref_words"] > 0 and r["rtf"] > 0 for r in summary["results"])
@@ -102,7 +107,8 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     key = "joint.output.weight"
     torch.testing.assert_close(model.state_dict()[key], (first[key] + second[key]) / 2)
 
-    # scripts/transcribe.py on two corpus files gives the eval recipe's beam hypotheses (same features).
+    # scripts/transcribe.py on two corpus files gives the eval recipe's beam hypotheses (the same features,
+    # read from the checkpoint: no data config).
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("transcribe", CONF_DIR.parent / "scripts" / "transcribe.py")
@@ -113,7 +119,6 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
                 for line in Path(datamodule.test_manifests["test"]).read_text().splitlines()}
     audio = [manifest[row[0]] for row in rows]
     capsys.readouterr()
-    assert transcribe.main(audio + ["--checkpoint", str(ckpt_dir), "--avg", "2", "--beam", "3",
-                                    "--tokenizer", str(datamodule.tokenizer_path), "--stats", str(datamodule.stats_path)]) == 0
+    assert transcribe.main(audio + ["--checkpoint", str(ckpt_dir), "--avg", "2", "--beam", "3"]) == 0
     printed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [p[1] if len(p) > 1 else "" for p in printed] == [row[2] if len(row) > 2 else "" for row in rows]

@@ -3,6 +3,7 @@ directory name per job, and the refusal of the demo's warmup on LibriSpeech."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -43,13 +44,17 @@ def test_launch_rank_rejects_junk(clean_env):
 
 
 class _FakeData:
-    """Writes `files` on prepare_data(); counts the calls."""
+    """Writes `files` on prepare_data() (or raises `error`); counts the calls."""
 
-    def __init__(self, files: list[Path]):
-        self.files, self.calls = files, 0
+    def __init__(self, files: list[Path], error: Exception | None = None, timeout_s: float = 30.0):
+        self.files, self.error, self.calls = files, error, 0
+        self.prepare_timeout_s = timeout_s
+        self.preparation_failure = files[0].parent / ".preparation_failed.json"
 
     def prepare_data(self) -> None:
         self.calls += 1
+        if self.error is not None:
+            raise self.error
         for path in self.files:
             path.write_text("x")
 
@@ -68,19 +73,65 @@ def test_rank_zero_prepares_and_other_ranks_only_wait(tmp_path):
 
 
 def test_a_rank_that_never_sees_the_data_says_what_is_missing(tmp_path):
-    data = _FakeData([tmp_path / "feature_stats.json"])
-    with pytest.raises(RuntimeError, match=r"(?s)rank 2: .*feature_stats.json.*run.sh --stop-stage 2") as error:
-        prepare_data_once(data, rank=2, timeout_s=0.05, poll_s=0.01)
-    assert data.calls == 0 and "waited 0 s" in str(error.value)
+    data = _FakeData([tmp_path / "feature_stats.json"], timeout_s=0.05)  # the timeout is the config's value
+    with pytest.raises(RuntimeError, match=r"(?s)rank 2: waited 0 s \(data.prepare_timeout_s=0.05\).*"
+                                           r"feature_stats.json.*run.sh --stop-stage 2") as error:
+        prepare_data_once(data, rank=2, poll_s=0.01)
+    assert data.calls == 0 and "data.work_dir" in str(error.value)
+
+
+def test_waiting_ranks_say_what_they_wait_for(tmp_path, caplog):
+    data = _FakeData([tmp_path / "train.jsonl", tmp_path / "feature_stats.json"], timeout_s=0.3)
+    with caplog.at_level(logging.INFO, logger="asr_plugin.training.distributed"), pytest.raises(RuntimeError):
+        prepare_data_once(data, rank=1, poll_s=0.01, report_s=0.1)
+    reports = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    assert 2 <= len(reports) <= 5  # every report_s, not every poll
+    assert "rank 1: waiting 0 s of 0.3 s for rank 0 to prepare 2 file(s)" in reports[0]
+    assert str(tmp_path / "train.jsonl") in reports[0] and str(tmp_path / "feature_stats.json") in reports[0]
+
+
+def test_rank_zeros_failure_stops_the_waiting_ranks_of_its_job(clean_env, tmp_path):
+    clean_env.setenv("ASR_RUN_ID", "job-1")  # srun, torchrun and ASR_RUN_ID give every rank the same run_id()
+    files = [tmp_path / "train.jsonl"]
+    waiting = _FakeData(files, timeout_s=60)
+    errors = []
+
+    def wait():
+        try:
+            prepare_data_once(waiting, rank=1, poll_s=0.01)
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    with pytest.raises(PermissionError, match="read-only corpus"):
+        prepare_data_once(_FakeData(files, error=PermissionError("read-only corpus")), rank=0)
+    waiter.join(timeout=10)
+    assert not waiter.is_alive() and len(errors) == 1
+    assert "rank 1: rank 0 failed to prepare the data (PermissionError: read-only corpus)" in errors[0]
+
+
+def test_another_jobs_failure_record_is_not_this_jobs(clean_env, tmp_path):
+    files = [tmp_path / "train.jsonl"]
+    clean_env.setenv("ASR_RUN_ID", "old-job")
+    with pytest.raises(ValueError):
+        prepare_data_once(_FakeData(files, error=ValueError("bad config")), rank=0)
+    assert (tmp_path / ".preparation_failed.json").exists()
+    clean_env.setenv("ASR_RUN_ID", "new-job")
+    with pytest.raises(RuntimeError, match=r"waited .* still missing"):  # the timeout, not old-job's error
+        prepare_data_once(_FakeData(files, timeout_s=0.05), rank=1, poll_s=0.01)
+    prepare_data_once(_FakeData(files), rank=0)  # the new job's rank 0 clears the old record
+    assert not (tmp_path / ".preparation_failed.json").exists()
 
 
 def test_real_data_module_lists_its_missing_files(tmp_path):
     from asr_plugin.data import TransducerDataModule
 
-    dm = TransducerDataModule(root=str(tmp_path / "c"), manifest_dir=str(tmp_path / "m"), train_splits=["a"],
-                              valid_splits=["b"], test_splits=["b", "c"])
+    dm = TransducerDataModule(root=str(tmp_path / "c"), work_dir=str(tmp_path / "m"), train_splits=["a"],
+                              valid_splits=["b"], test_splits=["b", "c"], prepare_timeout_s=12)
     assert [p.name for p in dm.missing_prepared()] == ["a.jsonl", "b.jsonl", "c.jsonl", "tokenizer_bpe500.model",
                                                        "feature_stats.json"]
+    assert dm.prepare_timeout_s == 12.0 and dm.preparation_failure.parent == tmp_path / "m"
 
 
 @pytest.mark.parametrize(("variables", "expected"), [

@@ -12,6 +12,8 @@ import pytest
 import torch
 from train_configs import REPO_ROOT, TINY_DATA, TINY_RUN
 
+pytestmark = pytest.mark.slow  # subprocess launches of training runs
+
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 
 

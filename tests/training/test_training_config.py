@@ -40,7 +40,7 @@ def test_large_experiment_builds_on_medium(tmp_path):
     cfg = compose_train(["experiment=librispeech_large"], tmp_path=tmp_path)
     assert (cfg.model.d_model, cfg.model.num_layers, cfg.model.joint_dim) == (512, 17, 640)
     assert cfg.data.corpus == "librispeech" and cfg.trainer.strategy == "ddp" and cfg.loss.mode == "samplewise"
-    assert cfg.optim.scheduler.warmup_steps == 15000 and cfg.optim.scheduler.min_lr_ratio == 0.05
+    assert cfg.optim.scheduler.warmup_steps == 9000 and cfg.optim.scheduler.min_lr_ratio == 0.05
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,15 @@ different sizes on the ranks weigh every utterance alike (loss normalised by the
 from __future__ import annotations
 
 import lightning as L
+import pytest
 import torch
 from train_configs import micro_module_kwargs
 from training_synthetic import (CloseProcessGroup, RankBatchesDataModule, SaveGradients, SyntheticDataModule,
                                 SyntheticUtterances, collate)
 
 from asr_plugin.training import TransducerModule
+
+pytestmark = pytest.mark.slow  # subprocess launches of training runs
 
 
 def _first_step_gradients(path, datamodule: SyntheticDataModule, **trainer_kwargs) -> dict[str, torch.Tensor]:

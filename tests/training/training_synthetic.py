@@ -128,3 +128,76 @@ class CloseProcessGroup(L.Callback):
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
+
+
+class PoisonAfterSteps(L.Callback):
+    """Makes the joint's output layer NaN after `steps` optimizer steps: the next loss sees non-finite logits.
+    With `snapshot`, first copies the run's metrics.csv there (what is on disk when the run fails)."""
+
+    def __init__(self, steps: int, snapshot: str | None = None):
+        self.steps, self.snapshot = steps, snapshot
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step >= self.steps:
+            if self.snapshot:
+                metrics = Path(trainer.logger.log_dir) / "metrics.csv"
+                Path(self.snapshot).write_text(metrics.read_text() if metrics.exists() else "")
+            with torch.no_grad():
+                pl_module.model.joint.output.weight.fill_(float("nan"))
+
+
+class CheckpointPayload(L.Callback):
+    """Adds `megabytes` of zeros to every checkpoint (`grown_megabytes` from step `grow_at_step` on), so that
+    writing one takes a while, and before each write creates ``<marker_dir>/saving-<global step>`` (a test
+    kills the process while that write is on)."""
+
+    def __init__(self, megabytes: float, marker_dir: str, grow_at_step: int | None = None, grown_megabytes: float = 0.0):
+        self.megabytes, self.marker_dir = megabytes, Path(marker_dir)
+        self.grow_at_step, self.grown_megabytes = grow_at_step, grown_megabytes
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.marker_dir.mkdir(parents=True, exist_ok=True)
+        (self.marker_dir / f"saving-{trainer.global_step}").touch()
+        grown = self.grow_at_step is not None and trainer.global_step >= self.grow_at_step
+        checkpoint["payload"] = torch.zeros(int((self.grown_megabytes if grown else self.megabytes) * 2**20) // 4)
+
+
+class CountStepSyncs(L.Callback):
+    """Counts host-sync-type calls (``asr_plugin.host_syncs``) and torch.distributed barriers and all-reduces
+    inside each training step (batch start to batch end: forward, loss, backward, clipping, optimizer step)
+    after the first; rank 0 saves {"syncs": [per step], "barrier": [...], "all_reduce": [...]} to `path`."""
+
+    def __init__(self, path: str | Path | None = None):
+        from asr_plugin.host_syncs import SyncCounter
+
+        self.path = path
+        self.counter_type = SyncCounter
+        self.steps: list[dict[str, int]] = []
+        self.collectives = {"barrier": [], "all_reduce": []}
+        self._counter = None
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        # count torch.distributed's Python-level collectives (in this process: ddp_spawn workers run setup)
+        for name in self.collectives:
+            original = getattr(torch.distributed, name)
+
+            def counted(*args, _original=original, _name=name, **kwargs):
+                if self._counter is not None:
+                    self.collectives[_name][-1] += 1
+                return _original(*args, **kwargs)
+
+            setattr(torch.distributed, name, counted)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step >= 1:
+            self._counter = self.counter_type(device_moves=False).__enter__()
+            for counts in self.collectives.values():
+                counts.append(0)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            self.steps.append(self._counter.syncs)
+            self._counter = None
+        if self.path is not None and trainer.is_global_zero and trainer.global_step >= trainer.max_steps:
+            torch.save({"syncs": self.steps, **self.collectives}, self.path)

@@ -61,15 +61,24 @@ def nemo_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], N
     return state, report
 
 
-def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> Transducer:
-    """A randomly initialised Transducer with the architecture of the ``.nemo`` file `path`.
+def nemo_transducer_kwargs(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
+    """The `build_transducer` keyword arguments (``vocab_size`` included) of the ``.nemo`` file `path`'s
+    architecture: what a training checkpoint stores, so that it never reads the ``.nemo`` again.
 
-    What ``conf/model/nemo.yaml`` instantiates, so that ``+finetune=from_nemo`` trains NeMo's architecture;
     `vocab_size` (the recipe's tokenizer) defaults to NeMo's, `overrides` replace `build_transducer` arguments.
     """
     archive = read_nemo(path, weights=False)
-    kwargs = {**transducer_kwargs(archive.config), **overrides}
-    return build_transducer(vocab_size or num_classes(archive.config) + 1, **kwargs)
+    return {**transducer_kwargs(archive.config), **overrides,
+            "vocab_size": vocab_size or num_classes(archive.config) + 1}
+
+
+def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> Transducer:
+    """A randomly initialised Transducer with the architecture of the ``.nemo`` file `path`.
+
+    What ``conf/model/nemo.yaml`` names, so that ``+finetune=from_nemo`` trains NeMo's architecture (see
+    `nemo_transducer_kwargs`).
+    """
+    return build_transducer(**nemo_transducer_kwargs(path, vocab_size, **overrides))
 
 
 def import_nemo(path: str | os.PathLike) -> NemoImport:

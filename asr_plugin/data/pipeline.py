@@ -1,0 +1,210 @@
+"""The one data preparation pipeline: `prepare_corpus(plan, steps)`.
+
+`recipes/librispeech/run.sh` stages 0-2 run it step by step through ``scripts/prepare_data.py``; a training
+job's rank 0 runs all of it through ``TransducerDataModule.prepare_data()``. Steps:
+
+* ``manifests``: (the mini corpus is generated first; LibriSpeech is downloaded first when asked) one
+  manifest per split, audio headers checked, unusable files listed in a skip list.
+* ``tokenizer``: a SentencePiece model trained on the training transcripts (none when the data config
+  brings its own tokenizer, e.g. a NeMo checkpoint's).
+* ``stats``: global mean/std of the log-mel features over (a sample of) the training utterances (none when
+  the front end needs none, e.g. NeMo's per-utterance normalisation).
+
+Each step reuses what exists unless `overwrite`, writes every file atomically, and writes nothing under the
+corpus directory (only the mini corpus generation and an asked-for download create the corpus itself).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.data.download import download_librispeech
+from asr_plugin.data.features import LogMelFeatures
+from asr_plugin.data.layout import CorpusLayout
+from asr_plugin.data.manifest import ManifestEntry, read_manifest
+from asr_plugin.data.mini_corpus import make_mini_librispeech
+from asr_plugin.data.prepare import prepare_split
+from asr_plugin.data.stats import compute_feature_stats
+from asr_plugin.data.tokenizer import train_tokenizer
+
+log = logging.getLogger(__name__)
+
+CORPORA = ("librispeech", "mini")
+PREPARE_STEPS = ("manifests", "tokenizer", "stats")
+
+
+@dataclass(frozen=True)
+class CorpusPlan:
+    """What preparation makes for one data configuration, and where.
+
+    Args:
+        layout: the corpus directory and the work directory (every path comes from it).
+        corpus: "librispeech" (must exist under `layout.root`, or be downloaded) or "mini" (generated there
+            with `mini_corpus`, the keyword arguments of `make_mini_librispeech`).
+        train_splits, valid_splits, test_splits: split names (folders under `layout.root`).
+        tokenizer_path: the SentencePiece model to train; None when the configuration brings a tokenizer.
+        vocab_size, tokenizer_type: of the tokenizer to train.
+        stats_path: the feature statistics to compute; None when the front end needs none.
+        stats_features: `LogMelFeatures` keyword arguments of the features the statistics are taken over.
+        stats_max_utterances: a random sample of this many training utterances (None = all of them).
+        seed: of that sample.
+    """
+
+    layout: CorpusLayout
+    corpus: str = "librispeech"
+    train_splits: tuple[str, ...] = ()
+    valid_splits: tuple[str, ...] = ()
+    test_splits: tuple[str, ...] = ()
+    tokenizer_path: Path | None = None
+    vocab_size: int = 500
+    tokenizer_type: str = "bpe"
+    stats_path: Path | None = None
+    stats_features: dict[str, Any] = field(default_factory=dict)
+    stats_max_utterances: int | None = None
+    seed: int = 0
+    mini_corpus: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.corpus not in CORPORA:
+            raise ValueError(f"corpus must be one of {CORPORA}, got {self.corpus!r}")
+        if not self.train_splits:
+            raise ValueError("train_splits must name at least one split")
+
+    @property
+    def splits(self) -> list[str]:
+        """Every split, training splits first, each once."""
+        return list(dict.fromkeys([*self.train_splits, *self.valid_splits, *self.test_splits]))
+
+    def outputs(self, steps: Sequence[str] = PREPARE_STEPS) -> list[Path]:
+        """The files `steps` make (skip lists aside: they exist only when files were left out)."""
+        check_steps(steps)
+        paths = [self.layout.manifest(split) for split in self.splits] if "manifests" in steps else []
+        paths += [path for step, path in (("tokenizer", self.tokenizer_path), ("stats", self.stats_path))
+                  if step in steps and path is not None]
+        return paths
+
+    def missing(self, steps: Sequence[str] = PREPARE_STEPS) -> list[Path]:
+        """The files of `outputs(steps)` that do not exist (yet)."""
+        return [path for path in self.outputs(steps) if not path.exists()]
+
+    def command(self) -> str:
+        """The shell command that makes this plan's files: `scripts/prepare_data.py` with the data config's
+        values that decide them (add any other data overrides of the run)."""
+        overrides = [f"data={self.corpus}", f"data.root={self.layout.root}", f"data.work_dir={self.layout.work_dir}"]
+        overrides += [f"data.{name}=[{','.join(getattr(self, name))}]"
+                      for name in ("train_splits", "valid_splits", "test_splits")]
+        if self.tokenizer_path is not None:
+            overrides += [f"data.vocab_size={self.vocab_size}", f"data.tokenizer_type={self.tokenizer_type}"]
+        return shlex.join(["python", "scripts/prepare_data.py", *overrides])
+
+    def read_training_entries(self) -> list[ManifestEntry]:
+        """Every entry of the training splits' manifests (made by the manifests step)."""
+        manifests = [self.layout.manifest(split) for split in self.train_splits]
+        missing = [path for path in manifests if not path.exists()]
+        if missing:
+            raise FileNotFoundError(f"training manifest(s) {', '.join(map(str, missing))} do not exist: run the "
+                                    f"manifests step first ({self.command()} --steps manifests)")
+        return [entry for path in manifests for entry in read_manifest(path)]
+
+
+def check_steps(steps: Sequence[str]) -> None:
+    """ValueError naming a step that is not one of `PREPARE_STEPS`."""
+    unknown = [step for step in steps if step not in PREPARE_STEPS]
+    if unknown:
+        raise ValueError(f"unknown preparation step(s) {unknown}; the steps are {list(PREPARE_STEPS)}")
+
+
+def _writable_work_dir(layout: CorpusLayout) -> None:
+    try:
+        layout.work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(f"cannot create the work directory {layout.work_dir} ({err.strerror}): set data."
+                              "work_dir to a writable directory (a shared file system for multi-node jobs)") from None
+    if not os.access(layout.work_dir, os.W_OK):
+        raise PermissionError(f"the work directory {layout.work_dir} is not writable: set data.work_dir to a "
+                              "writable directory (a shared file system for multi-node jobs)")
+
+
+def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, num_workers: int = 1,
+                   download: bool = False, strict: bool = False, overwrite: bool = False, full_check: bool = False,
+                   progress: bool = True) -> list[Path]:
+    """Runs `steps` of `plan` in order (see the module docstring) and returns the files it wrote.
+
+    Args:
+        num_workers: processes checking audio headers and computing statistics (1: this process only).
+        download: fetch missing LibriSpeech splits from OpenSLR into the corpus directory first.
+        strict: refuse (ValueError naming every file) instead of leaving unusable files out of a manifest.
+        overwrite: rebuild what exists.
+        full_check: decode every audio file, not only its header (finds truncated files; slow).
+    """
+    check_steps(steps)
+    before = {path: path.exists() for path in plan.outputs(steps)}
+    if overwrite or not all(before.values()):  # prepared data on a read-only file system is only read
+        _writable_work_dir(plan.layout)
+    if "manifests" in steps:
+        if plan.corpus == "mini":
+            make_mini_librispeech(plan.layout.root, **plan.mini_corpus)
+        elif download:
+            download_librispeech(plan.layout.root, plan.splits)
+        for split in plan.splits:
+            prepare_split(plan.layout, split, num_workers=num_workers, strict=strict, overwrite=overwrite,
+                          full_check=full_check, progress=progress)
+    if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
+                                         "the data config brings its own (data.tokenizer)"):
+        tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
+                                    plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
+        print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
+    if "stats" in steps and _to_make(plan.stats_path, "feature stats", overwrite,
+                                     "the front end needs none (data.frontend)"):
+        stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
+                                      plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
+                                      seed=plan.seed, progress=progress)
+        stats.save(plan.stats_path)
+        print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
+    return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
+
+
+def _to_make(path: Path | None, what: str, overwrite: bool, why_none: str) -> bool:
+    """Whether a step has a file to write; says why not."""
+    if path is None:
+        print(f"{what}: {why_none}, nothing to make")
+        return False
+    if path.exists() and not overwrite:
+        print(f"{what}: reusing {path} (pass --overwrite to rebuild)")
+        return False
+    return True
+
+
+def record_preparation_failure(path: Path, job: str, error: BaseException) -> None:
+    """Writes what made rank 0's preparation of job `job` fail to `path` (best effort: a work directory
+    that cannot be written is often the failure itself), so that the ranks waiting for it stop waiting."""
+    try:
+        write_text_atomic(path, json.dumps({"job": job, "error": f"{type(error).__name__}: {error}"}))
+    except OSError as err:
+        log.warning("could not record the preparation failure in %s (%s): the other ranks wait until "
+                    "data.prepare_timeout_s", path, err)
+
+
+def preparation_failure_of(path: Path, job: str) -> str | None:
+    """The error rank 0 recorded at `path` for job `job`, or None (no record, or another job's)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return str(record.get("error")) if isinstance(record, dict) and record.get("job") == job else None
+
+
+def clear_preparation_failure(path: Path) -> None:
+    """Removes an earlier job's failure record (if the work directory allows)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass

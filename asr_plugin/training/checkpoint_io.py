@@ -1,0 +1,42 @@
+"""Checkpoint files that are complete or absent: Lightning's ``CheckpointIO`` writing through
+``asr_plugin.data.atomic``.
+
+Lightning's ``TorchCheckpointIO`` serialises into memory, then writes through an fsspec transaction whose
+temporary file lies in ``TMPDIR``; when ``TMPDIR`` is another file system (``/dev/shm``, node-local scratch:
+the usual case on clusters) the final step is a copy onto the checkpoint's name, so a job killed during it,
+or a full disk, leaves a truncated ``last.ckpt`` where the good one was. Here ``torch.save`` writes a
+temporary file next to the target, which is flushed, fsynced and renamed onto it; on any failure the
+partial file is removed and the previous checkpoint stays. Loading is always ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from asr_plugin.data.atomic import write_atomic
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` to a temporary file in the checkpoint's directory, then rename (local paths only)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options (got {storage_options!r})")
+        path = Path(path)
+        try:
+            write_atomic(path, lambda tmp: torch.save(checkpoint, tmp))
+        except (OSError, RuntimeError) as err:  # torch's writer reports a full disk as a RuntimeError
+            free = shutil.disk_usage(path.parent).free / 2**20 if path.parent.is_dir() else float("nan")
+            raise OSError(f"writing checkpoint {path} failed ({err}); any previous {path.name} is kept. "
+                          f"{free:.0f} MiB are free on its file system") from err
+
+    def load_checkpoint(self, path: str | os.PathLike, map_location: Any = lambda storage, loc: storage,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning's load with ``weights_only=True`` whatever the caller asks: nothing in a file runs."""
+        return super().load_checkpoint(path, map_location=map_location, weights_only=True)

@@ -1,0 +1,118 @@
+"""What a training checkpoint (a ``TransducerModule``'s Lightning ``.ckpt``) holds, and reading it without
+running anything from it.
+
+A checkpoint carries everything needed to reload, decode, evaluate, export and resume its model:
+
+- ``hyper_parameters.model``: the architecture as plain ``asr_plugin.models.build_transducer`` keyword
+  arguments (``_target_: asr_plugin.models.build_transducer``); a run built from a ``.nemo`` stores the
+  architecture it read there, so the ``.nemo`` is never read again;
+- ``state_dict``: weights, the Transducer's under ``model.``;
+- ``asr_plugin``: the run's records: ``tokenizer`` (``Tokenizer.record()``: the SentencePiece model's bytes,
+  sha256, size, blank id, convention, normalisation), ``frontend`` (the complete front-end spec, global
+  statistics included) and the fine-tuning state (``pretrained``, ``frozen`` parameter names).
+
+Every ``torch.load`` is ``weights_only=True``; the model node is built with :data:`MODEL_TARGETS` only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asr_plugin.config_nodes import TARGET, AllowList
+from asr_plugin.data.frontend import complete_frontend_spec
+from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.models import Transducer, build_transducer
+
+BUILD_TRANSDUCER = "asr_plugin.models.build_transducer"
+# The one model builder a checkpoint may name.
+MODEL_TARGETS = AllowList({BUILD_TRANSDUCER: build_transducer})
+# The checkpoint key of the project's records (Lightning's own keys stay as they are).
+RECORDS_KEY = "asr_plugin"
+
+
+def build_model(node: Mapping[str, Any], key: str = "hyper_parameters.model") -> Transducer:
+    """The Transducer of a checkpoint's model node (plain ``build_transducer`` arguments); any other
+    target is refused naming `key`."""
+    return MODEL_TARGETS.build(node, key)
+
+
+def model_node(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The node a checkpoint stores for ``build_transducer(**arguments)``."""
+    return {TARGET: BUILD_TRANSDUCER, **{k: v for k, v in arguments.items() if k != TARGET}}
+
+
+def peek_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The checkpoint `path` with its tensors memory-mapped, not read (``weights_only=True``): cheap for a
+    multi-GB file. ValueError naming the file when it is missing, empty, truncated or not a torch checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path}: no such file")
+    if path.stat().st_size == 0:
+        raise ValueError(f"checkpoint {path}: empty file (0 bytes)")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # UnpicklingError, RuntimeError (zip), EOFError, ValueError
+        first_line = (str(err).splitlines() or [""])[0][:200]
+        raise ValueError(f"checkpoint {path}: not a readable torch checkpoint ({type(err).__name__}: {first_line})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"checkpoint {path}: not a training checkpoint (a {type(obj).__name__}, not a dict)")
+    return obj
+
+
+def checkpoint_records(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """The project's records of a loaded checkpoint ({} for checkpoints written before they existed)."""
+    records = checkpoint.get(RECORDS_KEY, {})
+    return dict(records) if isinstance(records, Mapping) else {}
+
+
+@dataclass
+class CheckpointInfo:
+    """What a training checkpoint says besides its weights: its config nodes and its records."""
+
+    path: Path
+    hyper_parameters: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, checkpoint: Mapping[str, Any], path: str | os.PathLike) -> CheckpointInfo:
+        hparams = checkpoint.get("hyper_parameters", {})
+        return cls(Path(path), dict(hparams) if isinstance(hparams, Mapping) else {}, checkpoint_records(checkpoint))
+
+    @property
+    def has_data_records(self) -> bool:
+        """Whether it records its tokenizer and front end (checkpoints of earlier versions do not)."""
+        return "tokenizer" in self.records and "frontend" in self.records
+
+    def _record(self, name: str) -> Mapping[str, Any]:
+        if not self.has_data_records:
+            raise ValueError(f"{self.path}: no tokenizer and front-end record (a checkpoint written before "
+                             "checkpoints carried them): decode it with eval.py and the data config it was trained "
+                             "with, or train (or resume and save) it again with this version")
+        return self.records[name]
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the model was trained with, rebuilt from the record's model bytes (hash checked)."""
+        try:
+            return Tokenizer.from_record(self._record("tokenizer"))
+        except ValueError as err:
+            raise ValueError(f"{self.path}: {err}") from None
+
+    def frontend_spec(self) -> dict[str, Any]:
+        """The complete front-end spec of the model's features (``asr_plugin.data.build_frontend`` builds it)."""
+        try:
+            return complete_frontend_spec(self._record("frontend"))
+        except ValueError as err:
+            raise ValueError(f"{self.path}: {err}") from None
+
+    @property
+    def feature_dim(self) -> int:
+        """F, the model's input feature size (``hyper_parameters.model.input_dim``, else build_transducer's default)."""
+        node = self.hyper_parameters.get("model", {})
+        return int(node.get("input_dim", inspect.signature(build_transducer).parameters["input_dim"].default))

@@ -1,0 +1,152 @@
+#!/usr/bin/env python
+"""Data-layer speeds that size a LibriSpeech run, printed as tables (docs/data.md quotes them).
+
+    python scripts/benchmark_data.py check [--entries 281241] [--repeats 3] [--drop-caches]
+    python scripts/benchmark_data.py loader [--utterances 24] [--min-seconds 8] [--max-seconds 30] [--repeats 3]
+        [--vocab-size 500]
+
+``check``: the start-of-training manifest check on a synthetic manifest of `--entries` files (LibriSpeech
+960 h has 281,241) laid out as LibriSpeech's (about 113 files per chapter folder): reading the manifest, the
+existence/size check (`audio_problems`) with 1, 4 and 16 threads, and the tokenizer's text normalisation.
+The files are 1-byte placeholders in a temporary directory (the check reads no audio). `--drop-caches`
+(root) empties the page cache before the first check, as on a node that has not read the corpus yet.
+
+``loader``: audio seconds delivered per CPU second by one loader process (what a DataLoader worker does per
+item: read flac, speed-perturb, features, tokenize) on synthetic LibriSpeech-layout utterances of
+`--min-seconds`..`--max-seconds` (scripts/make_synthetic_librispeech.py), for the default log-mel front end
+and NeMo's, with and without speed perturbation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from asr_plugin.data import (LIBRISPEECH_NORMALIZER, CorpusLayout, ManifestDataset, ManifestEntry, Tokenizer,
+                             audio_problems, build_frontend, prepare_split, read_manifest, train_tokenizer,
+                             write_manifest)
+
+FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
+WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
+
+
+def _make_files(directory: Path, count: int) -> list[ManifestEntry]:
+    entries = []
+    for n in range(count):
+        chapter = directory / str(n // FILES_PER_CHAPTER)
+        if n % FILES_PER_CHAPTER == 0:
+            chapter.mkdir(parents=True)
+        path = chapter / f"{n}.flac"
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"x")
+        os.close(fd)
+        text = " ".join(WORDS[(n * 7 + k) % len(WORDS)] for k in range(20 + n % 15))  # ~34 words, as LibriSpeech
+        entries.append(ManifestEntry(str(n), str(path), 12.3, text))
+    return entries
+
+
+def _timed(function, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _row(name: str, times: list[float], count: int) -> str:
+    median = statistics.median(times)
+    spread = f"{min(times):.2f}-{max(times):.2f}"
+    return f"| {name} | {median:.2f} | {spread} | {count / median / 1000:.0f}k |"
+
+
+def check(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(dir=args.tmp_dir) as tmp:
+        tmp = Path(tmp)
+        start = time.perf_counter()
+        entries = _make_files(tmp / "corpus", args.entries)
+        manifest = write_manifest(entries, tmp / "train.jsonl")
+        print(f"made {args.entries} files and their manifest in {time.perf_counter() - start:.1f} s")
+        if args.drop_caches:
+            subprocess.run(["sync"], check=True)
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            cold = _timed(lambda: audio_problems(read_manifest(manifest), num_threads=16), 1)
+        print(f"\n| step ({args.entries} entries) | median s | min-max s ({args.repeats} runs) | entries/s |")
+        print("|---|---|---|---|")
+        if args.drop_caches:
+            print(_row("read + check, 16 threads, cold page cache", cold, args.entries))
+        print(_row("read_manifest", _timed(lambda: read_manifest(manifest), args.repeats), args.entries))
+        for threads in (1, 4, 16):
+            times = _timed(lambda t=threads: audio_problems(entries, num_threads=t), args.repeats)
+            print(_row(f"audio_problems, {threads} thread(s)", times, args.entries))
+        texts = [entry.text for entry in entries]
+        print(_row("normalize_all (LibriSpeech, upper case)",
+                   _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(texts), args.repeats), args.entries))
+        lower = [text.lower() for text in texts]
+        print(_row("normalize_all (upper-case normaliser, lower-case text)",
+                   _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(lower), args.repeats), args.entries))
+        assert audio_problems(entries) == []
+
+
+def loader(args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)  # as in a DataLoader worker
+    with tempfile.TemporaryDirectory(dir=args.tmp_dir) as tmp:
+        tmp = Path(tmp)
+        script = Path(__file__).resolve().parent / "make_synthetic_librispeech.py"
+        subprocess.run([sys.executable, str(script), "--root", str(tmp / "LibriSpeech"), "--split",
+                        f"train-clean-100:{args.utterances}", "--min-seconds", str(args.min_seconds),
+                        "--max-seconds", str(args.max_seconds)], check=True, capture_output=True)
+        layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
+        entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
+        tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", args.vocab_size),
+                                               args.vocab_size)
+        audio_seconds = sum(e.duration for e in entries)
+        frontends = {
+            "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
+            "nemo": {"kind": "nemo", "options": {"num_mel_bins": 80}},
+        }
+        print(f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
+              f"({args.min_seconds:g}-{args.max_seconds:g} s each), one process, torch threads 1\n")
+        print(f"| front end | speed perturbation | audio s per CPU s: median | min-max ({args.repeats} runs) |")
+        print("|---|---|---|---|")
+        for name, spec in frontends.items():
+            for factors in (None, (0.9, 1.0, 1.1)):
+                dataset = ManifestDataset(entries, tokenizer, build_frontend(spec).train(), factors)
+                rates = []
+                for _ in range(args.repeats):
+                    start = time.process_time()
+                    for index in range(len(dataset)):
+                        dataset[index]
+                    rates.append(audio_seconds / (time.process_time() - start))
+                print(f"| {name} | {'0.9/1.0/1.1' if factors else 'off'} | {statistics.median(rates):.0f} | "
+                      f"{min(rates):.0f}-{max(rates):.0f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    check_parser = sub.add_parser("check", help="the manifest check at the start of training")
+    check_parser.add_argument("--entries", type=int, default=281241)
+    check_parser.add_argument("--drop-caches", action="store_true", help="empty the page cache first (root)")
+    loader_parser = sub.add_parser("loader", help="audio seconds per CPU second of one loader worker")
+    loader_parser.add_argument("--utterances", type=int, default=24)
+    loader_parser.add_argument("--min-seconds", type=float, default=8.0)
+    loader_parser.add_argument("--max-seconds", type=float, default=30.0)
+    loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
+    for each in (check_parser, loader_parser):
+        each.add_argument("--repeats", type=int, default=3)
+        each.add_argument("--tmp-dir", default=None, help="where the temporary files go (default: $TMPDIR)")
+    args = parser.parse_args()
+    check(args) if args.what == "check" else loader(args)
+
+
+if __name__ == "__main__":
+    main()

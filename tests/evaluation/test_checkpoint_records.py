@@ -1,0 +1,123 @@
+"""Evaluation, transcription and export take the tokenizer, the features and the feature size from the
+checkpoint's own records, never from a run directory or a guess; long audio is decoded in chunks."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from test_evaluation_recipe import CONF_DIR, TINY_DATA, save_module_checkpoint
+
+from asr_plugin.data import read_manifest
+from asr_plugin.evaluation import evaluate, load_model
+from asr_plugin.evaluation.chunking import chunk_bounds
+from asr_plugin.evaluation.transcriber import Transcriber
+
+REPO_ROOT = CONF_DIR.parent
+
+
+def _eval_cfg(root: Path, checkpoint: Path, *overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="eval", overrides=[*TINY_DATA, f"paths.root_dir={root}", f"output_dir={root}/eval",
+                                                      f"checkpoint={checkpoint}", "decoding.methods=[greedy]", *overrides])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """(root, data module) of the tiny mini corpus, prepared once."""
+    root = tmp_path_factory.mktemp("corpus")
+    datamodule = instantiate(_eval_cfg(root, root).data)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    return root, datamodule
+
+
+def test_evaluation_uses_the_checkpoints_tokenizer_whatever_the_data_config_says(corpus, tmp_path):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    reference = evaluate(_eval_cfg(root, checkpoint))["rows"]
+    # another tokenizer size and another number of mel bins in the data config: before, a size error
+    other = evaluate(_eval_cfg(root, checkpoint, "data.vocab_size=40", "data.num_mel_bins=64"))["rows"]
+    assert [(r["set"], r["wer"], r["errors"]) for r in other] == [(r["set"], r["wer"], r["errors"]) for r in reference]
+
+
+def test_a_checkpoint_without_records_is_evaluated_with_the_data_config_and_refused_by_transcribe(corpus, tmp_path, caplog):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "old.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1, records=False)
+    with caplog.at_level(logging.WARNING):
+        assert evaluate(_eval_cfg(root, checkpoint))["rows"]
+    assert any("records no tokenizer and front end" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match=r"old\.ckpt: no tokenizer and front-end record"):
+        Transcriber([checkpoint])
+
+
+def test_checkpoints_of_different_tokenizers_are_not_averaged(corpus, tmp_path):
+    root, datamodule = corpus
+    save_module_checkpoint(tmp_path / "epoch=0-step=1.ckpt", datamodule, seed=0, epoch=0, step=1)
+    other = torch.load(tmp_path / "epoch=0-step=1.ckpt", weights_only=True)
+    other["asr_plugin"]["tokenizer"] = {**other["asr_plugin"]["tokenizer"], "sha256": "0" * 64}
+    torch.save(other, tmp_path / "epoch=1-step=2.ckpt")
+    with pytest.raises(ValueError, match="record another tokenizer"):
+        load_model([tmp_path / "epoch=0-step=1.ckpt", tmp_path / "epoch=1-step=2.ckpt"])
+
+
+def test_chunks_cover_the_audio_and_are_cut_in_its_quiet_part():
+    rate = 1000
+    generator = torch.Generator().manual_seed(0)
+    audio = torch.randn(10_500, generator=generator)
+    audio[3_700:3_760] = 0.0  # the one pause within 2 s of the first chunk's end (chunk of 4 s)
+    bounds = chunk_bounds(audio, rate, chunk_seconds=4.0, search_seconds=2.0)
+    assert bounds[0] == (0, 3_700) and bounds[-1][1] == 10_500
+    assert all(end - start <= 4_000 for start, end in bounds)
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert chunk_bounds(audio[:4_000], rate, 4.0) == [(0, 4_000)]
+    with pytest.raises(ValueError, match="chunk_seconds"):
+        chunk_bounds(audio, rate, 0.0)
+
+
+def test_long_audio_is_decoded_in_chunks_with_a_progress_bar(corpus, tmp_path, capsys):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    entries = read_manifest(datamodule.split_manifest("test"))[:2]
+    first, second = (torch.from_numpy(sf.read(e.path, dtype="float32")[0]) for e in entries)
+    silence = torch.zeros(16_000)
+    path = tmp_path / "long.wav"
+    sf.write(path, torch.cat([first, silence, second]).numpy(), 16_000)
+    chunk = (first.shape[0] + 8_000) / 16_000  # ends half-way through the silence
+    transcriber = Transcriber([checkpoint], method="greedy", chunk_seconds=chunk)
+    text = transcriber.transcribe_file(path)
+    cut = first.shape[0] + 8_000 - 32_000  # the search window: the chunk's last 2 s
+    assert "long.wav" in capsys.readouterr().err  # the progress bar
+    bounds = chunk_bounds(torch.cat([first, silence, second]), 16_000, chunk)
+    assert len(bounds) >= 2 and first.shape[0] <= bounds[0][1] < first.shape[0] + 16_000 and bounds[0][1] > cut
+    pieces = transcriber.decode_pieces([torch.cat([first, silence, second])[s:e] for s, e in bounds])
+    assert text == " ".join(p for p in pieces if p)
+
+
+@pytest.mark.slow
+def test_transcribe_script_decodes_ten_minutes_in_chunks(corpus, tmp_path):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    generator = torch.Generator().manual_seed(0)
+    path = tmp_path / "ten-minutes.flac"
+    sf.write(path, (0.1 * torch.randn(600 * 16_000, generator=generator)).numpy(), 16_000)
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "transcribe.py"), str(path), "--checkpoint",
+                           str(checkpoint), "--method", "greedy"], capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    chunks = re.findall(r" (\d+)/\1 \[", done.stderr)  # the progress bar's last state: N/N chunks
+    assert chunks and int(chunks[-1]) >= math.ceil(600 / 30), done.stderr[-2000:]
+    assert done.stdout.startswith(f"{path}\t")

@@ -1,0 +1,118 @@
+"""SLURM without a cluster: the requeue signal is the one Lightning listens for, a training process that gets it
+writes a checkpoint and the requeued job resumes from it; devices and nodes come from SLURM's variables."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN
+
+from asr_plugin.training.distributed import register_resolvers, slurm_layout
+from asr_plugin.training.train import apply_slurm_layout
+
+TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
+JOB = "4242"
+# what srun gives the one task of a 1-node, 1-task job step (Lightning's SLURMEnvironment reads these)
+SLURM_TASK = {"SLURM_JOB_ID": JOB, "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1",
+              "SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+              "SLURM_NODEID": "0", "SLURM_JOB_NAME": "ls960", "SLURM_NODELIST": "localhost"}
+
+
+def test_the_launcher_asks_sbatch_for_the_signal_lightning_listens_for(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[slurm]'")
+    from hydra import compose, initialize_config_dir
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="train", return_hydra_config=True,
+                      overrides=["hydra/launcher=slurm", f"paths.root_dir={tmp_path}"])
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    sbatch = _make_sbatch_string(command="python train.py", folder=str(tmp_path), signal_delay_s=launcher["signal_delay_s"],
+                                 additional_parameters=launcher["additional_parameters"])
+    wanted = SLURMEnvironment().requeue_signal  # SIGUSR1
+    assert f"#SBATCH --signal={wanted.name.removeprefix('SIG')}@300" in sbatch.splitlines()
+
+
+@pytest.mark.parametrize(("variables", "layout"), [
+    ({}, None),
+    ({**SLURM_TASK, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8", "SLURM_JOB_NUM_NODES": "2"}, (8, 2)),
+    ({**SLURM_TASK, "SLURM_JOB_NAME": "interactive"}, None),  # salloc shell: Lightning does not use SLURM
+])
+def test_slurm_layout_reads_the_job_variables(monkeypatch, variables, layout):
+    for name in [n for n in os.environ if n.startswith("SLURM_")]:
+        monkeypatch.delenv(name)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert slurm_layout() == layout
+
+
+def test_trainer_devices_and_nodes_follow_slurm(monkeypatch):
+    for name, value in {**SLURM_TASK, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8", "SLURM_JOB_NUM_NODES": "2"}.items():
+        monkeypatch.setenv(name, value)
+    trainer = OmegaConf.create({"devices": -1, "num_nodes": 1})  # conf/trainer/ddp.yaml
+    apply_slurm_layout(trainer)
+    assert (trainer.devices, trainer.num_nodes) == (8, 2)
+    with pytest.raises(ValueError, match=r"trainer\.devices=4 but this SLURM job has 8 tasks per node"):
+        apply_slurm_layout(OmegaConf.create({"devices": 4, "num_nodes": 2}))
+
+
+def _train_steps(metrics: Path) -> list[int]:
+    if not metrics.exists():
+        return []
+    with metrics.open() as handle:
+        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("train/loss_step")]
+
+
+@pytest.mark.slow
+def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_dir, tmp_path):
+    bin_dir = tmp_path / "bin"  # scontrol stand-in: records the requeue request
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")}
+    env.update(SLURM_TASK, OMP_NUM_THREADS="1", PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    # no checkpoint but the requeue one: step checkpoints far apart, no validation
+    overrides = [*TINY_RUN, "trainer.max_epochs=1000", "trainer.limit_val_batches=0", "ckpt_path=last",
+                 "callbacks.step_checkpoint.every_n_train_steps=100000", f"paths.data_dir={data_dir}",
+                 f"paths.log_dir={tmp_path}/logs"]
+    run_dir = tmp_path / "logs" / "train" / "runs" / f"slurm{JOB}.0"
+    metrics = run_dir / "csv" / "metrics.csv"
+    job = subprocess.Popen([sys.executable, TRAIN, *overrides, "trainer.max_steps=100000"], cwd=tmp_path, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_train_steps(metrics)) < 3:
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.1)
+        job.send_signal(signal.SIGUSR1)  # what sbatch --signal=USR1@300 sends before the time limit
+        while not (run_dir / "hpc_ckpt_1.ckpt").exists() or not (tmp_path / "scontrol.log").exists():
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.1)
+        job.send_signal(signal.SIGKILL)  # SLURM ends the job it requeued
+        job.wait(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", JOB]
+    saved = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"]
+    assert saved >= 3
+
+    requeued = subprocess.run([sys.executable, TRAIN, *overrides, f"trainer.max_steps={saved + 2}"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=600)
+    assert requeued.returncode == 0, requeued.stderr[-3000:]
+    assert f"ckpt_path=last resumes from {run_dir / 'hpc_ckpt_1.ckpt'}" in requeued.stdout + requeued.stderr
+    assert f"steps: {saved + 2}" in requeued.stdout  # two more optimiser steps from the checkpoint's
+    steps = _train_steps(metrics)
+    assert len([step for step in steps if step >= saved]) == 2 and len(steps) == len(set(steps)), (saved, steps)
