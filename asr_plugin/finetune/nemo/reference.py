@@ -35,12 +35,11 @@ from torch import nn
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.finetune.nemo.examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
+from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
 SPLITS = ("train", "dev", "test")
 FORMS = ("hybrid", "rnnt")  # EncDecHybridRNNTCTCBPEModel, EncDecRNNTBPEModel
 RESULT_NAME = "reference.json"
-HYBRID_TARGET = "nemo.collections.asr.models.EncDecHybridRNNTCTCBPEModel"
-RNNT_TARGET = "nemo.collections.asr.models.EncDecRNNTBPEModel"
 
 
 @dataclass(frozen=True)
