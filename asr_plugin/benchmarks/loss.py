@@ -195,7 +195,9 @@ def step(loss: LossFn, inputs: Inputs, dtype: str) -> None:
         tensor.grad = None
 
 
-def _rss_kib(field: str) -> int:
+def rss_kib(field: str) -> int:
+    """A memory field of this process from /proc/self/status in KiB: "VmRSS" (now) or "VmHWM" (the peak since
+    the last ``/proc/self/clear_refs`` reset)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -216,14 +218,14 @@ def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memo
     loss = make_loss(mode, inputs.durations, memory_budget)
     step(loss, inputs, dtype)  # warm-up (and extension load)
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    baseline = _rss_kib("VmRSS")
+    baseline = rss_kib("VmRSS")
     times, cpu_times = [], []
     for _ in range(repeats):
         start, cpu_start = time.perf_counter(), time.process_time()
         step(loss, inputs, dtype)
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu_start)
-    peak = (_rss_kib("VmHWM") - baseline) * 1024
+    peak = (rss_kib("VmHWM") - baseline) * 1024
     # CPU time (all threads) is what a shared machine cannot inflate by making the process wait
     result = dict(time_s=statistics.median(times), cpu_s=statistics.median(cpu_times), peak_bytes=peak)
     return dict(result, **plan_figures(getattr(loss, "last_plan", None)))
