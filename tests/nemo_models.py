@@ -31,12 +31,14 @@ VOCAB_LAYERS = ("decoder.prediction.embed.weight", "joint.joint_net.2.weight", "
 
 
 def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
-    """Our state dict under NeMo's names, blank rows moved from first to last (NeMo's order)."""
+    """Our state dict under NeMo's names, blank rows moved from first to after the last token (NeMo's order; a
+    TDT joint's duration rows stay at the end)."""
     state = {}
     for key, value in model.state_dict().items():
         pattern, replacement = next((p, r) for p, r in OURS_TO_NEMO if re.fullmatch(p, key))
         name = re.sub(pattern, replacement, key)
-        state[name] = torch.cat([value[1:], value[:1]]) if name in VOCAB_LAYERS else value.clone()
+        tokens = model.vocab_size
+        state[name] = torch.cat([value[1:tokens], value[:1], value[tokens:]]) if name in VOCAB_LAYERS else value.clone()
     state["preprocessor.featurizer.window"] = torch.hann_window(400, periodic=False)
     state["preprocessor.featurizer.fb"] = torch.zeros(1, 80, 257)
     return state

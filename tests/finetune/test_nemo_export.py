@@ -100,3 +100,13 @@ def test_the_recipe_front_end_is_refused(tmp_path):
     logmel = {"kind": "logmel", "options": {}, "mean": [0.0] * 80, "std": [1.0] * 80}
     with pytest.raises(ValueError, match="front end of kind 'logmel'"):
         export_nemo(NemoExportSource(model, architecture, tokenizer, logmel), tmp_path / "x.nemo")
+
+
+def test_a_tdt_model_exports_with_its_durations_and_loss(tmp_path):
+    path, reference = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
+    imported = import_nemo(path)
+    again = import_nemo(export_nemo(imported, tmp_path / "tdt.nemo"))
+    assert again.model.durations == imported.model.durations == (0, 1, 2, 3, 4)
+    assert again.loss_options == imported.loss_options
+    assert again.config["decoding"]["model_type"] == "tdt" and again.config["joint"]["num_extra_outputs"] == 5
+    assert_same_weights(reference, again.model)

@@ -231,3 +231,28 @@ def test_gzip_compressed_archives_read_too(archives, tmp_path):
             target.addfile(member, source.extractfile(member))
     model = import_nemo(compressed).model
     assert torch.equal(model.encoder.layers[1].self_attn.pos_bias_v, reference.encoder.layers[1].self_attn.pos_bias_v)
+
+
+def test_tdt_and_hybrid_tdt_ctc_import_with_their_own_loss(tmp_path):
+    generator = torch.Generator().manual_seed(4)
+    ctc = {"ctc_decoder.decoder_layers.0.weight": torch.randn(41, 40, 1, generator=generator),
+           "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator)}
+    path, reference = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", extra_weights=ctc)
+    imported = import_nemo(path)
+    assert imported.model.durations == (0, 1, 2, 3, 4) and imported.model.joint.num_extra_outputs == 5
+    assert imported.loss_options == {"clamp": None, "durations": [0, 1, 2, 3, 4], "sigma": 0.05, "omega": 0.0}
+    assert imported.loss.durations == (0, 1, 2, 3, 4) and imported.loss.sigma == 0.05
+    for key, value in reference.state_dict().items():
+        assert torch.equal(imported.model.state_dict()[key], value), key
+    assert imported.auxiliary_ctc["output.weight"].shape == (41, 40) and not imported.report.lost
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c["joint"].update(num_extra_outputs=4), r"num_extra_outputs=4 but loss.tdt_kwargs.durations"),
+    (lambda c: c["decoding"].update(model_type="rnnt"), "do not decode the TDT loss' durations"),
+    (lambda c: c["loss"]["tdt_kwargs"].update(fastemit_lambda=0.01), "fastemit_lambda=0.01 is not supported"),
+])
+def test_inconsistent_tdt_configs_are_refused(tmp_path, edit, message):
+    path, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", config_edit=edit)
+    with pytest.raises(ValueError, match=message):
+        import_nemo(path)
