@@ -31,9 +31,9 @@ inline float exp_nonpositive(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
+  float power;
+  std::memcpy(&power, &bits, sizeof(power));
+  return p * power;
 }
 
 inline double exp_nonpositive(double x) { return std::exp(x); }
@@ -50,20 +50,20 @@ acc_t row_denominator(const scalar_t* x, int64_t V) {
   return max_x + log(sum);
 }
 
-// The token scores' gradient of one valid row: g[v] = scale * clamp(softmax_v * occupancy - [v == blank] *
+// The token scores' gradient of one valid row: g[v] = weight * clamp(softmax_v * occupancy - [v == blank] *
 // blank_flow - [v == label] * label_flow) for v < V (label < 0: none). `g` may alias `x`: the blank and label
 // entries are read before the loop overwrites them.
 template <typename scalar_t, typename acc_t>
 inline void token_row_grad(const scalar_t* x, scalar_t* g, int64_t V, int64_t blank, int64_t label, acc_t den,
-                           acc_t occupancy, acc_t blank_flow, acc_t label_flow, acc_t clamp, acc_t scale) {
+                           acc_t occupancy, acc_t blank_flow, acc_t label_flow, acc_t clamp, acc_t weight) {
   const acc_t softmax_blank = exp_nonpositive(static_cast<acc_t>(x[blank]) - den);
   const acc_t softmax_label = label >= 0 ? exp_nonpositive(static_cast<acc_t>(x[label]) - den) : acc_t(0);
   _Pragma("omp simd") for (int64_t v = 0; v < V; ++v) {
     const acc_t value = exp_nonpositive(static_cast<acc_t>(x[v]) - den) * occupancy;
-    g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp, scale));
+    g[v] = static_cast<scalar_t>(clamp_and_weight(value, clamp, weight));
   }
-  g[blank] = static_cast<scalar_t>(clamp_and_scale(softmax_blank * occupancy - blank_flow, clamp, scale));
-  if (label >= 0) g[label] = static_cast<scalar_t>(clamp_and_scale(softmax_label * occupancy - label_flow, clamp, scale));
+  g[blank] = static_cast<scalar_t>(clamp_and_weight(softmax_blank * occupancy - blank_flow, clamp, weight));
+  if (label >= 0) g[label] = static_cast<scalar_t>(clamp_and_weight(softmax_label * occupancy - label_flow, clamp, weight));
 }
 
 // A valid row (t, u) of a gradient op's T-chunk: its scores, their gradient and the sample's constants.
@@ -76,7 +76,7 @@ struct GradRow {
   int64_t T_n, U_n;
   int64_t label;            // y_u, or -1 at u == U_n
   acc_t alpha_minus_ll;     // alpha(t, u) - log P
-  acc_t scale;              // the sample's weight
+  acc_t weight;             // the sample's upstream gradient
 };
 
 // Calls `body(GradRow)` for every valid row of the chunk `logits` (N, Tc, U1, W) whose first frame is
@@ -84,7 +84,7 @@ struct GradRow {
 template <typename scalar_t, typename acc_t, typename Body>
 void for_each_grad_row(const at::Tensor& logits, const at::Tensor& grad, const at::Tensor& alphas,
                        const at::Tensor& nll, const at::Tensor& targets, const at::Tensor& logit_lengths,
-                       const at::Tensor& target_lengths, const at::Tensor& scale, int64_t t_offset, Body body) {
+                       const at::Tensor& target_lengths, const at::Tensor& weights, int64_t t_offset, Body body) {
   const int64_t N = logits.size(0), Tc = logits.size(1), U1 = logits.size(2), W = logits.size(3);
   const int64_t T = alphas.size(1), U = targets.size(1);
   const int64_t* tgt = targets.data_ptr<int64_t>();
@@ -94,7 +94,7 @@ void for_each_grad_row(const at::Tensor& logits, const at::Tensor& grad, const a
   scalar_t* g_all = grad.data_ptr<scalar_t>();
   const acc_t* alpha_all = alphas.data_ptr<acc_t>();
   const acc_t* nll_all = nll.data_ptr<acc_t>();
-  const acc_t* scale_all = scale.data_ptr<acc_t>();
+  const acc_t* weight_all = weights.data_ptr<acc_t>();
   at::parallel_for(0, N * Tc * U1, kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const RowIndex r = row_index(row, Tc, U1, t_offset);
@@ -106,7 +106,7 @@ void for_each_grad_row(const at::Tensor& logits, const at::Tensor& grad, const a
       }
       const int64_t cell = (r.n * T + r.t) * U1 + r.u;
       body(GradRow<scalar_t, acc_t>{x_all + row * W, g, cell, r, T_n, U_n, r.u < U_n ? tgt[r.n * U + r.u] : -1,
-                                    alpha_all[cell] + nll_all[r.n], scale_all[r.n]});
+                                    alpha_all[cell] + nll_all[r.n], weight_all[r.n]});
     }
   });
 }

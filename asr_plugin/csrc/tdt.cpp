@@ -109,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> tdt_alphas_betas_cpu(const at::Te
   return {alphas, betas, nll};
 }
 
-// grad[n, t, u, :V] = scale[n] * clamp(d nll[n] / d token scores), grad[n, t, u, V:] = scale[n] * d nll[n] / d
+// grad[n, t, u, :V] = weights[n] * clamp(d nll[n] / d token scores), grad[n, t, u, V:] = weights[n] * d nll[n] / d
 // duration scores (not clamped, as NeMo's TDT loss); writes `grad` (may alias logits: each element is read
 // once before it is written, and the row constants come from the other inputs). For valid cell (t, u):
 //   token v:     softmax_v * occupancy - [v == blank] * sum_i blank_i - [v == y_u] * sum_i label_i
@@ -119,10 +119,10 @@ void tdt_logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominator
                          const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                          const at::Tensor& targets, const at::Tensor& logit_lengths,
                          const at::Tensor& target_lengths, int64_t blank, c10::IntArrayRef duration_values,
-                         int64_t t_offset, const at::Tensor& scale, double clamp, const at::Tensor& grad) {
+                         int64_t t_offset, const at::Tensor& weights, double clamp, const at::Tensor& grad) {
   const Durations durations = tdt_durations(duration_values);
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-                         t_offset, scale, grad);
+                         t_offset, weights, grad);
   const int64_t D = durations.count;
   check_tdt_layout(logits, log_probs, denominators, blank, D);
   const int64_t U1 = logits.size(2), V = logits.size(3) - D, S = 2 + D;
@@ -134,7 +134,7 @@ void tdt_logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominator
     const acc_t* beta_all = betas.data_ptr<acc_t>();
     const acc_t clamp_value = static_cast<acc_t>(clamp);
     for_each_grad_row<scalar_t, acc_t>(
-        logits, grad, alphas, nll, targets, logit_lengths, target_lengths, scale, t_offset,
+        logits, grad, alphas, nll, targets, logit_lengths, target_lengths, weights, t_offset,
         [&](const cpu::GradRow<scalar_t, acc_t>& row) {
           const int64_t c = row.cell;
           const acc_t* lp = lp_all + S * c;
@@ -148,10 +148,10 @@ void tdt_logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominator
             duration_flow[i] = flows.blank + flows.label;
           }
           token_row_grad(row.x, row.g, V, blank, row.label, den_all[2 * c], occupancy, blank_flow, label_flow,
-                         clamp_value, row.scale);
+                         clamp_value, row.weight);
           for (int64_t i = 0; i < D; ++i) {
             const acc_t softmax = exp_nonpositive(static_cast<acc_t>(row.x[V + i]) - den_all[2 * c + 1]);
-            row.g[V + i] = static_cast<scalar_t>((softmax * occupancy - duration_flow[i]) * row.scale);
+            row.g[V + i] = static_cast<scalar_t>((softmax * occupancy - duration_flow[i]) * row.weight);
           }
         });
   });

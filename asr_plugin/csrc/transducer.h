@@ -93,14 +93,14 @@ ASR_HOST_DEVICE CellFlows<acc_t> cell_flows(const acc_t* lp, const acc_t* alpha,
   return flows;
 }
 
-// Clamp like torchaudio (before the upstream scale), then scale.
+// Clamp like torchaudio (before the upstream weight), then weight.
 template <typename acc_t>
-ASR_HOST_DEVICE acc_t clamp_and_scale(acc_t g, acc_t clamp, acc_t scale) {
+ASR_HOST_DEVICE acc_t clamp_and_weight(acc_t g, acc_t clamp, acc_t weight) {
   if (clamp > acc_t(0)) {
     g = g > clamp ? clamp : g;
     g = g < -clamp ? -clamp : g;
   }
-  return g * scale;
+  return g * weight;
 }
 
 }  // namespace asr_plugin

@@ -93,14 +93,14 @@ inline void check_alphas_betas_args(const at::Tensor& log_probs, const at::Tenso
 inline void check_logits_grad_args(const at::Tensor& logits, const at::Tensor& denominators,
                                    const at::Tensor& log_probs, const at::Tensor& alphas, const at::Tensor& betas,
                                    const at::Tensor& nll, const at::Tensor& targets, const at::Tensor& logit_lengths,
-                                   const at::Tensor& target_lengths, int64_t t_offset, const at::Tensor& scale,
+                                   const at::Tensor& target_lengths, int64_t t_offset, const at::Tensor& weights,
                                    const at::Tensor& grad) {
   TORCH_CHECK(logits.dim() == 4 && logits.is_floating_point(), "transducer op: logits must be floating (N, Tc, U+1, V)");
   const int64_t N = logits.size(0), U1 = logits.size(2);
   check_dense_on(logits.device(),
                  {{"logits", &logits}, {"denominators", &denominators}, {"log_probs", &log_probs}, {"alphas", &alphas},
                   {"betas", &betas}, {"nll", &nll}, {"targets", &targets}, {"logit_lengths", &logit_lengths},
-                  {"target_lengths", &target_lengths}, {"scale", &scale}, {"grad", &grad}});
+                  {"target_lengths", &target_lengths}, {"weights", &weights}, {"grad", &grad}});
   check_lattice_args(targets, logit_lengths, target_lengths, N);
   const auto acc = accumulation_dtype(logits.scalar_type());
   check_stats(denominators, "denominators", acc, N, U1);
@@ -112,7 +112,7 @@ inline void check_logits_grad_args(const at::Tensor& logits, const at::Tensor& d
               "transducer op: denominators, log_probs, alphas and betas must cover the same (N, T, U+1) lattice");
   TORCH_CHECK(t_offset >= 0 && t_offset + logits.size(1) <= alphas.size(1),
               "transducer op: the T-chunk [t_offset, t_offset + Tc) must lie inside the lattice's T");
-  for (const auto& [name, tensor] : {NamedTensor{"nll", &nll}, NamedTensor{"scale", &scale}}) {
+  for (const auto& [name, tensor] : {NamedTensor{"nll", &nll}, NamedTensor{"weights", &weights}}) {
     check_dtype(name, *tensor, acc);
     TORCH_CHECK(tensor->dim() == 1 && tensor->size(0) == N, "transducer op: ", name, " must be (N,)");
   }

@@ -3,22 +3,34 @@ ahead of time with ``python -m asr_plugin.losses.build``, see docs/loss.md).
 
 - ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits (TDT: V token + D duration scores).
 - ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
-  transient memory bounded by ``memory_budget``.
-- ``TransducerLoss``: nn.Module serving both modes with one call signature.
-- ``StandardJoint``: the joint interface the sample-wise loss runs fused (``asr_plugin.models.Joint`` has it).
+  transient memory bounded by ``memory_budget``; ``plan_samplewise`` gives its ``Plan`` without running it.
+- ``TransducerLoss``: nn.Module serving both modes with one call signature (``last_plan``, ``plan(...)``).
+- ``StandardJoint``: the joint interface the sample-wise loss runs fused (``asr_plugin.models.Joint`` has it);
+  ``JointShape``: what any joint may declare (hidden size, extra outputs such as TDT's duration scores).
+- ``lattices``: the RNN-T and TDT lattices (``RNNT``, ``TDT``) and their ops; ``planning``: budgets and plans.
 """
 
-from ._joint import StandardJoint
-from ._memory import parse_memory_budget
 from .batched import transducer_loss
+from .engine import SamplewiseState
+from .lattices import RNNT, TDT, TransducerLattice
 from .module import MODES, TransducerLoss
-from .samplewise import samplewise_transducer_loss
+from .planning import Group, Plan, parse_memory_budget
+from .runners import JointShape, StandardJoint
+from .samplewise import plan_samplewise, samplewise_transducer_loss
 
 __all__ = [
     "MODES",
+    "RNNT",
+    "SamplewiseState",
+    "TDT",
+    "Group",
+    "JointShape",
+    "Plan",
     "StandardJoint",
+    "TransducerLattice",
     "TransducerLoss",
     "parse_memory_budget",
+    "plan_samplewise",
     "samplewise_transducer_loss",
     "transducer_loss",
 ]

@@ -50,9 +50,13 @@ KINDS = ("cpu", "cuda")
 _CSRC = Path(__file__).resolve().parent.parent / "csrc"
 _SOURCES = {
     "cpu": (_CSRC / "transducer.cpp", _CSRC / "tdt.cpp"),
-    "cuda": (_CSRC / "cuda" / "transducer_cuda.cu",),
+    "cuda": (_CSRC / "cuda" / "transducer_cuda.cu", _CSRC / "cuda" / "tdt_cuda.cu"),
 }
-_HEADERS = tuple(sorted([*_CSRC.glob("*.h"), *_CSRC.glob("cuda/*.cuh")]))
+# What each library's sources include: the CPU one only csrc/*.h, so editing a CUDA header rebuilds no CPU library.
+_HEADERS = {
+    "cpu": tuple(sorted(_CSRC.glob("*.h"))),
+    "cuda": tuple(sorted([*_CSRC.glob("*.h"), *_CSRC.glob("cuda/*.cuh")])),
+}
 _DEFAULT_CUDA_HOME = Path("/usr/local/cuda")
 _BUILD_PREFIX = ".build-"
 # A builder that holds the lock longer than this is presumed stuck (not dead: the kernel would have released
@@ -116,7 +120,7 @@ def library_spec(kind: str) -> LibrarySpec:
     context = [torch.__version__, str(torch.version.cuda), sys.version.split()[0], _cpu_capability(), *flags]
     context.append(os.environ.get("CXX", "c++"))
     digest = hashlib.sha256("|".join(context).encode())
-    for path in sources + _HEADERS:
+    for path in sources + _HEADERS[kind]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return LibrarySpec(kind, sources, f"asr_plugin_transducer_{kind}_{digest.hexdigest()[:16]}")
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import nn
 
-from ._memory import parse_max_samples, parse_memory_budget
 from ._validation import check_options, check_tdt_options
 from .batched import transducer_loss
-from .samplewise import Joint, samplewise_transducer_loss
+from .engine import SamplewiseState
+from .planning import Plan, parse_max_samples, parse_memory_budget
+from .runners import Joint, check_extra_outputs
+from .samplewise import plan_samplewise, samplewise_transducer_loss
 
 MODES = ("batched", "samplewise")
+_logger = logging.getLogger(__name__)
 
 
 class TransducerLoss(nn.Module):
@@ -21,6 +26,10 @@ class TransducerLoss(nn.Module):
     (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
     ``max_samples_per_group`` (both ignored in batched mode). ``durations`` (None: RNN-T; TDT: e.g.
     [0, 1, 2, 3, 4], containing 0 and 1), ``sigma`` and ``omega`` are as in ``transducer_loss``.
+
+    Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
+    then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
+    ``asr_plugin.losses.module``, later ones at DEBUG). ``plan(...)`` gives the plan of a call without running it.
     """
 
     def __init__(
@@ -44,17 +53,39 @@ class TransducerLoss(nn.Module):
         self.mode, self.blank, self.reduction, self.clamp = mode, blank, reduction, clamp
         self.memory_budget = parse_memory_budget(memory_budget)
         self.max_samples_per_group = parse_max_samples(max_samples_per_group)
+        self.samplewise_state = SamplewiseState()
 
     @property
     def num_durations(self) -> int:
         """D, the duration scores the joint must emit after its V token scores (0: RNN-T)."""
         return len(self.durations or ())
 
+    @property
+    def last_plan(self) -> Plan | None:
+        """The plan of the last sample-wise call (None before the first)."""
+        return self.samplewise_state.last_plan
+
     def extra_repr(self) -> str:
         tdt = "" if self.durations is None else f", durations={list(self.durations)}, sigma={self.sigma}, omega={self.omega}"
         return (
             f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
             f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}{tdt}"
+        )
+
+    def plan(
+        self,
+        encoder_out: torch.Tensor,  # (B, T, H_e)
+        predictor_out: torch.Tensor,  # (B, U+1, H_p)
+        joint: Joint,
+        targets: torch.Tensor,  # (B, U)
+        logit_lengths: torch.Tensor,  # (B,)
+        target_lengths: torch.Tensor,  # (B,)
+    ) -> Plan:
+        """The plan a sample-wise call with these inputs would run (whatever the module's mode), not running it."""
+        return plan_samplewise(
+            encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank=self.blank,
+            memory_budget=self.memory_budget, max_samples_per_group=self.max_samples_per_group,
+            durations=self.durations, sigma=self.sigma,
         )
 
     def forward(
@@ -67,12 +98,15 @@ class TransducerLoss(nn.Module):
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
         options = dict(
-            blank=self.blank, reduction=self.reduction, clamp=self.clamp, durations=self.durations, sigma=self.sigma, omega=self.omega
+            blank=self.blank, reduction=self.reduction, clamp=self.clamp, durations=self.durations, sigma=self.sigma,
+            omega=self.omega,
         )
         if self.mode == "batched":
+            check_extra_outputs(joint, self.durations)
             logits = joint(encoder_out, predictor_out)
             return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)
-        return samplewise_transducer_loss(
+        first = self.last_plan is None
+        loss = samplewise_transducer_loss(
             encoder_out,
             predictor_out,
             joint,
@@ -81,5 +115,10 @@ class TransducerLoss(nn.Module):
             target_lengths,
             memory_budget=self.memory_budget,
             max_samples_per_group=self.max_samples_per_group,
+            state=self.samplewise_state,
             **options,
         )
+        level = logging.INFO if first else logging.DEBUG  # the first plan: a training run's typical step
+        if _logger.isEnabledFor(level):
+            _logger.log(level, self.last_plan.describe())
+        return loss

@@ -11,19 +11,22 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 class Joint(nn.Module):
     """``out(act(W_e enc + W_p pred))`` on every (t, u) pair.
 
-    Honours the loss engine's joint contract ``(N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)``, so the
+    Honours the loss engine's joint contract ``(N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V + D)``, so the
     sample-wise loss can call it on one sample's own lattice. The projections are applied before the
     broadcast, so they cost O(T + U) rather than O(T * U). It also satisfies
     ``asr_plugin.losses.StandardJoint`` (``project_encoder``, ``project_predictor``, ``output``,
-    ``fused_activation``, ``fused_dropout``), so the sample-wise loss runs it fused, dropout included.
+    ``hidden_dim``, ``num_extra_outputs``, ``fused_activation``, ``fused_dropout``), so the sample-wise loss
+    runs it fused, dropout included.
 
     Args:
         encoder_dim: H_e.
         predictor_dim: H_p.
-        joint_dim: H_j, the hidden size of the lattice (``hidden_dim`` is read by the loss's memory estimate).
+        joint_dim: H_j, the hidden size of the lattice (``hidden_dim``, the loss's memory estimate).
         vocab_size: V, including blank.
         activation: "tanh" (default, as NeMo and torchaudio), "relu" or "gelu".
         dropout: dropout on the joint hidden activations.
+        num_extra_outputs: D scores per cell after the V token scores: a TDT joint's duration scores
+            (``len(durations)`` of its ``TransducerLoss``), 0 for RNN-T.
     """
 
     def __init__(
@@ -34,18 +37,22 @@ class Joint(nn.Module):
         vocab_size: int,
         activation: str = "tanh",
         dropout: float = 0.0,
+        num_extra_outputs: int = 0,
     ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation={activation!r}; choose one of {sorted(_ACTIVATIONS)}")
+        if isinstance(num_extra_outputs, bool) or not isinstance(num_extra_outputs, int) or num_extra_outputs < 0:
+            raise ValueError(f"num_extra_outputs must be an int >= 0 (TDT: the number of durations), got {num_extra_outputs!r}")
         self.hidden_dim = joint_dim
         self.vocab_size = vocab_size
+        self.num_extra_outputs = num_extra_outputs
         self.encoder_proj = nn.Linear(encoder_dim, joint_dim)
         self.predictor_proj = nn.Linear(predictor_dim, joint_dim)
         self.activation_name = activation
         self.activation = _ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)
-        self.output = nn.Linear(joint_dim, vocab_size)
+        self.output = nn.Linear(joint_dim, vocab_size + num_extra_outputs)  # V token scores, then D
 
     @property
     def fused_activation(self) -> str | None:
@@ -71,11 +78,11 @@ class Joint(nn.Module):
         return self.predictor_proj(predictor_out)
 
     def combine(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor) -> torch.Tensor:
-        """Broadcastable projections (..., H_j) -> raw scores (..., V)."""
+        """Broadcastable projections (..., H_j) -> raw scores (..., V + D)."""
         return self.output(self.dropout(self.activation(encoder_proj + predictor_proj)))
 
     def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
-        """(N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V) raw scores (log-softmax is fused into the loss)."""
+        """(N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V + D) raw scores (log-softmax is fused into the loss)."""
         enc = self.project_encoder(encoder_out).unsqueeze(2)  # (N, T, 1, H_j)
         pred = self.project_predictor(predictor_out).unsqueeze(1)  # (N, 1, U+1, H_j)
         return self.combine(enc, pred)

@@ -81,10 +81,11 @@ class JointProblem:
 
 @pytest.fixture
 def make_joint_problem():
-    def make(batch=5, frames=9, labels=4, vocab=8, hidden=6, blank=0, dtype=torch.float32, seed=0):
+    def make(batch=5, frames=9, labels=4, vocab=8, hidden=6, blank=0, dtype=torch.float32, seed=0, num_extra_outputs=0):
+        """`vocab` token scores (then `num_extra_outputs` more, e.g. TDT durations) per cell."""
         generator = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
-        joint = TanhJoint(hidden, hidden + 1, hidden + 2, vocab).to(dtype)
+        joint = TanhJoint(hidden, hidden + 1, hidden + 2, vocab, num_extra_outputs).to(dtype)
         encoder_out = torch.randn(batch, frames, hidden, generator=generator, dtype=dtype).requires_grad_()
         predictor_out = torch.randn(batch, labels + 1, hidden + 1, generator=generator, dtype=dtype).requires_grad_()
         targets, logit_lengths, target_lengths = random_lattice(batch, frames, labels, vocab, blank, generator)

@@ -15,3 +15,12 @@ def random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths=
         target_lengths[:] = labels
     logit_lengths[0], target_lengths[0] = frames, labels
     return targets, logit_lengths, target_lengths
+
+
+def make_tdt_problem(batch, frames, labels, vocab, durations, blank=0, dtype=torch.float64, seed=0, full_lengths=False):
+    """logits (B, T, U+1, V + D), targets and lengths (the first sample at the full T and U)."""
+    generator = torch.Generator().manual_seed(seed)
+    width = vocab + len(durations)
+    logits = torch.randn(batch, frames, labels + 1, width, generator=generator, dtype=torch.float64).to(dtype)
+    targets, logit_lengths, target_lengths = random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths)
+    return logits.requires_grad_(), targets, logit_lengths, target_lengths

@@ -1,7 +1,7 @@
-"""scripts/benchmark_loss.py, which `scripts/gpu_check.sh` runs on the GPU: its CPU path end to end on the
-tiny preset (so the script cannot rot between GPU sessions), and issue 9's CPU targets, counted with its
-`--count-ops` machinery: host-sync calls per sample-wise step constant in B and at most 10, and aten ops per
-sample with the fused standard joint at most half of what the engine dispatched before issue 9."""
+"""scripts/benchmark_loss.py (over asr_plugin.benchmarks.loss), which `scripts/gpu_check.sh` runs on the GPU: its
+CPU path end to end on the tiny preset (so the script cannot rot between GPU sessions), and issue 9's CPU targets,
+counted with its `--count-ops` machinery: host-sync calls per sample-wise step constant in B and at most 10, and
+aten ops per sample with the fused standard joint at most half of what the engine dispatched before issue 9."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+from asr_plugin.benchmarks import loss as benchmark_loss
 
-import benchmark_loss  # noqa: E402
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 # aten ops per sample at commit 37e5e5e, before issue 9 (docs/loss.md, "before/after issue 9"), per (B, budget)
 OPS_PER_SAMPLE_BEFORE = {(16, "1MiB"): 77.2, (64, "1MiB"): 72.5, (16, "256KiB"): 256.9, (64, "256KiB"): 238.2}
@@ -25,8 +24,9 @@ OPS_PER_SAMPLE_BEFORE = {(16, "1MiB"): 77.2, (64, "1MiB"): 72.5, (16, "256KiB"):
 
 @pytest.mark.parametrize("joint", ["standard", "dropout", "custom"])
 @pytest.mark.parametrize("budget", ["1MiB", "256KiB"])
-def test_host_syncs_per_step_are_constant_in_the_batch(joint, budget):
-    small, large = (benchmark_loss.count_ops(batch, budget, joint) for batch in (16, 64))
+@pytest.mark.parametrize("num_durations", [0, 5], ids=["rnnt", "tdt"])
+def test_host_syncs_per_step_are_constant_in_the_batch(joint, budget, num_durations):
+    small, large = (benchmark_loss.count_ops(batch, budget, joint, num_durations) for batch in (16, 64))
     assert small["syncs"] == large["syncs"], (small["syncs"], large["syncs"])
     assert large["sync_ops"] <= 10, large["syncs"]
 
@@ -38,14 +38,26 @@ def test_fused_joint_halves_the_ops_per_sample(budget):
         assert counted["aten_ops_per_sample"] <= 0.5 * OPS_PER_SAMPLE_BEFORE[batch, budget], counted
 
 
-@pytest.mark.parametrize("mode", benchmark_loss.MODES)
+@pytest.mark.parametrize(
+    "mode, num_durations",
+    [("torchaudio", 0), ("batched", 0), ("samplewise", 0), ("batched", 5), ("samplewise", 5)],
+)
 @pytest.mark.parametrize("joint", benchmark_loss.JOINTS)
-def test_every_mode_and_joint_measures_on_the_cpu(mode, joint):
+def test_every_mode_and_joint_measures_on_the_cpu(mode, num_durations, joint):
     (cell,) = benchmark_loss.PRESETS["quick"]
-    shape = dict({k: cell[k] for k in "BTUVH"}, joint=joint)
+    shape = dict({k: cell[k] for k in "BTUVH"}, D=num_durations, joint=joint)
     result = benchmark_loss.measure_cpu_in_process(shape, mode, "fp32", repeats=1, memory_budget=None)
     # the peak is RSS above a baseline; inside pytest's process it may even be negative (freed pages)
     assert result["time_s"] > 0 and isinstance(result["peak_bytes"], int), result
+    if mode == "samplewise":  # the loss's own plan, not a log line
+        assert result["groups"] >= 1 and result["steps"] >= result["groups"], result
+
+
+def test_modes_refuse_the_lattice_they_do_not_have():
+    with pytest.raises(ValueError, match="torchaudio has no TDT loss"):
+        benchmark_loss.make_loss("torchaudio", (0, 1, 2, 3, 4))
+    with pytest.raises(ValueError, match="the nemo mode runs TDT cells"):
+        benchmark_loss.make_loss("nemo", None)
 
 
 def test_cli_writes_the_table_and_json(tmp_path):

@@ -1,5 +1,5 @@
-"""scripts/profile_loss.py: the CLI on a tiny CPU cell, and the pieces only a GPU run exercises (kernel-name
-categories, the allocator-trace replay) on hand-made inputs."""
+"""scripts/profile_loss.py (over asr_plugin.benchmarks.loss_profile): the CLI on a tiny CPU cell (RNN-T and TDT),
+and the pieces only a GPU run exercises (kernel-name categories, the allocator-trace replay) on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -11,24 +11,27 @@ from pathlib import Path
 
 import pytest
 
+from asr_plugin.benchmarks import loss_profile as profile_loss
+from asr_plugin.losses import Group, Plan
+from asr_plugin.losses.planning import CellBytes
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))  # as when the script runs: it imports benchmark_loss from there
-
-import profile_loss  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory) -> tuple[str, dict]:
-    """stdout and JSON summary of one profiled step of a tiny cell whose 64 KiB budget forces T-chunks."""
+@pytest.fixture(scope="module", params=[0, 5], ids=["rnnt", "tdt"])
+def cpu_run(request, tmp_path_factory) -> tuple[str, dict]:
+    """stdout and JSON summary of one profiled step of a tiny cell whose 64 KiB budget forces T-chunks, with the
+    RNN-T loss or the TDT loss (D = 5)."""
     out = tmp_path_factory.mktemp("profile")
-    cell = ["--B", "4", "--T", "40", "--U", "8", "--V", "32", "--H", "16", "--memory-budget", "64KiB"]
+    cell = ["--B", "4", "--T", "40", "--U", "8", "--V", "32", "--H", "16", "--memory-budget", "64KiB", "--durations", str(request.param)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     process = subprocess.run(
         [sys.executable, str(SCRIPTS / "profile_loss.py"), "--device", "cpu", *cell, "--steps", "2", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert process.returncode == 0, process.stderr
-    (path,) = out.glob("profile_cpu_fp32_B4_T40_U8_V32_H16_standard_64KiB_*.json")
+    lattice = f"_D{request.param}" if request.param else ""
+    (path,) = out.glob(f"profile_cpu_fp32_B4_T40_U8_V32_H16{lattice}_standard_64KiB_*.json")
     return process.stdout, json.loads(path.read_text())
 
 
@@ -48,12 +51,12 @@ def test_cpu_op_counts_match_the_plan(cpu_run):
     assert (plan["samples"], plan["groups"]) == (4, 4)
     assert plan["steps"] > plan["groups"]  # the budget split samples into T-chunks
     for step in summary["steps"]:
-        calls = {op: step["categories"][op]["calls"] for op in profile_loss.ASR_OPS}
+        calls = {op: step["categories"][op]["calls"] for op in profile_loss.LATTICE_OPS}
         # pass 1: log-probs per T-chunk; recursions once per group; pass 2: the logits gradient per T-chunk
         assert calls == {
-            "transducer_log_probs": plan["steps"],
-            "transducer_alphas_betas": plan["groups"],
-            "transducer_logits_grad": plan["steps"],
+            "log_probs": plan["steps"],
+            "alphas_betas": plan["groups"],
+            "logits_grad": plan["steps"],
         }
         assert step["asr_op_calls"] == calls
         assert 0 < step["busy_us"] <= step["wall_s"] * 1e6
@@ -65,9 +68,11 @@ def test_cpu_op_counts_match_the_plan(cpu_run):
 @pytest.mark.parametrize(
     "name, category",
     [
-        ("void (anonymous namespace)::logits_grad_kernel<float, float>(float const*, float const*)", "transducer_logits_grad"),
-        ("void (anonymous namespace)::log_probs_kernel<c10::BFloat16, float>(c10::BFloat16 const*)", "transducer_log_probs"),
-        ("void (anonymous namespace)::alphas_betas_kernel<float>(float const*, long const*)", "transducer_alphas_betas"),
+        ("void (anonymous namespace)::logits_grad_kernel<float, float>(float const*, float const*)", "logits_grad"),
+        ("void (anonymous namespace)::log_probs_kernel<c10::BFloat16, float>(c10::BFloat16 const*)", "log_probs"),
+        ("void (anonymous namespace)::alphas_betas_kernel<float>(float const*, long const*)", "alphas_betas"),
+        ("void (anonymous namespace)::tdt_logits_grad_kernel<float, float>(float const*, float const*)", "logits_grad"),
+        ("void (anonymous namespace)::tdt_alphas_betas_kernel<float>(float const*, long const*)", "alphas_betas"),
         ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNT", "GEMM"),
         ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off", "GEMM"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(Params)", "GEMM"),
@@ -87,7 +92,9 @@ def test_cuda_kernel_categories(name, category):
 
 
 def test_cpu_op_categories():
-    assert profile_loss.cpu_category("asr_plugin::transducer_logits_grad") == "transducer_logits_grad"
+    assert profile_loss.cpu_category("asr_plugin::transducer_logits_grad") == "logits_grad"
+    assert profile_loss.cpu_category("asr_plugin::tdt_log_probs") == "log_probs"
+    assert profile_loss.cpu_category("asr_plugin::tdt_unknown") is None
     assert profile_loss.cpu_category("aten::addmm") == "GEMM"
     assert profile_loss.cpu_category("aten::tanh_") == "elementwise"
     assert profile_loss.cpu_category("aten::index_add_") == "indexing/cat"
@@ -102,8 +109,8 @@ def test_union_counts_overlaps_once():
 
 def _entry(action: str, addr: int, size: int, line: int = 0) -> dict:
     frames = [
-        dict(filename=str(profile_loss.ROOT / "asr_plugin/losses/samplewise.py"), line=line, name="_run_group"),
-        dict(filename=str(profile_loss.ROOT / "scripts/benchmark_loss.py"), line=99, name="step"),
+        dict(filename=str(profile_loss.REPO_ROOT / "asr_plugin/losses/samplewise.py"), line=line, name="_run_group"),
+        dict(filename=str(profile_loss.REPO_ROOT / "scripts/benchmark_loss.py"), line=99, name="step"),
     ]
     return dict(action=action, addr=addr, size=size, stream=0, frames=frames if action == "alloc" else [])
 
@@ -152,21 +159,22 @@ def test_cuda_step_summary_from_kernel_events(capsys):
     ]
     summary = profile_loss.summarise_events(events, "cuda")
     categories = summary["categories"]
-    assert (categories["GEMM"], categories["transducer_logits_grad"]) == (dict(us=10, calls=1), dict(us=10, calls=1))
+    assert (categories["GEMM"], categories["logits_grad"]) == (dict(us=10, calls=1), dict(us=10, calls=1))
     assert categories["memset/memcpy"]["calls"] == 1 and categories["elementwise"]["calls"] == 0
     assert summary["busy_us"] == 19  # [2, 20) and [30, 31): the overlapping kernels count once
     assert summary["host_in_ops_us"] == 6
-    assert summary["asr_op_calls"]["transducer_logits_grad"] == 1
+    assert summary["asr_op_calls"]["logits_grad"] == 1
     assert summary["runtime"] == {"cudaFree": dict(us=10, calls=1), "cudaLaunchKernel": dict(us=3, calls=2)}
     summary.update(
         wall_s=40e-6,
         analysis_s=0.0,
         memory=dict(before_bytes=100 * 2**20, peak_bytes=300 * 2**20, peak_reserved_bytes=320 * 2**20, allocator={"num_alloc_retries": 0}),
     )
-    plan = dict(groups=1, steps=1, estimated_peak_mib=250.0, fixed_mib=90.0, largest_step_mib=160.0)
+    # one group of one cell: largest step 160 MiB, inputs etc. 90 MiB, estimated peak 250 MiB
+    plan = Plan((0,), (Group(0, (0,), 1, 1, 1),), CellBytes(160 * 2**20), fixed_bytes=90 * 2**20)
     profile_loss.print_step(0, summary, plan, "cuda")
     out = capsys.readouterr().out
     assert "device busy (union of kernels) 0.0 ms, idle fraction 0.525" in out
     assert "CUDA runtime on the host: cudaFree 1x 0.0 ms, cudaLaunchKernel 2x 0.0 ms" in out
     assert "peak - estimate = 50.0 MiB" in out
-    assert "transducer_alphas_betas 0/1" in out and "MISMATCH" in out
+    assert "alphas_betas 0/1" in out and "MISMATCH" in out

@@ -3,19 +3,10 @@ the RNN-T fallback of omega, clamp, padding, half precision."""
 
 import pytest
 import torch
-from loss_lattices import random_lattice
+from loss_lattices import make_tdt_problem
 from tdt_reference import tdt_reference_nll
 
 from asr_plugin.losses import TransducerLoss, transducer_loss
-
-
-def make_tdt_problem(batch, frames, labels, vocab, durations, blank=0, dtype=torch.float64, seed=0, full_lengths=False):
-    """logits (B, T, U+1, V + D), targets and lengths (the first sample at the full T and U)."""
-    generator = torch.Generator().manual_seed(seed)
-    width = vocab + len(durations)
-    logits = torch.randn(batch, frames, labels + 1, width, generator=generator, dtype=torch.float64).to(dtype)
-    targets, logit_lengths, target_lengths = random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths)
-    return logits.requires_grad_(), targets, logit_lengths, target_lengths
 
 
 def values_and_grad(loss_fn, logits, upstream):
@@ -160,8 +151,7 @@ def test_half_precision(dtype, tolerance):
 
 def test_module_in_batched_mode(make_joint_problem):
     """TransducerLoss(durations=...) over a joint with V + D outputs equals the functional form."""
-    problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7 + 3, seed=10)
-    problem.targets.clamp_(max=6)  # token ids < V = 7
+    problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7, num_extra_outputs=3, seed=10)
     module = TransducerLoss("batched", reduction="sum", durations=(0, 1, 2), sigma=0.05)
     assert module.num_durations == 3 and "durations=[0, 1, 2], sigma=0.05, omega=0.0" in repr(module)
     args = (problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())

@@ -23,7 +23,7 @@ DURATIONS = [0, 1, 2, 3, 4]
 def make_case(device="cpu", batch=4, frames=8, labels=4, vocab=7, hidden=8, seed=0):
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    joint = Joint(hidden, hidden, hidden, vocab + len(DURATIONS)).to(device)
+    joint = Joint(hidden, hidden, hidden, vocab, num_extra_outputs=len(DURATIONS)).to(device)
     encoder_out = torch.randn(batch, frames, hidden, generator=generator).to(device).requires_grad_()
     predictor_out = torch.randn(batch, labels + 1, hidden, generator=generator).to(device).requires_grad_()
     targets = torch.randint(1, vocab, (batch, labels), generator=generator)

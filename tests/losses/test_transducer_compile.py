@@ -31,7 +31,7 @@ class LocalTanhJoint(nn.Module):
 
     def __init__(self, joint: nn.Module) -> None:
         super().__init__()
-        self.joint_dim = joint.joint_dim
+        self.hidden_dim, self.num_extra_outputs = joint.hidden_dim, joint.num_extra_outputs
         self.encoder_proj, self.predictor_proj, self.output = joint.encoder_proj, joint.predictor_proj, joint.output
 
     def forward(self, encoder_out, predictor_out):  # (N, T, H_e), (N, U+1, H_p) -> (N, T, U+1, V)

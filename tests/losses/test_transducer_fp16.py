@@ -1,10 +1,12 @@
 """float16 autocast with a real GradScaler: sample-wise gradients agree with batched ones, tiny gradients
-included (the internal power-of-two scale keeps them from flushing to zero in the joint's fp16 backward)."""
+included (the fp16 gradient scale, a power of two, keeps them from flushing to zero in the joint's fp16
+backward). The scale is state of the loss object: lowered after an overflow, kept for its later calls."""
 
 import pytest
 import torch
 
-from asr_plugin.losses import samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses.engine import FP16_SCALE_START
 from asr_plugin.models import Joint
 
 
@@ -35,13 +37,14 @@ def scaled_step(loss_fn, joint, encoder_out, predictor_out):
     return loss.detach(), [tensor.grad.clone() for tensor in inputs]
 
 
-def run_both(joint, encoder_out, predictor_out, lattice):
+def run_both(joint, encoder_out, predictor_out, lattice, loss=None):
+    """(batched, sample-wise) GradScaler steps; sample-wise through `loss` (default: the functional form)."""
     batched = scaled_step(lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice), joint, encoder_out, predictor_out)
-    ours = scaled_step(
-        lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB"),
-        joint, encoder_out, predictor_out,
-    )
-    return batched, ours
+    if loss is None:
+        samplewise = lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB")
+    else:
+        samplewise = lambda: loss(encoder_out, predictor_out, joint, *lattice)
+    return batched, scaled_step(samplewise, joint, encoder_out, predictor_out)
 
 
 def assert_agree(ours, batched):
@@ -57,25 +60,32 @@ def test_fp16_grad_scaler_matches_batched():
     assert_agree(ours, batched)
 
 
-def test_without_the_internal_scale_tiny_gradients_flush(monkeypatch):
-    """What the internal scale is for: with it at 1, part of the encoder gradient underflows to zero."""
-    monkeypatch.setattr(samplewise, "_half_scale", 1.0)
-    batched, ours = run_both(*tiny_gradient_case())
+def test_without_the_fp16_scale_tiny_gradients_flush():
+    """What the fp16 gradient scale is for: with it at 1, part of the encoder gradient underflows to zero."""
+    loss = TransducerLoss("samplewise", memory_budget="2KiB")
+    loss.samplewise_state.fp16_scale = 1.0
+    batched, ours = run_both(*tiny_gradient_case(), loss=loss)
     assert (ours[1][0] == 0).any() and (batched[1][0] != 0).all()
 
 
-def test_overflow_lowers_the_internal_scale(monkeypatch):
-    monkeypatch.setattr(samplewise, "_half_scale", 2.0**40)  # overflows float16 on the first group
-    batched, ours = run_both(*tiny_gradient_case())
-    assert samplewise._half_scale < 2.0**16
+def test_overflow_lowers_the_scale_of_that_loss_only():
+    loss, other = TransducerLoss("samplewise", memory_budget="2KiB"), TransducerLoss("samplewise", memory_budget="2KiB")
+    loss.samplewise_state.fp16_scale = 2.0**40  # overflows float16 on the first group
+    batched, ours = run_both(*tiny_gradient_case(), loss=loss)
+    assert loss.samplewise_state.fp16_scale < 2.0**16
     assert_agree(ours, batched)
+    kept = loss.samplewise_state.fp16_scale
+    run_both(*tiny_gradient_case(), loss=loss)
+    assert loss.samplewise_state.fp16_scale == kept  # kept for the next call
+    assert other.samplewise_state.fp16_scale == FP16_SCALE_START  # no process-wide state
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_no_internal_scale_outside_float16(dtype, monkeypatch):
-    monkeypatch.setattr(samplewise, "_half_scale", 2.0**40)  # would overflow if it were applied
+def test_no_fp16_scale_outside_float16(dtype):
+    loss = TransducerLoss("samplewise")
+    loss.samplewise_state.fp16_scale = 2.0**40  # would overflow if it were applied
     joint, encoder_out, predictor_out, lattice = tiny_gradient_case()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
-        loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice)
-    loss.backward()
-    assert torch.isfinite(encoder_out.grad).all() and samplewise._half_scale == 2.0**40
+        value = loss(encoder_out, predictor_out, joint, *lattice)
+    value.backward()
+    assert torch.isfinite(encoder_out.grad).all() and loss.samplewise_state.fp16_scale == 2.0**40

@@ -1,6 +1,6 @@
 """The sample-wise loss keeps its promise on memory: a step's heap growth is the input gradients, the
 parameter-gradient buffers and at most `memory_budget`, whatever the joint (fused, with dropout, or through
-its autograd graph), dtype or chunking.
+its autograd graph), lattice (RNN-T, TDT), dtype or chunking.
 
 Heap in use is read from glibc (``mallinfo2``: bytes in allocated chunks, mmapped ones included) after every
 dispatched op, so transients that live between two ops are seen; a tensor torch frees is returned at once
@@ -60,16 +60,25 @@ class PeakHeap(TorchDispatchMode):
         return self.peak - self.start
 
 
+LATTICES = [
+    pytest.param(None, id="rnnt"),
+    pytest.param((0, 1, 2, 3, 4), id="tdt"),  # D = 5 duration scores per cell, 6 + D statistics
+]
+
+
 @pytest.mark.parametrize("joint_kind", ["standard", "standard+dropout", "graph"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 @pytest.mark.parametrize("budget_mib", [2, 8])  # T-chunks of ~10 / ~40 frames, whole samples
-def test_step_stays_within_budget(joint_kind, autocast, budget_mib):
+@pytest.mark.parametrize("durations", LATTICES)
+def test_step_stays_within_budget(joint_kind, autocast, budget_mib, durations):
     torch.manual_seed(0)
     batch, frames, labels, hidden, vocab = 3, 200, 50, 256, 512
+    extra = len(durations or ())
     if joint_kind == "graph":
-        joint = TanhJoint(hidden, hidden, hidden, vocab)  # run through its autograd graph
+        joint = TanhJoint(hidden, hidden, hidden, vocab, extra)  # run through its autograd graph
     else:  # fused; with dropout it also keeps a bool mask per hidden unit of a step
-        joint = Joint(hidden, hidden, hidden, vocab, dropout=0.2 if joint_kind == "standard+dropout" else 0.0)
+        dropout = 0.2 if joint_kind == "standard+dropout" else 0.0
+        joint = Joint(hidden, hidden, hidden, vocab, dropout=dropout, num_extra_outputs=extra)
     encoder_out = torch.randn(batch, frames, hidden, requires_grad=True)
     predictor_out = torch.randn(batch, labels + 1, hidden, requires_grad=True)
     targets = torch.randint(1, vocab, (batch, labels))
@@ -80,7 +89,8 @@ def test_step_stays_within_budget(joint_kind, autocast, budget_mib):
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = samplewise_transducer_loss(
-                encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, memory_budget=budget
+                encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, memory_budget=budget,
+                durations=durations,
             )
         loss.backward()
         for tensor in (encoder_out, predictor_out, *joint.parameters()):

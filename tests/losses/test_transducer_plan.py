@@ -1,13 +1,13 @@
-"""The sample-wise plan: fixed default budget, 2-D sort, max_samples_per_group, logging, non-finite flags."""
+"""The sample-wise plan: fixed default budget, 2-D sort, max_samples_per_group, the public Plan (returned
+before a call, kept after it, logged once per loss object), non-finite flags."""
 
 import logging
 
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
-from asr_plugin.losses import _memory
-from asr_plugin.losses._memory import default_budget, plan_groups
+from asr_plugin.losses import TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses.planning import default_budget, plan_groups
 
 
 def test_default_budget_is_fixed():
@@ -65,16 +65,50 @@ def test_one_sample_per_group_matches_batched(make_joint_problem):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_plan_is_logged_once(make_joint_problem, caplog, monkeypatch):
-    monkeypatch.setattr(_memory, "_logged", False)
+def test_the_plan_is_public_and_logged_once_per_loss(make_joint_problem, caplog):
+    """``TransducerLoss.plan`` gives the plan before a call, ``last_plan`` the one a call ran; the first plan of
+    each loss object is logged at INFO, later ones at DEBUG; the functional form logs nothing."""
     problem = make_joint_problem(batch=3, seed=31)
-    with caplog.at_level(logging.DEBUG, logger="asr_plugin.losses._memory"):
+    args = (problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())
+    with caplog.at_level(logging.DEBUG, logger="asr_plugin.losses"):
+        samplewise_transducer_loss(*args, memory_budget="2KiB")
+        assert caplog.records == []
+        loss = TransducerLoss("samplewise", memory_budget="2KiB")
+        assert loss.last_plan is None
+        planned = loss.plan(*args)
         for _ in range(2):
-            samplewise_transducer_loss(problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())
-    levels = [record.levelno for record in caplog.records]
-    assert levels == [logging.INFO, logging.DEBUG]
-    assert "3 samples in 1 groups" in caplog.records[0].getMessage()
-    assert "estimated peak" in caplog.records[0].getMessage()
+            loss(*args)
+        TransducerLoss("samplewise", memory_budget="2KiB")(*args)
+    assert loss.last_plan == planned == plan_samplewise(*args, memory_budget="2KiB")
+    assert [record.levelno for record in caplog.records] == [logging.INFO, logging.DEBUG, logging.INFO]
+    message = caplog.records[0].getMessage()
+    assert f"3 samples in {len(planned.groups)} groups, {planned.steps} steps" in message and "estimated peak" in message
+    assert planned.steps > len(planned.groups) and sorted(planned.order) == [0, 1, 2]
+    # inputs and their gradients, parameter-gradient buffers
+    fixed = 2 * (problem.encoder_out.nbytes + problem.predictor_out.nbytes) + 2 * sum(p.nbytes for p in problem.joint.parameters())
+    assert planned.fixed_bytes == fixed and planned.estimated_peak_bytes() == fixed + planned.step_bytes()
+
+
+def test_the_plan_counts_the_duration_outputs(make_joint_problem):
+    """TDT: the joint's D extra scores and the lattice's 6 + D statistics per cell are in the bytes per cell."""
+    from asr_plugin.models import Joint
+    from asr_plugin.losses.planning import cell_bytes
+
+    problem = make_joint_problem(batch=3, seed=33)
+    hidden, vocab = 6, 8
+    durations = [0, 1, 2, 3, 4]
+    rnnt_joint, tdt_joint = Joint(6, 7, hidden, vocab), Joint(6, 7, hidden, vocab, num_extra_outputs=5)
+    args = (problem.encoder_out, problem.predictor_out)
+    rnnt = plan_samplewise(*args, rnnt_joint, *problem.lattice())
+    tdt = plan_samplewise(*args, tdt_joint, *problem.lattice(), durations=durations)
+    assert rnnt.bytes_per_cell == cell_bytes(vocab, torch.float32, hidden, torch.float32, 2, 0, 5)
+    assert tdt.bytes_per_cell == cell_bytes(vocab + 5, torch.float32, hidden, torch.float32, 2, 0, 6 + 5)
+    assert tdt.bytes_per_cell.step - rnnt.bytes_per_cell.step == 5 * 4  # D float32 scores
+    assert tdt.bytes_per_cell.lattice - rnnt.bytes_per_cell.lattice == 6 * 4  # 1 + D more statistics
+    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 5 .* the RNN-T loss \(durations=None\) expects none"):
+        plan_samplewise(*args, tdt_joint, *problem.lattice())
+    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 0 .* durations \[0, 1, 2, 3, 4\] need D = 5"):
+        TransducerLoss("batched", durations=durations)(*args, rnnt_joint, *problem.lattice())
 
 
 @pytest.mark.parametrize("max_samples", [None, 1])

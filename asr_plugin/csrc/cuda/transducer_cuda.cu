@@ -1,6 +1,7 @@
 // CUDA kernels of the transducer (RNN-T) loss ops defined in ../transducer.cpp; same math as the CPU
-// kernels (shared through transducer.h). Rows have W scores of which the first `vocab` are scored. Row kernels use one warp per lattice row (t, u); the recursions use
-// one block per sample walking the anti-diagonals t + u = d, threads over u. All indexing is int64.
+// kernels (shared through transducer.h). Rows have W scores of which the first `vocab` are scored. Row kernels
+// use one warp per lattice row (t, u); the recursions use one block per sample walking the anti-diagonals
+// t + u = d, threads over u (rows.cuh). All indexing is int64.
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -10,36 +11,20 @@
 
 #include <tuple>
 
+#include "rows.cuh"
 #include "transducer.h"
 #include "transducer_checks.h"
 
 namespace asr_plugin {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 8;
-constexpr int kRowThreads = kWarp * kRowsPerBlock;
-constexpr int kDiagonalThreads = 256;
-
-// CUDA caps gridDim.x at 2^31 - 1 blocks.
-constexpr int64_t kMaxGridX = 2147483647;
-
-inline dim3 row_blocks(int64_t rows) {
-  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  TORCH_CHECK(blocks <= kMaxGridX, "transducer op: ", rows, " lattice rows need ", blocks,
-              " blocks, over CUDA's grid limit; split the batch or lower the memory budget");
-  return dim3(static_cast<unsigned int>(blocks));
-}
-
-// Merge two partial (max, sum of exp(x - max)) pairs; exact when a side is empty (max = -inf).
-template <typename acc_t>
-__device__ __forceinline__ void merge_max_sum(acc_t& m, acc_t& s, acc_t other_m, acc_t other_s) {
-  const acc_t new_m = m > other_m ? m : other_m;
-  const acc_t mine = m == neg_inf<acc_t>() ? acc_t(0) : s * exp(m - new_m);
-  const acc_t theirs = other_m == neg_inf<acc_t>() ? acc_t(0) : other_s * exp(other_m - new_m);
-  m = new_m;
-  s = mine + theirs;
-}
+using gpu::kDiagonalThreads;
+using gpu::kMaxGridX;
+using gpu::kRowThreads;
+using gpu::kRowsPerBlock;
+using gpu::kWarp;
+using gpu::row_blocks;
+using gpu::warp_log_sum_exp;
 
 template <typename scalar_t, typename acc_t>
 __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int64_t* __restrict__ targets,
@@ -57,13 +42,8 @@ __global__ void log_probs_kernel(const scalar_t* __restrict__ logits, const int6
     return;
   }
   const scalar_t* x = logits + row * W;
-  acc_t m = neg_inf<acc_t>(), s = acc_t(0);
-  for (int64_t v = lane; v < V; v += kWarp) merge_max_sum(m, s, static_cast<acc_t>(x[v]), acc_t(1));
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
-  }
+  const acc_t den = warp_log_sum_exp<scalar_t, acc_t>(x, 0, V, lane);
   if (lane == 0) {
-    const acc_t den = m + log(s);
     denominators[row] = den;
     lp[0] = static_cast<acc_t>(x[blank]) - den;
     lp[1] = r.u < U_len[r.n] ? static_cast<acc_t>(x[targets[r.n * U + r.u]]) - den : neg_inf<acc_t>();
@@ -110,7 +90,7 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
                                    const acc_t* __restrict__ log_probs, const acc_t* __restrict__ alphas,
                                    const acc_t* __restrict__ betas, const acc_t* __restrict__ nll,
                                    const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
-                                   const int64_t* __restrict__ U_len, const acc_t* __restrict__ scale,
+                                   const int64_t* __restrict__ U_len, const acc_t* __restrict__ weights,
                                    scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t W, int64_t V,
                                    int64_t T, int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -129,13 +109,13 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
   const CellFlows<acc_t> flows = cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u,
                                             T_len[r.n], U_len[r.n], -nll[r.n]);
   const acc_t den = denominators[cell];
-  const acc_t s = scale[r.n];
+  const acc_t w = weights[r.n];
   const int64_t label = r.u < U_len[r.n] ? targets[r.n * U + r.u] : -1;
   for (int64_t v = lane; v < V; v += kWarp) {
     acc_t value = exp(static_cast<acc_t>(x[v]) - den) * flows.occupancy;
     if (v == blank) value -= flows.blank_flow;
     if (v == label) value -= flows.label_flow;
-    g[v] = static_cast<scalar_t>(clamp_and_scale(value, clamp, s));
+    g[v] = static_cast<scalar_t>(clamp_and_weight(value, clamp, w));
   }
 }
 
@@ -189,9 +169,9 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
                       const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                       const at::Tensor& targets, const at::Tensor& logit_lengths,
                       const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
-                      const at::Tensor& scale, double clamp, const at::Tensor& grad) {
+                      const at::Tensor& weights, double clamp, const at::Tensor& grad) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-                         t_offset, scale, grad);
+                         t_offset, weights, grad);
   check_vocab(logits, blank, vocab);
   TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
               "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
@@ -205,7 +185,7 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
     logits_grad_kernel<scalar_t, acc_t><<<row_blocks(rows), kRowThreads, 0, stream>>>(
         logits.data_ptr<scalar_t>(), denominators.data_ptr<acc_t>(), log_probs.data_ptr<acc_t>(),
         alphas.data_ptr<acc_t>(), betas.data_ptr<acc_t>(), nll.data_ptr<acc_t>(), targets.data_ptr<int64_t>(),
-        logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), scale.data_ptr<acc_t>(),
+        logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), weights.data_ptr<acc_t>(),
         grad.data_ptr<scalar_t>(), rows, Tc, U1, W, V, alphas.size(1), targets.size(1), blank, t_offset,
         static_cast<acc_t>(clamp));
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -37,9 +37,26 @@ FUSED_ACTIVATIONS = ("tanh", "relu", "gelu")
 
 
 @runtime_checkable
-class StandardJoint(Protocol):
+class JointShape(Protocol):
+    """What a joint declares about its output and hidden size, for the loss's checks and memory plan.
+
+    ``hidden_dim``: H, the size of the per-cell hidden activation (the planner's estimate; without it the loss
+    assumes max(H_e, H_p)). ``num_extra_outputs``: the scores each cell emits after its V token scores, e.g. a
+    TDT joint's D duration scores (0 for RNN-T); the loss checks it against its ``durations``.
+    """
+
+    @property
+    def hidden_dim(self) -> int: ...
+
+    @property
+    def num_extra_outputs(self) -> int: ...
+
+
+@runtime_checkable
+class StandardJoint(JointShape, Protocol):
     """A joint computing
-    ``output(dropout(act(project_encoder(enc)[:, :, None] + project_predictor(pred)[:, None])))``.
+    ``output(dropout(act(project_encoder(enc)[:, :, None] + project_predictor(pred)[:, None])))``, whose
+    ``output`` Linear has V + ``num_extra_outputs`` rows (token scores, then e.g. TDT duration scores).
 
     The sample-wise loss recognises it and runs it fused. ``fused_activation`` is "tanh", "relu" or "gelu"
     (exact), or None when the joint cannot be fused (the loss then calls the joint as any other);
@@ -57,6 +74,22 @@ class StandardJoint(Protocol):
 
     @property
     def fused_dropout(self) -> float: ...
+
+
+def joint_hidden_size(joint: Joint, encoder_dim: int, predictor_dim: int) -> int:
+    """H for the memory plan: the joint's declared ``hidden_dim`` (``JointShape``), else max(H_e, H_p)."""
+    return joint.hidden_dim if isinstance(joint, JointShape) else max(encoder_dim, predictor_dim)
+
+
+def check_extra_outputs(joint: Joint, durations: tuple[int, ...] | None) -> None:
+    """A joint that declares its extra outputs (``JointShape``) must emit one score per duration of the loss."""
+    expected = len(durations or ())
+    if isinstance(joint, JointShape) and joint.num_extra_outputs != expected:
+        if durations is None:
+            loss = "the RNN-T loss (durations=None) expects none"
+        else:
+            loss = f"the TDT loss's durations {list(durations)} need D = {expected}"
+        raise ValueError(f"joint.num_extra_outputs = {joint.num_extra_outputs} scores after the token scores, but {loss}")
 
 
 @dataclass(frozen=True)
@@ -276,7 +309,7 @@ def _activation_backward_(grad: torch.Tensor, kept: torch.Tensor, activation: st
 
 
 def _drop_(hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """`hidden` zeroed in place where the dropout `mask` (bool, True = dropped) is set. The 1 / (1 - p) scale of
+    """`hidden` zeroed in place where the dropout `mask` (bool, True = dropped) is set. The 1 / (1 - p) rescale of
     inverted dropout is applied to W_out and its gradient instead, (V, H) tensors rather than (cells, H) ones."""
     return hidden if mask is None else hidden.masked_fill_(mask, 0)
 
@@ -305,14 +338,14 @@ class _FusedStep:
             if weight.requires_grad:
                 weight_grad = flat_grad.t().mm(flat_hidden)  # (V, H)
                 if self.mask is not None:
-                    weight_grad.mul_(runner.scale)
+                    weight_grad.mul_(runner.dropout_rescale)
                 output_grads[id(weight)] = weight_grad.to(weight.dtype)
             if bias is not None and bias.requires_grad:
                 output_grads[id(bias)] = flat_grad.sum(0).to(bias.dtype)  # (V,)
             del hidden, flat_hidden
         if group.projected:
             # zero where dropped, so the activation's derivative there (from the zeroed output) never counts
-            hidden_grad = _drop_(grad.matmul(runner.scaled_weight.to(grad.dtype)), self.mask)  # (n, Tc, U_g+1, H)
+            hidden_grad = _drop_(grad.matmul(runner.rescaled_weight.to(grad.dtype)), self.mask)  # (n, Tc, U_g+1, H)
             group.add_projection_grads(self.t0, _activation_backward_(hidden_grad, self.hidden, runner.activation))
         self.hidden = self.mask = None
         return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
@@ -347,7 +380,7 @@ class _FusedGroup:
             hidden = _activate(pre, runner.activation)
             mask = torch.empty_like(hidden, dtype=torch.bool).bernoulli_(runner.dropout) if runner.dropout else None
             # autocast casts as eager would
-            logits = F.linear(_drop_(hidden, mask), runner.scaled_weight, runner.output_bias)
+            logits = F.linear(_drop_(hidden, mask), runner.rescaled_weight, runner.output_bias)
             kept = pre if runner.activation == "gelu" else hidden
         del pre, hidden
         _check_logits(logits, (self.encoder_leaf.shape[0], t1 - t0, self.predictor_leaf.shape[1]))
@@ -392,13 +425,13 @@ class FusedRunner:
         self.with_leaves = self._parameters.with_leaves
         self.activation = activation
         # With dropout, the bool mask is kept per cell, and recomputed steps replay the RNG state of the first.
-        self.dropout, self.scale = dropout, 1.0 / (1.0 - dropout)
+        self.dropout, self.dropout_rescale = dropout, 1.0 / (1.0 - dropout)
         self.mask_bytes = 1 if dropout > 0 else 0
         self.records_rng = dropout > 0
         leaves = self._parameters.leaves
         self.output_weight = leaves[_leaf_name(joint, joint.output.weight)]
         with torch.no_grad():  # W_out / (1 - p): the forward's and the hidden gradient's weight
-            self.scaled_weight = self.output_weight * self.scale if dropout > 0 else self.output_weight
+            self.rescaled_weight = self.output_weight * self.dropout_rescale if dropout > 0 else self.output_weight
         self.output_bias = None if joint.output.bias is None else leaves[_leaf_name(joint, joint.output.bias)]
         output = {id(self.output_weight), id(self.output_bias)}
         self.projection_leaves = tuple(leaf for leaf in self.trainable_leaves if id(leaf) not in output)
