@@ -10,9 +10,11 @@ from pathlib import Path
 
 import torch
 import yaml
+from omegaconf import OmegaConf
 
+from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
-from asr_plugin.finetune.nemo.examples import nemo_config, train_nemo_style_tokenizer
+from asr_plugin.finetune.nemo.examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 from asr_plugin.models import Transducer, build_transducer
 
 # Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
@@ -55,7 +57,8 @@ def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", se
     config["decoder"]["vocab_size"] = pieces
     config["joint"]["num_classes"] = pieces
     torch.manual_seed(seed)
-    model = build_transducer(pieces + 1, **transducer_kwargs(config)).eval()
+    resolved = OmegaConf.to_container(OmegaConf.create({"model": config}).model, resolve=True)  # NeMo's ${model...}
+    model = build_transducer(pieces + 1, **transducer_kwargs(resolved)).eval()
     with torch.no_grad():
         for key, parameter in model.named_parameters():
             if "pos_bias" in key or "batch_norm" in key:
@@ -77,3 +80,22 @@ def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", se
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path, model
+
+
+# NeMo-expressible sizes none of the NeMo example fixtures use (64 mel bins, no biases, 2-layer LSTM, tanh joint)
+OUR_ARCHITECTURE = dict(input_dim=64, d_model=24, num_layers=2, num_heads=2, ffn_dim=96, conv_kernel_size=7,
+                        subsampling_factor=4, dropout=0.0, attention="rel_pos", subsampling="dw_striding",
+                        subsampling_channels=8, xscaling=False, encoder_bias=False, predictor_embed_dim=20,
+                        predictor_dim=20, predictor_layers=2, predictor_dropout=0.0, joint_dim=28,
+                        joint_activation="tanh", joint_dropout=0.0)
+OUR_FRONTEND = {"kind": "nemo", "options": {"num_mel_bins": 64, "n_fft": 400, "win_length": 320, "preemphasis": None,
+                                            "log_guard": 1e-6, "normalize": "all_features", "window": "hamming"}}
+
+
+def our_model_and_tokenizer(directory: Path) -> tuple[Transducer, dict, Tokenizer]:
+    """A model of this project's own kind (random weights, eval mode), its `build_transducer` arguments and its
+    SentencePiece tokenizer ("asr_plugin" convention, trained into `directory`); NeMo's front end is `OUR_FRONTEND`."""
+    tokenizer = train_tokenizer([s.upper() for s in SENTENCES] * 4, directory / "ours.model", vocab_size=36)
+    torch.manual_seed(5)
+    architecture = {**OUR_ARCHITECTURE, "vocab_size": tokenizer.vocab_size}
+    return build_transducer(**architecture).eval(), architecture, tokenizer

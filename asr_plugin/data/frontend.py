@@ -102,7 +102,8 @@ def complete_frontend_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
                          f"{_CLASSES[kind].__name__} takes {sorted(defaults)}")
     for name, value in options.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if isinstance(defaults[name], (int, float)) and not (number or value is None):
+        numeric_default = isinstance(defaults[name], (int, float)) and not isinstance(defaults[name], bool)
+        if numeric_default and not (number or value is None):
             raise ValueError(f"front-end spec: option {name} must be a number, got {value!r}")
     complete: dict[str, Any] = {"kind": kind, "options": {**defaults, **options}}
     if kind == "logmel":

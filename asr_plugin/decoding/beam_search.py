@@ -211,6 +211,9 @@ def modified_beam_search(
         the best hypothesis of each utterance, in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
+    if getattr(model, "durations", None):
+        raise ValueError(f"modified_beam_search does not decode TDT models (durations {list(model.durations)}): "
+                         "use greedy search (decoding method 'greedy')")
     if beam < 1:
         raise ValueError(f"beam={beam} must be >= 1")
     if max_symbols_per_frame < 1:

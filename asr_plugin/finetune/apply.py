@@ -11,7 +11,7 @@ from torch import nn
 from asr_plugin.finetune.checkpoint import STATE_DICT_FORMATS, extract_model_state, load_checkpoint_file
 from asr_plugin.finetune.freeze import freeze_encoder_layers
 from asr_plugin.finetune.load import LoadReport, load_pretrained
-from asr_plugin.finetune.nemo import is_nemo_archive, nemo_state_dict
+from asr_plugin.finetune.nemo import is_nemo_archive, nemo_state_dict, split_auxiliary_ctc
 from asr_plugin.finetune.torchaudio_rnnt import import_torchaudio_rnnt, is_torchaudio_rnnt
 from asr_plugin.finetune.vocabulary import VOCAB_LAYERS, reinit_vocab_layers, source_vocab_size, vocabulary_changed
 from asr_plugin.models import Transducer
@@ -46,13 +46,14 @@ def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _source_state(options: dict[str, Any], model: Transducer) -> dict:
-    """The checkpoint's weights under our key names, importing foreign formats."""
+def _source_state(options: dict[str, Any], model: Transducer) -> tuple[dict, dict | None]:
+    """The checkpoint's weights under our key names, importing foreign formats, and its CTC head's (a NeMo
+    hybrid model's CTC decoder; None for other checkpoints)."""
     path, fmt = options["path"], options["format"]
     if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
         state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
         log.log(logging.WARNING if report.lost else logging.INFO, "%s: %s", path, report.summary())
-        return state
+        return split_auxiliary_ctc(state)
     obj = load_checkpoint_file(path)
     if fmt == "torchaudio_rnnt" or (fmt == "auto" and isinstance(obj, dict) and is_torchaudio_rnnt(obj)):
         if not isinstance(obj, dict) or not is_torchaudio_rnnt(obj):
@@ -62,11 +63,11 @@ def _source_state(options: dict[str, Any], model: Transducer) -> dict:
         if not isinstance(model.joint.activation, nn.ReLU):
             log.warning("torchaudio's joiner uses ReLU but this model's joint uses %s: the imported joint.output "
                         "will not reproduce the source (set model.joint_activation=relu)", type(model.joint.activation).__name__)
-        return imported.state_dict
-    return extract_model_state(obj, str(path), fmt)
+        return imported.state_dict, None
+    return extract_model_state(obj, str(path), fmt), None
 
 
-def apply_finetune(model: Transducer, cfg: Mapping[str, Any]) -> set[str]:
+def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> set[str]:
     """Initialises `model` in place from ``cfg.path`` and applies the fine-tuning options.
 
     Steps: read the checkpoint (Lightning ``.ckpt``, plain state dict, torchaudio RNNT or NeMo ``.nemo``;
@@ -78,22 +79,42 @@ def apply_finetune(model: Transducer, cfg: Mapping[str, Any]) -> set[str]:
         model: the freshly built Transducer (vocabulary size from the new tokenizer).
         cfg: the ``finetune`` node (OmegaConf or dict); keys and defaults in `DEFAULTS`.
             ``pretrained_lr`` is not used here: the training module reads it.
+        auxiliary_ctc: the training module's auxiliary CTC head (``asr_plugin.training.AuxiliaryCTC``), or
+            None; a NeMo hybrid RNNT-CTC checkpoint's CTC decoder is loaded into it (unless the vocabulary
+            changed: then it keeps its fresh initialisation, like the other token-indexed layers).
     Returns:
         names (as in ``model.named_parameters()``) of the parameters loaded from the checkpoint, frozen
         ones included; the training module gives them the ``pretrained_lr`` parameter group.
     """
-    report = finetune_report(model, cfg)
+    report = finetune_report(model, cfg, auxiliary_ctc)
     parameters = {name for name, _ in model.named_parameters()}
     return {key for key in report.loaded if key in parameters}
 
 
-def finetune_report(model: Transducer, cfg: Mapping[str, Any]) -> LoadReport:
-    """`apply_finetune`, returning the full `LoadReport` instead of the loaded parameter names."""
+def finetune_report(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> LoadReport:
+    """`apply_finetune`, returning the full `LoadReport` (of the Transducer) instead of the loaded parameter names."""
     options = _options(cfg)
-    source = _source_state(options, model)
+    source, ctc_source = _source_state(options, model)
     exclude = list(options["exclude"] or [])
-    if vocabulary_changed(model, source, options["new_vocabulary"]):
+    changed = vocabulary_changed(model, source, options["new_vocabulary"])
+    if changed:
         exclude += reinit_vocab_layers(model, list(options["reinit_on_vocab_change"]), source_vocab_size(source))
     report = load_pretrained(model, source, include=options["include"], exclude=exclude, strict=bool(options["strict"]))
+    _load_auxiliary_ctc(auxiliary_ctc, ctc_source, changed, str(options["path"]))
     freeze_encoder_layers(model, int(options["freeze_encoder_layers"]))
     return report
+
+
+def _load_auxiliary_ctc(head: nn.Module | None, source: dict | None, vocabulary_changed: bool, path: str) -> None:
+    """The checkpoint's CTC decoder into the auxiliary CTC head, where both exist (logged either way)."""
+    if source is None:
+        if head is not None:
+            log.info("%s has no CTC decoder: the auxiliary CTC head starts from its random initialisation", path)
+        return
+    if head is None:
+        log.warning("%s: its CTC decoder is not used (ctc_weight=0: no auxiliary CTC head)", path)
+    elif vocabulary_changed:
+        log.warning("%s: its CTC decoder is not loaded (a new vocabulary): the auxiliary CTC head starts afresh", path)
+    else:
+        load_pretrained(head, source, strict=True)
+        log.info("%s: its CTC decoder is the auxiliary CTC head", path)

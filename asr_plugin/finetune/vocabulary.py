@@ -17,7 +17,7 @@ _OUTPUT_WEIGHT = "joint.output.weight"
 
 
 def source_vocab_size(source: Mapping[str, torch.Tensor]) -> int | None:
-    """V of a transducer state dict (rows of the joint's output layer), or None when it has none."""
+    """Rows of a transducer state dict's joint output layer (V, plus D for a TDT joint), or None without one."""
     weight = source.get(_OUTPUT_WEIGHT)
     return int(weight.shape[0]) if weight is not None else None
 
@@ -32,6 +32,8 @@ def vocabulary_changed(model: Transducer, source: Mapping[str, torch.Tensor], ne
     if new_vocabulary not in (True, False, "auto"):
         raise ValueError(f"new_vocabulary={new_vocabulary!r} must be true, false or auto")
     size = source_vocab_size(source)
+    if size is not None:  # a TDT joint's duration rows follow the tokens (the model's durations)
+        size -= len(getattr(model, "durations", None) or ())
     if new_vocabulary == "auto":
         return size is not None and size != model.vocab_size
     if not new_vocabulary and size is not None and size != model.vocab_size:

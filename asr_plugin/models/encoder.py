@@ -139,14 +139,17 @@ class ConformerEncoder(nn.Module):
 
         Raises ValueError when an utterance is too short to leave one frame after subsampling.
         """
-        too_short = lengths < self.subsampling.min_input_length()
-        if bool(too_short.any()):
-            index = int(too_short.nonzero()[0])
+        if not len(lengths):
+            return self.encode_padded(features, lengths)
+        # one host read for both (a device-to-host sync per step on a GPU)
+        shortest, longest = torch.stack((lengths.min(), lengths.max())).tolist()
+        if shortest < self.subsampling.min_input_length():
+            index = int((lengths < self.subsampling.min_input_length()).nonzero()[0])
             raise ValueError(
                 f"utterance {index} has {int(lengths[index])} feature frames; the encoder needs at least "
                 f"{self.subsampling.min_input_length()} to produce one output frame"
             )
-        features = features[:, : int(lengths.max())]  # so that T' == max(output lengths)
+        features = features[:, :longest]  # so that T' == max(output lengths)
         return self.encode_padded(features, lengths)
 
     def encode_padded(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

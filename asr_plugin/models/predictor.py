@@ -25,6 +25,9 @@ class LSTMPredictor(nn.Module):
         num_layers: LSTM layers.
         dropout: dropout on the embedding and between LSTM layers.
         blank_id: the start symbol (and blank) id, 0 by the project's policy.
+        blank_as_pad: the blank's embedding row is a padding row (NeMo's ``blank_as_pad``): zero and never
+            trained, so the start symbol's input is the zero vector NeMo's prediction network starts from.
+            False: the start symbol has a trainable embedding of its own.
     """
 
     def __init__(
@@ -35,6 +38,7 @@ class LSTMPredictor(nn.Module):
         num_layers: int = 1,
         dropout: float = 0.1,
         blank_id: int = 0,
+        blank_as_pad: bool = False,
     ) -> None:
         super().__init__()
         if not 0 <= blank_id < vocab_size:
@@ -43,7 +47,7 @@ class LSTMPredictor(nn.Module):
         self.num_layers = num_layers
         self.hidden_dim = hidden_dim
         self.output_dim = hidden_dim
-        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=blank_id if blank_as_pad else None)
         self.dropout = nn.Dropout(dropout)
         self.lstm = nn.LSTM(
             embed_dim, hidden_dim, num_layers=num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Callable
 
 import torch
@@ -19,15 +20,30 @@ class Transducer(nn.Module):
 
     The model never materialises the (B, T, U+1, V) lattice itself: it hands the encoder and
     predictor outputs and the joint to the loss, which runs the joint batched or sample by sample.
+
+    A TDT model (token-and-duration transducer, ``durations`` given) has a joint that emits V token scores
+    followed by ``len(durations)`` duration scores per cell; its loss is ``TransducerLoss(durations=...)``
+    and greedy search skips frames by the predicted durations.
+
+    Args:
+        durations: the TDT durations in frames (sorted, containing 0 and 1), None for RNN-T.
     """
 
-    def __init__(self, encoder: ConformerEncoder, predictor: LSTMPredictor, joint: Joint) -> None:
+    def __init__(self, encoder: ConformerEncoder, predictor: LSTMPredictor, joint: Joint,
+                 durations: Sequence[int] | None = None) -> None:
         super().__init__()
+        extra = getattr(joint, "num_extra_outputs", 0)
+        if durations is not None and (len(set(durations)) != len(durations) or min(durations, default=-1) < 0):
+            raise ValueError(f"durations={list(durations)} must be distinct frame counts >= 0")
+        if len(durations or ()) != extra:
+            raise ValueError(f"durations={durations} needs a joint with {len(durations or ())} extra outputs, the "
+                             f"joint has {extra}")
         self.encoder = encoder
         self.predictor = predictor
         self.joint = joint
         self.blank_id = predictor.blank_id
-        self.vocab_size = joint.vocab_size
+        self.vocab_size = joint.vocab_size  # V token scores (a TDT joint's durations come after them)
+        self.durations = tuple(int(d) for d in durations) if durations else None
 
     def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T_feat, F), (B,) -> (B, T, H_e) encoder frames, (B,) int64 frame counts."""
@@ -92,16 +108,20 @@ def build_transducer(
     predictor_dim: int = 320,
     predictor_layers: int = 1,
     predictor_dropout: float = 0.1,
+    predictor_blank_as_pad: bool = False,
     joint_dim: int = 320,
     joint_activation: str = "tanh",
     joint_dropout: float = 0.0,
     blank_id: int = 0,
+    durations: list[int] | None = None,
 ) -> Transducer:
     """Builds a Conformer-transducer from flat sizes (what `conf/model/*.yaml` hold).
 
     The encoder options (``attention``, ``subsampling``, ``subsampling_channels``, ``xscaling``,
     ``encoder_bias`` = the encoder's ``bias``) are `ConformerEncoder`'s; their defaults are the original
-    small model (torchaudio blocks, unpadded 64-channel subsampling).
+    small model (torchaudio blocks, unpadded 64-channel subsampling). ``predictor_blank_as_pad`` is the
+    predictor's ``blank_as_pad`` (NeMo's convention: the start symbol's embedding is a zero padding row).
+    ``durations`` makes a TDT model (the joint gets ``len(durations)`` extra outputs; see `Transducer`).
     """
     encoder = ConformerEncoder(
         input_dim=input_dim,
@@ -125,6 +145,8 @@ def build_transducer(
         num_layers=predictor_layers,
         dropout=predictor_dropout,
         blank_id=blank_id,
+        blank_as_pad=predictor_blank_as_pad,
     )
-    joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout)
-    return Transducer(encoder, predictor, joint)
+    joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout,
+                  num_extra_outputs=len(durations or ()))
+    return Transducer(encoder, predictor, joint, durations)

@@ -13,7 +13,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
 from asr_plugin.finetune import apply_finetune
-from asr_plugin.finetune.nemo import nemo_transducer_kwargs
+from asr_plugin.data import Tokenizer
+from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
@@ -155,15 +156,51 @@ def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None
     return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
 
 
+# The TDT options a .nemo's own loss gives a fine-tuning run (where the loss config does not set them).
+NEMO_LOSS_OPTIONS = ("durations", "sigma", "omega")
+
+
+def loss_node(loss_cfg: dict[str, Any], model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The loss node a checkpoint stores. Fine-tuning a ``.nemo`` (``model: nemo``), the checkpoint's own TDT
+    ``durations``, ``sigma`` and ``omega`` fill in what the loss config leaves unset; they are read here, once,
+    and a resumed run takes them from its checkpoint."""
+    if model_cfg[TARGET] != NEMO_TRANSDUCER:
+        return loss_cfg
+    saved = (resumed or {}).get("hyper_parameters", {}).get("loss")
+    source = saved if isinstance(saved, dict) else nemo_loss_kwargs(model_cfg["path"])
+    own = {key: source[key] for key in NEMO_LOSS_OPTIONS if source.get(key) is not None}
+    return {**own, **loss_cfg}
+
+
+def data_from_checkpoint(cfg: DictConfig, resumed: dict[str, Any] | None) -> tuple[DictConfig, dict[str, Any]]:
+    """The data node to build and the objects to pass it. When resuming, a tokenizer and front end that the data
+    config builds from another file (a ``.nemo``'s, ``+finetune=from_nemo``) are the checkpoint's records
+    instead, so that file is not read again."""
+    records = checkpoint_records(resumed) if resumed else {}
+    data, objects = cfg.data, {}
+    reads_tokenizer = "tokenizer" in records and OmegaConf.select(cfg, f"data.tokenizer.{TARGET}")
+    reads_frontend = "frontend" in records and OmegaConf.select(cfg, f"data.frontend.{TARGET}")
+    if reads_tokenizer or reads_frontend:
+        data = cfg.data.copy()
+        with open_dict(data):
+            if reads_tokenizer:
+                data.tokenizer = None
+                objects["tokenizer"] = Tokenizer.from_record(records["tokenizer"])
+            if reads_frontend:
+                data.frontend = records["frontend"]
+    return data, objects
+
+
 def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None) -> TransducerModule:
     """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied); `resumed`:
     the checkpoint the run resumes from (see `model_architecture`)."""
     with open_dict(cfg):
         cfg.model.vocab_size = vocab_size
     finetune = cfg.get("finetune")
+    model = OmegaConf.to_container(cfg.model, resolve=True)
     return TransducerModule(
-        model=model_architecture(OmegaConf.to_container(cfg.model, resolve=True), resumed),
-        loss=OmegaConf.to_container(cfg.loss, resolve=True),
+        model=model_architecture(model, resumed),
+        loss=loss_node(OmegaConf.to_container(cfg.loss, resolve=True), model, resumed),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
         spec_augment=OmegaConf.to_container(cfg.spec_augment, resolve=True) if cfg.get("spec_augment") else None,
         max_symbols_per_frame=cfg.get("max_symbols_per_frame", 4),
@@ -181,7 +218,8 @@ def build_trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any]) -> 
     plugins = list(plugins) if isinstance(plugins, list) else [plugins]
     if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
         plugins.append(AtomicCheckpointIO())
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins)
+    # _convert_: plain lists (Lightning 2.4, the nemo extra's, wraps a ListConfig of plugins as one plugin)
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins, _convert_="all")
 
 
 def validates_first(cfg: DictConfig, resuming: bool) -> bool:
@@ -198,9 +236,9 @@ def validates_first(cfg: DictConfig, resuming: bool) -> bool:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Trains (and optionally tests) the model described by `cfg`.
 
-    Order: config check (every node against its target's signature) -> seed -> data module (``prepare_data``
-    on rank 0, ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) -> callbacks, loggers,
-    Trainer -> the checkpoint to resume (``cfg.ckpt_path``: "last" or a file) -> model and loss ->
+    Order: config check (every node against its target's signature) -> seed -> callbacks, loggers, Trainer ->
+    the checkpoint to resume (``cfg.ckpt_path``: "last" or a file) -> data module (``prepare_data`` on rank 0,
+    ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) -> model and loss ->
     fine-tuning (``cfg.finetune``; not when resuming a checkpoint that records it) -> validation before the
     first step (``validate_first``) -> fit -> test with the best checkpoint (else the last weights) when
     ``cfg.test``.
@@ -218,10 +256,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     check_schedule_fits_corpus(cfg)
     apply_slurm_layout(cfg.trainer)
-    datamodule = instantiate(cfg.data)
-    prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
-    datamodule.setup("fit")
-
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
     loggers = _instantiate_all(cfg.get("logger"), "logger")
     if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
@@ -230,6 +264,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer)
     resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
 
+    data, objects = data_from_checkpoint(cfg, resumed)
+    datamodule = instantiate(data, **objects)
+    prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
+    datamodule.setup("fit")
+
     module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed)
     # saved in every checkpoint (eval, transcribe and export read them) and compared when resuming
     module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec)
@@ -237,7 +276,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         for logger in loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if cfg.get("finetune") and not (resumed and "pretrained" in checkpoint_records(resumed)):
-        module.mark_pretrained(apply_finetune(module.model, cfg.finetune))  # else the checkpoint has weights and groups
+        module.mark_pretrained(apply_finetune(module.model, cfg.finetune, module.ctc))  # else the checkpoint has them
 
     start_metrics: dict[str, float] = {}
     if validates_first(cfg, resuming=ckpt_path is not None):

@@ -26,7 +26,8 @@ def test_completion_fills_every_default():
     nemo = complete_frontend_spec({"kind": "nemo", "options": {"num_mel_bins": 128, "dither": 0.0}})
     assert nemo["options"] == {"sample_rate": 16000, "num_mel_bins": 128, "n_fft": 512, "win_length": 400,
                                "hop_length": 160, "preemphasis": 0.97, "dither": 0.0, "log_guard": 2.0**-24,
-                               "f_min": 0.0, "f_max": None}
+                               "f_min": 0.0, "f_max": None, "window": "hann", "normalize": "per_feature",
+                               "mag_power": 2.0, "log": True, "log_guard_type": "add", "mel_norm": "slaney"}
     assert not frontend_needs_stats(nemo) and frontend_feature_dim(nemo) == 128
     assert complete_frontend_spec(nemo) == nemo  # idempotent
 

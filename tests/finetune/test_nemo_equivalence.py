@@ -37,8 +37,8 @@ def test_joint_log_probs_match(differences):
 
 
 @pytest.mark.parametrize("mode", ["batched", "samplewise"])
-def test_loss_matches_nemo_loss(differences, mode):
-    assert differences[f"loss_{mode}"] == pytest.approx(differences["loss_nemo"], rel=1e-5, abs=1e-4)
+def test_loss_matches_nemo_loss_per_sample(differences, mode):
+    assert differences[f"loss_{mode}"] == pytest.approx(differences["loss_nemo"], rel=1e-4)
 
 
 def test_greedy_transcripts_match(differences):

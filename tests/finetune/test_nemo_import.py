@@ -96,11 +96,13 @@ def _edit(section, key, value):
         ("encoder", "untie_biases", False, "encoder.untie_biases=False is not supported"),
         ("encoder", "layer_drop", 0.1, r"encoder.layer_drop is not supported by the importer \(supported keys"),
         ("decoder", "_target_", "nemo.collections.asr.modules.StatelessTransducerDecoder", "decoder._target_="),
-        ("joint", "num_extra_outputs", 5, "joint.num_extra_outputs=5 is not supported"),
+        ("joint", "num_extra_outputs", 5, r"joint.num_extra_outputs=5 needs a TDT loss"),
         ("joint.jointnet", "activation", "swish", "joint.jointnet.activation='swish' is not supported"),
         ("decoder.prednet", "rnn_hidden_size", 48, "decoder.prednet.rnn_hidden_size=48 differs from pred_hidden"),
-        ("preprocessor", "normalize", "all_features", "preprocessor.normalize='all_features' is not supported"),
-        ("loss", "loss_name", "tdt", "loss.loss_name='tdt' is not a plain RNN-T loss"),
+        ("preprocessor", "exact_pad", True, "preprocessor.exact_pad=True is not supported"),
+        ("preprocessor", "log_zero_guard_value", "huge", "preprocessor.log_zero_guard_value=.huge. is not supported"),
+        ("loss", "loss_name", "multiblank_rnnt", "loss.loss_name='multiblank_rnnt' is neither a plain RNN-T loss"),
+        ("loss", "warprnnt_numba_kwargs", {"fastemit_lambda": 0.001}, "fastemit_lambda=0.001 is not supported"),
         ("tokenizer", "type", "wpe", "tokenizer.type='wpe'"),
     ],
 )
@@ -111,12 +113,36 @@ def test_unsupported_config_names_the_key(tmp_path, section, key, value, message
 
 
 def test_tensors_without_counterpart_are_reported(tmp_path):
-    ctc = {"ctc_decoder.decoder_layers.0.weight": torch.zeros(41, 32, 1)}  # a hybrid RNNT-CTC model's CTC head
-    path, reference = write_synthetic_nemo(tmp_path, extra_weights=ctc)
+    extra = {"decoder.prediction.norm.weight": torch.zeros(3)}  # e.g. a layer norm we have no module for
+    path, reference = write_synthetic_nemo(tmp_path, extra_weights=extra)
     imported = import_nemo(path)
-    assert imported.report.lost == {"ctc_decoder.decoder_layers.0.weight": "no counterpart in our model"}
-    assert "ctc_decoder.decoder_layers.0.weight (no counterpart in our model)" in imported.report.summary()
+    assert imported.report.lost == {"decoder.prediction.norm.weight": "no counterpart in our model"}
+    assert "decoder.prediction.norm.weight (no counterpart in our model)" in imported.report.summary()
     assert torch.equal(imported.model.joint.output.weight, reference.joint.output.weight)
+    assert imported.auxiliary_ctc is None
+
+
+def test_hybrid_ctc_decoder_becomes_the_auxiliary_ctc_head(tmp_path):
+    from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
+
+    generator = torch.Generator().manual_seed(3)
+    weight, bias = torch.randn(41, 32, 1, generator=generator), torch.randn(41, generator=generator)  # NeMo: blank last
+    ctc = {"ctc_decoder.decoder_layers.0.weight": weight, "ctc_decoder.decoder_layers.0.bias": bias}
+    path, _ = write_synthetic_nemo(tmp_path, extra_weights=ctc)
+    imported = import_nemo(path)
+    assert not imported.report.lost
+    head = imported.auxiliary_ctc
+    assert torch.equal(head["output.weight"][0], weight[40, :, 0]) and torch.equal(head["output.bias"][0], bias[40])
+    assert torch.equal(head["output.weight"][1:], weight[:40, :, 0]) and torch.equal(head["output.bias"][1:], bias[:40])
+
+    model, auxiliary = nemo_transducer(path), AuxiliaryCTC(32, 41)
+    apply_finetune(model, {"path": str(path), "strict": True, "new_vocabulary": False}, auxiliary_ctc=auxiliary)
+    assert torch.equal(auxiliary.output.weight, head["output.weight"])
+    assert torch.equal(auxiliary.output.bias, head["output.bias"])
+    renewed = AuxiliaryCTC(32, 41)
+    before = renewed.output.weight.clone()
+    apply_finetune(nemo_transducer(path), {"path": str(path), "new_vocabulary": True}, auxiliary_ctc=renewed)
+    assert torch.equal(renewed.output.weight, before)  # a new vocabulary: token-indexed, so not loaded
 
 
 def test_interpolations_resolve_and_foreign_ones_are_left(tmp_path):
@@ -148,7 +174,8 @@ def test_presets_are_what_the_importer_builds_from_nemo_configs():
         preset = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf" / "model" / f"{name}.yaml"))
         preset["subsampling_channels"] = preset["subsampling_channels"] or preset["d_model"]
         kwargs = transducer_kwargs(config)
-        assert {k: preset[k] for k in kwargs} == kwargs, name
+        assert set(kwargs) - set(preset) == {"predictor_blank_as_pad"}  # NeMo's zero start embedding
+        assert {k: preset[k] for k in kwargs if k in preset} == {k: v for k, v in kwargs.items() if k in preset}, name
 
 
 def test_apply_finetune_loads_everything_but_the_new_vocabulary(archives):

@@ -1,4 +1,5 @@
-"""`+finetune=from_nemo` in the training recipe: NeMo's architecture and weights, both loss modes (tiny data)."""
+"""`+finetune=from_nemo` in the training recipe: NeMo's architecture, weights, tokenizer and front end, both loss
+modes (tiny data, no NeMo needed); a new vocabulary only as an explicit opt-in."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ TINY_DATA = [
     "data.mini_corpus.n_train=16", "data.mini_corpus.n_dev=4", "data.mini_corpus.n_test=4", "data.vocab_size=40",
     "data.max_duration=10", "data.num_buckets=2", "data.num_workers=0", "data.prepare_num_workers=1",
 ]
+RUN = ["finetune.pretrained_lr=1e-4", "trainer.max_steps=3", "optim.scheduler.warmup_steps=1", "test=false",
+       "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "callbacks.model_summary=null"]
 
 
 def _compose(overrides: list[str], tmp_path: Path):
@@ -37,17 +40,51 @@ def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_transducer")
     cfg = _compose([
         *TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
-        "finetune.pretrained_lr=1e-4", "finetune.freeze_encoder_layers=1", f"+loss={mode}", "trainer.max_steps=3",
-        "optim.scheduler.warmup_steps=1", "test=false", "trainer.limit_val_batches=1",
-        "trainer.enable_progress_bar=false", "callbacks.model_summary=null",
+        "finetune.freeze_encoder_layers=1", f"+loss={mode}", *RUN,
     ], tmp_path)
     assert cfg.model._target_ == "asr_plugin.finetune.nemo.nemo_transducer" and cfg.loss.mode == mode
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
-    state = torch.load(result["last_model_path"], map_location="cpu", weights_only=False)["state_dict"]
-    reference = source.state_dict()
+    assert "val/wer" in result["start_metrics"]  # validated before the first step
+    saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
+    state, reference = saved["state_dict"], source.state_dict()
     frozen = "encoder.layers.0.self_attn.linear_q.weight"
     trained = "encoder.layers.1.self_attn.linear_q.weight"
     assert torch.equal(state[f"model.{frozen}"], reference[frozen])  # frozen block keeps NeMo's weights
     assert not torch.equal(state[f"model.{trained}"], reference[trained])  # the next block learns
-    assert state["model.joint.output.weight"].shape[0] == 40  # the recipe's tokenizer, not NeMo's
+    assert state["model.joint.output.weight"].shape == reference["joint.output.weight"].shape  # NeMo's vocabulary
+    assert torch.all(state["model.predictor.embedding.weight"][0] == 0)  # NeMo's zero start embedding stays
+    records = saved["asr_plugin"]
+    assert records["tokenizer"]["convention"] == "nemo" and records["frontend"]["kind"] == "nemo"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["batched", "samplewise"])
+def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode):
+    nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
+    cfg = _compose([*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
+                    f"+loss={mode}", *RUN], tmp_path)
+    result = train(cfg)
+    assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
+    saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
+    loss, model = saved["hyper_parameters"]["loss"], saved["hyper_parameters"]["model"]
+    # the .nemo's tdt_kwargs (asr_plugin.finetune.nemo.examples: sigma 0.05, omega 0) and its durations
+    assert (loss["mode"], loss["durations"], loss["sigma"], loss["omega"]) == (mode, [0, 1, 2, 3, 4], 0.05, 0.0)
+    assert model["durations"] == [0, 1, 2, 3, 4]
+    assert saved["state_dict"]["model.joint.output.weight"].shape == source.joint.output.weight.shape  # V + 5
+    assert 0.0 <= result["start_metrics"]["val/wer"]  # TDT greedy validation before the first step
+
+
+@pytest.mark.slow
+def test_a_new_vocabulary_is_an_explicit_opt_in(data_dir, tmp_path, caplog):
+    nemo_path, source = write_synthetic_nemo(tmp_path, "conformer_transducer")
+    base = [*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}", *RUN,
+            "data.tokenizer=null"]  # the recipe's own SentencePiece model (40 ids) instead of NeMo's (41)
+    with pytest.raises(ValueError, match="new_vocabulary=false but the checkpoint has 41 output tokens and the model 40"):
+        train(_compose(base, tmp_path))
+    result = train(_compose([*base, "finetune.new_vocabulary=true"], tmp_path / "new"))
+    assert "re-initialising predictor.embedding, joint.output" in caplog.text
+    state = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)["state_dict"]
+    assert state["model.joint.output.weight"].shape[0] == 40
+    key = "encoder.layers.1.conv.depthwise_conv.weight"
+    assert state[f"model.{key}"].shape == source.state_dict()[key].shape

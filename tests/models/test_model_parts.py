@@ -97,3 +97,19 @@ def test_unpadded_subsampling_masking_leaves_valid_frames_as_before():
     plain = sub.out(plain.transpose(1, 2).flatten(2))
     for b, n in enumerate(out_lengths.tolist()):
         torch.testing.assert_close(out[b, :n], plain[b, :n])
+
+
+def test_blank_as_pad_keeps_the_start_embedding_zero():
+    """NeMo's blank_as_pad: the start symbol's input is a zero vector that training never changes."""
+    model = build_transducer(vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8,
+                             joint_dim=8, predictor_blank_as_pad=True, predictor_dropout=0.0)
+    assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
+    optimizer = torch.optim.AdamW(model.predictor.parameters(), lr=0.1, weight_decay=0.1)
+    targets = torch.tensor([[1, 2, 0], [3, 0, 0]])
+    model.predictor(targets).pow(2).sum().backward()
+    optimizer.step()
+    assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
+    zero_start, _ = model.predictor.lstm(torch.zeros(1, 1, model.predictor.embedding.embedding_dim))
+    torch.testing.assert_close(model.predictor(targets[:1, :0]), zero_start)  # U = 0: the start alone
+    default = build_transducer(vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8)
+    assert default.predictor.embedding.padding_idx is None

@@ -1,8 +1,9 @@
-"""Importing NeMo (Fast)Conformer-RNNT ``.nemo`` checkpoints (no NeMo needed)."""
+"""NeMo (Fast)Conformer RNN-T / TDT ``.nemo`` checkpoints: import (no NeMo needed) and export back to NeMo."""
 
 from asr_plugin.finetune.nemo.archive import NemoArchive, is_nemo_archive, read_nemo
-from asr_plugin.finetune.nemo.importer import (NemoImport, import_nemo, nemo_state_dict, nemo_transducer,
-                                             nemo_transducer_kwargs)
+from asr_plugin.finetune.nemo.importer import (NemoImport, import_nemo, nemo_frontend_spec, nemo_loss_kwargs,
+                                             nemo_state_dict, nemo_tokenizer, nemo_transducer, nemo_transducer_kwargs,
+                                             split_auxiliary_ctc)
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
 from asr_plugin.finetune.nemo.weights import NemoWeightReport
 
@@ -13,8 +14,12 @@ __all__ = [
     "NemoWeightReport",
     "import_nemo",
     "is_nemo_archive",
+    "nemo_frontend_spec",
+    "nemo_loss_kwargs",
     "nemo_state_dict",
+    "nemo_tokenizer",
     "nemo_transducer",
     "nemo_transducer_kwargs",
     "read_nemo",
+    "split_auxiliary_ctc",
 ]

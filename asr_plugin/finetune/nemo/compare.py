@@ -1,18 +1,25 @@
 """Our import of a NeMo transducer against NeMo's own model on one batch: the differences, stage by stage (needs NeMo).
 
 Front-end features, encoder output, joint log-probabilities (max abs difference over valid frames), NeMo's
-loss against ours in both modes, and greedy transcripts. scripts/compare_nemo_import.py prints them;
-tests/finetune/test_nemo_equivalence.py asserts on them.
+per-sample loss against ours in both modes, and greedy transcripts; RNN-T and TDT models.
+scripts/compare_nemo_import.py prints them; tests/finetune/test_nemo_equivalence.py asserts on them.
+
+NeMo's loss is the model's own ``model.loss`` for RNN-T. NeMo's TDT losses do not run on a CPU as shipped:
+its numba ``TDTLossNumba`` is CUDA-only and its pure-PyTorch ``TDTLossPytorch`` (the reference its tests use)
+moves two tensors with ``.cuda()``; on a CPU that call is made a no-op while it runs (`nemo_tdt_losses`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from unittest import mock
 
 import torch
 
 from asr_plugin.decoding import greedy_search
 from asr_plugin.finetune.nemo.importer import NemoImport, import_nemo
+from asr_plugin.finetune.nemo.weights import blank_first_to_last
 from asr_plugin.losses import TransducerLoss
 
 SHARPEN = 6.0  # joint output scale for the greedy comparison, so that random weights emit tokens
@@ -45,6 +52,17 @@ def _max_diff(ours: torch.Tensor, reference: torch.Tensor, lengths: torch.Tensor
     return max(float((ours[b, :n] - reference[b, :n]).abs().max()) for b, n in enumerate(lengths.tolist()))
 
 
+def nemo_tdt_losses(log_probs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
+                    target_lengths: torch.Tensor, blank: int, durations: list[int], sigma: float) -> torch.Tensor:
+    """(B,) NeMo's TDT loss per sample (``TDTLossPytorch``) of NeMo's (B, T, U+1, V + D) joint output."""
+    from nemo.collections.asr.losses.rnnt_pytorch import TDTLossPytorch
+
+    loss = TDTLossPytorch(blank=blank, durations=durations, reduction="none", sigma=sigma)
+    on_cpu = mock.patch.object(torch.Tensor, "cuda", lambda self, *args, **kwargs: self)
+    with on_cpu if not log_probs.is_cuda else contextlib.nullcontext():
+        return loss(acts=log_probs, labels=targets, act_lens=lengths, label_lens=target_lengths)
+
+
 @torch.no_grad()
 def compare(nemo, ours: NemoImport, audio: torch.Tensor, lengths: torch.Tensor, target_lengths: list[int]) -> dict:
     """Differences between NeMo's `EncDecRNNTBPEModel` (eval mode) and `ours` on one batch."""
@@ -60,20 +78,32 @@ def compare(nemo, ours: NemoImport, audio: torch.Tensor, lengths: torch.Tensor, 
     end_to_end, _ = ours.model.encode(our_features, our_feature_lengths)
     result["encoder_end_to_end"] = _max_diff(end_to_end, enc.transpose(1, 2), enc_lengths)
 
-    targets, target_lengths = random_targets(nemo.joint.num_classes_with_blank - 1, target_lengths)
+    durations = ours.loss_options.get("durations")
+    vocab = ours.model.vocab_size  # tokens and the blank; a TDT joint's D duration scores follow
+    targets, target_lengths = random_targets(vocab - 1, target_lengths)
     decoder_out, _, _ = nemo.decoder(targets=targets, target_length=target_lengths)
-    reference = nemo.joint(encoder_outputs=enc, decoder_outputs=decoder_out)  # (B, T, U+1, V) log-probs on CPU
+    reference = nemo.joint(encoder_outputs=enc, decoder_outputs=decoder_out)  # (B, T, U+1, V [+ D]), log-softmaxed
+    # NeMo's CPU joint log-softmaxes all its outputs together; the heads' own normalisations follow from it
     log_probs = ours.model.joint(encoded, ours.model.predictor(targets + 1)).log_softmax(-1)
-    nemo_order = torch.cat([log_probs[..., 1:], log_probs[..., :1]], dim=-1)  # our blank (0) back to the end
+    nemo_order = blank_first_to_last(log_probs.movedim(-1, 0), vocab).movedim(0, -1)  # our blank back to NeMo's
     result["joint_log_probs"] = max(
         float((nemo_order[b, :n, : u + 1] - reference[b, :n, : u + 1]).abs().max())
         for b, (n, u) in enumerate(zip(enc_lengths.tolist(), target_lengths.tolist()))
     )
-    result["loss_nemo"] = float(nemo.loss(log_probs=reference, targets=targets, input_lengths=enc_lengths,
-                                          target_lengths=target_lengths))
+    if durations:
+        nemo_losses = nemo_tdt_losses(reference, targets, enc_lengths, target_lengths, vocab - 1, durations,
+                                      ours.loss_options["sigma"])
+    else:
+        reduction, nemo.loss.reduction = nemo.loss.reduction, None  # per sample: NeMo's RNNTLoss reduces otherwise
+        nemo_losses = nemo.loss(log_probs=reference, targets=targets, input_lengths=enc_lengths,
+                                target_lengths=target_lengths)
+        nemo.loss.reduction = reduction
+    result["loss_nemo"] = nemo_losses.tolist()
+    tdt = {"durations": durations, "sigma": ours.loss_options["sigma"]} if durations else {}
     for mode in ("batched", "samplewise"):
-        loss_fn = TransducerLoss(mode=mode, reduction="mean")
-        result[f"loss_{mode}"] = float(ours.model.loss_from_encoder(encoded, enc_lengths, targets + 1, target_lengths, loss_fn))
+        loss_fn = TransducerLoss(mode=mode, reduction="none", **tdt)
+        result[f"loss_{mode}"] = ours.model.loss_from_encoder(encoded, enc_lengths, targets + 1, target_lengths,
+                                                              loss_fn).tolist()
 
     outputs = (nemo.joint.joint_net[-1], ours.model.joint.output)
     for output in outputs:

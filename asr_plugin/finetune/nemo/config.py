@@ -13,6 +13,11 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
+from asr_plugin.models.frontend import LOG_GUARD_TYPES, MEL_NORMS, NORMALIZATIONS, WINDOWS
+
+
 def _equals(*allowed: Any) -> Callable[[Any], bool]:
     return lambda value: value in allowed
 
@@ -55,24 +60,35 @@ PREDNET_KEYS: dict[str, Callable[[Any], bool]] = {
 JOINT_KEYS: dict[str, Callable[[Any], bool]] = {
     "_target_": _target("RNNTJoint"), "log_softmax": _equals(None, True), "preserve_memory": _any,
     "fuse_loss_wer": _any, "fused_batch_size": _any, "experimental_fuse_loss_wer": _any, "jointnet": _any,
-    "num_classes": _any, "vocabulary": _any, "num_extra_outputs": _equals(0, None),
+    "num_classes": _any, "vocabulary": _any,
+    "num_extra_outputs": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }
 JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
     "joint_hidden": _any, "activation": _equals("relu", "tanh"), "dropout": _any, "encoder_hidden": _any,
     "pred_hidden": _any,
 }
+# NeMo's log_zero_guard_value names: float32's finfo values (NeMo's features are float32).
+LOG_GUARD_NAMES = {"tiny": float(torch.finfo(torch.float32).tiny), "eps": float(torch.finfo(torch.float32).eps)}
 PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
     "_target_": _target("AudioToMelSpectrogramPreprocessor"), "sample_rate": _any, "window_size": _any,
-    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals("hann"),
-    "normalize": _equals("per_feature"), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
-    "lowfreq": _any, "highfreq": _any, "log": _equals(True), "log_zero_guard_type": _equals("add"),
-    "log_zero_guard_value": lambda v: isinstance(v, (int, float)), "dither": _any, "pad_to": _any,
-    "frame_splicing": _equals(1), "exact_pad": _equals(False), "pad_value": _equals(0, 0.0),
-    "mag_power": _equals(2, 2.0), "mel_norm": _equals("slaney"), "use_grads": _any, "rng": _equals(None),
-    "nb_augmentation_prob": _equals(0, 0.0), "nb_max_freq": _any, "stft_exact_pad": _equals(False),
-    "stft_conv": _equals(False), "max_duration": _any,
+    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals(*WINDOWS),
+    "normalize": _equals(*NORMALIZATIONS), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
+    "lowfreq": _any, "highfreq": _any, "log": _equals(True, False), "log_zero_guard_type": _equals(*LOG_GUARD_TYPES),
+    "log_zero_guard_value": lambda v: (isinstance(v, str) and v in LOG_GUARD_NAMES)
+    or (isinstance(v, (int, float)) and v > 0),
+    "dither": _any, "pad_to": _any, "frame_splicing": _equals(1), "exact_pad": _equals(False),
+    "pad_value": _equals(0, 0.0), "mag_power": lambda v: isinstance(v, (int, float)) and v > 0,
+    "mel_norm": _equals(*MEL_NORMS), "use_grads": _any, "rng": _equals(None), "nb_augmentation_prob": _equals(0, 0.0),
+    "nb_max_freq": _any, "stft_exact_pad": _equals(False), "stft_conv": _equals(False), "max_duration": _any,
+    "use_torchaudio": _any,
 }
-LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
+RNNT_LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
+TDT_LOSS_NAMES = ("tdt", "tdt_pytorch")
+# <loss_name>_kwargs of NeMo's loss section: what the objective depends on (fastemit_lambda must be 0: our loss
+# has no FastEmit; clamp <= 0 is NeMo's "off"); other keys are refused by name
+LOSS_KWARGS: dict[str, Callable[[Any], bool]] = {
+    "fastemit_lambda": _equals(0, 0.0, None), "clamp": _any, "durations": _any, "sigma": _any, "omega": _any,
+}
 
 
 def _check(section: str, node: Any, keys: Mapping[str, Callable[[Any], bool]]) -> dict[str, Any]:
@@ -99,10 +115,7 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     for section in ("encoder", "decoder", "joint"):
         if section not in config:
             raise ValueError(f"NeMo config: no {section} section; only (Fast)Conformer transducers can be imported")
-    loss = config.get("loss") or {}
-    if loss.get("loss_name", "default") not in LOSS_NAMES:
-        raise ValueError(f"NeMo config: loss.loss_name={loss['loss_name']!r} is not a plain RNN-T loss "
-                         f"(supported: {LOSS_NAMES})")
+    loss = loss_kwargs(config)
     enc = _check("encoder", config["encoder"], ENCODER_KEYS)
     dec = _check("decoder", config["decoder"], DECODER_KEYS)
     prednet = _check("decoder.prednet", _required("decoder", dec, "prednet"), PREDNET_KEYS)
@@ -134,11 +147,43 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "predictor_dim": pred_hidden,
         "predictor_layers": int(prednet.get("pred_rnn_layers", 1)),
         "predictor_dropout": float(prednet.get("dropout", 0.0)),
+        "predictor_blank_as_pad": True,  # decoder.blank_as_pad (the only value accepted)
         "joint_dim": int(_required("joint.jointnet", jointnet, "joint_hidden")),
         "joint_activation": jointnet.get("activation", "relu"),
         "joint_dropout": float(jointnet.get("dropout", 0.0)),
         "blank_id": 0,
+        **({"durations": loss["durations"]} if "durations" in loss else {}),
     }
+
+
+def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`TransducerLoss` keyword arguments of the checkpoint's own loss: ``clamp`` for RNN-T, plus
+    ``durations``, ``sigma`` and ``omega`` for TDT (``loss_name: tdt``). ValueError names a loss we cannot
+    compute (another loss_name, FastEmit) or a TDT model whose joint, loss and decoding disagree."""
+    loss = config.get("loss") or {}
+    name = loss.get("loss_name", "default")
+    if name not in RNNT_LOSS_NAMES + TDT_LOSS_NAMES:
+        raise ValueError(f"NeMo config: loss.loss_name={name!r} is neither a plain RNN-T loss {RNNT_LOSS_NAMES} "
+                         f"nor TDT {TDT_LOSS_NAMES}")
+    tdt = name in TDT_LOSS_NAMES
+    section = f"{'warprnnt_numba' if name == 'default' else name}_kwargs"  # where NeMo reads them
+    options = _check(f"loss.{section}", loss.get(section) or {}, LOSS_KWARGS)
+    clamp = options.get("clamp")
+    kwargs: dict[str, Any] = {"clamp": float(clamp) if clamp is not None and clamp > 0 else None}
+    extra = int((config.get("joint") or {}).get("num_extra_outputs") or 0)
+    if not tdt:
+        if extra:
+            raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} needs a TDT loss (loss.loss_name: tdt)")
+        return kwargs
+    durations = [int(d) for d in _required(f"loss.{section}", options, "durations")]
+    if extra != len(durations):
+        raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} but loss.{section}.durations={durations}")
+    decoding = config.get("decoding") or {}
+    if decoding.get("model_type", "tdt") != "tdt" or [int(d) for d in decoding.get("durations", durations)] != durations:
+        raise ValueError(f"NeMo config: decoding.model_type={decoding.get('model_type')!r}, decoding.durations="
+                         f"{decoding.get('durations')} do not decode the TDT loss' durations {durations}")
+    return {**kwargs, "durations": durations, "sigma": float(options.get("sigma") or 0.0),
+            "omega": float(options.get("omega") or 0.0)}
 
 
 def num_classes(config: Mapping[str, Any]) -> int:
@@ -150,9 +195,13 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     """`NemoMelFrontend` keyword arguments for NeMo's ``preprocessor`` section (ValueError names bad keys)."""
     pre = _check("preprocessor", _required("model", config, "preprocessor"), PREPROCESSOR_KEYS)
     sample_rate = int(pre.get("sample_rate", 16000))
-    win_length = pre.get("n_window_size") or round(float(pre.get("window_size", 0.02)) * sample_rate)
-    hop_length = pre.get("n_window_stride") or round(float(pre.get("window_stride", 0.01)) * sample_rate)
+    # As AudioToMelSpectrogramPreprocessor: window_size/window_stride (defaults 0.02 s / 0.01 s) win over
+    # n_window_size/n_window_stride unless set to null, and are truncated to whole samples.
+    window_size, window_stride = pre.get("window_size", 0.02), pre.get("window_stride", 0.01)
+    win_length = int(window_size * sample_rate) if window_size else _required("preprocessor", pre, "n_window_size")
+    hop_length = int(window_stride * sample_rate) if window_stride else _required("preprocessor", pre, "n_window_stride")
     n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length))
+    guard = pre.get("log_zero_guard_value", 2.0**-24)
     return {
         "sample_rate": sample_rate,
         "num_mel_bins": int(pre.get("features", pre.get("nfilt", 64))),
@@ -161,7 +210,13 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "hop_length": int(hop_length),
         "preemphasis": pre.get("preemph", 0.97),
         "dither": float(pre.get("dither", 1e-5)),
-        "log_guard": float(pre.get("log_zero_guard_value", 2.0**-24)),
-        "f_min": float(pre.get("lowfreq", 0.0)),
-        "f_max": float(pre["highfreq"]) if pre.get("highfreq") is not None else None,
+        "log_guard": float(LOG_GUARD_NAMES.get(guard, guard)),
+        "f_min": float(pre.get("lowfreq") or 0.0),
+        "f_max": float(pre["highfreq"]) if pre.get("highfreq") else None,
+        "window": pre.get("window", "hann"),
+        "normalize": pre.get("normalize", "per_feature") or None,
+        "mag_power": float(pre.get("mag_power", 2.0)),
+        "log": bool(pre.get("log", True)),
+        "log_guard_type": pre.get("log_zero_guard_type", "add"),
+        "mel_norm": pre.get("mel_norm", "slaney"),
     }

@@ -2,7 +2,11 @@
 
 The configs are the model sections of NeMo 3.0's ``examples/asr/conf/conformer/conformer_transducer_bpe.yaml``
 and ``examples/asr/conf/fastconformer/fast-conformer_transducer_bpe.yaml`` with only the sizes shrunk and
-the loss/WER fusion turned off; `nemo_config` needs no NeMo. `build_example_model` and `save_example_model`
+the loss/WER fusion turned off; "fast_conformer_tdt" is the FastConformer one turned TDT the way NeMo's TDT
+configs (``examples/asr/conf/fastconformer/tdt/``) do it: ``model_defaults.tdt_durations``, the joint's
+``num_extra_outputs``, ``decoding.model_type: tdt`` and ``loss_name: tdt`` with ``tdt_kwargs``, written as
+NeMo writes them (``${model.model_defaults...}`` interpolations), at sizes no other fixture uses.
+`nemo_config` needs no NeMo. `build_example_model` and `save_example_model`
 import NeMo (``pip install -e '.[nemo]'``, best in a virtual environment of its own) when called.
 
 The tokenizer is a SentencePiece BPE model trained the way NeMo's ``process_asr_text_tokenizer.py`` does
@@ -37,8 +41,15 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
         subsampling="dw_striding", subsampling_factor=8, subsampling_conv_channels=16, conv_kernel_size=9,
         d_model=32, n_heads=4, n_layers=2,
     ),
+    "fast_conformer_tdt": dict(
+        subsampling="dw_striding", subsampling_factor=8, subsampling_conv_channels=24, conv_kernel_size=11,
+        d_model=40, n_heads=5, n_layers=3, feat_in=96,
+    ),
 }
 HIDDEN = 24  # predictor and joint width of the shrunk forms
+TDT_HIDDEN = 36  # ... of the TDT one
+TDT_DURATIONS = [0, 1, 2, 3, 4]
+TDT_SIGMA = 0.05
 # full_size=True: the sizes the two example configs are written with (their "Large" rows), 2 LSTM layers as
 # the XLarge/Parakeet rows have.
 FULL_SIZE = dict(d_model=512, n_heads=8, n_layers=17, hidden=640, pred_rnn_layers=2)
@@ -68,7 +79,8 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
     """The model section of NeMo's example config for `name` (a key of `ARCHITECTURES`), shrunk unless `full_size`."""
     if name not in ARCHITECTURES:
         raise ValueError(f"example {name!r}; choose one of {sorted(ARCHITECTURES)}")
-    sizes = FULL_SIZE if full_size else dict(hidden=HIDDEN, pred_rnn_layers=1)
+    sizes = FULL_SIZE if full_size else dict(hidden=TDT_HIDDEN if name == "fast_conformer_tdt" else HIDDEN,
+                                              pred_rnn_layers=1)
     hidden = sizes["hidden"]
     encoder = {
         "_target_": "nemo.collections.asr.modules.ConformerEncoder",
@@ -80,9 +92,9 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
     }
     if full_size:
         encoder.update({key: FULL_SIZE[key] for key in ("d_model", "n_heads", "n_layers")})
-        if name == "fast_conformer_transducer":
+        if name != "conformer_transducer":
             encoder["subsampling_conv_channels"] = 256
-    return {
+    config = {
         "sample_rate": 16000,
         "compute_eval_loss": False,
         "log_prediction": False,
@@ -91,7 +103,7 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
         "preprocessor": {
             "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
             "normalize": "per_feature", "window_size": 0.025, "window_stride": 0.01, "window": "hann",
-            "features": 80, "n_fft": 512, "frame_splicing": 1, "dither": 0.00001, "pad_to": 0,
+            "features": encoder["feat_in"], "n_fft": 512, "frame_splicing": 1, "dither": 0.00001, "pad_to": 0,
         },
         "spec_augment": {
             "_target_": "nemo.collections.asr.modules.SpectrogramAugmentation",
@@ -112,6 +124,14 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
         "loss": {"loss_name": "default", "warprnnt_numba_kwargs": {"fastemit_lambda": 0.0, "clamp": -1.0}},
         "optim": {"name": "adamw", "lr": 1e-3},
     }
+    if name == "fast_conformer_tdt":
+        durations = "${model.model_defaults.tdt_durations}"
+        config["model_defaults"].update(tdt_durations=list(TDT_DURATIONS), num_tdt_durations=len(TDT_DURATIONS))
+        config["joint"]["num_extra_outputs"] = "${model.model_defaults.num_tdt_durations}"
+        config["decoding"].update(model_type="tdt", durations=durations)
+        config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"fastemit_lambda": 0.0, "clamp": -1.0,
+                                                              "durations": durations, "sigma": TDT_SIGMA, "omega": 0.0}}
+    return config
 
 
 def build_example_model(name: str, tokenizer_dir: str | os.PathLike, seed: int = 0, full_size: bool = False):
@@ -124,7 +144,9 @@ def build_example_model(name: str, tokenizer_dir: str | os.PathLike, seed: int =
     from omegaconf import OmegaConf
 
     torch.manual_seed(seed)
-    model = EncDecRNNTBPEModel(cfg=OmegaConf.create(nemo_config(name, tokenizer_dir, full_size)))
+    # the model section under a "model" root, as in NeMo's yaml files, so that ${model...} interpolations resolve
+    config = OmegaConf.create({"model": nemo_config(name, tokenizer_dir, full_size)}).model
+    model = EncDecRNNTBPEModel(cfg=config)
     with torch.no_grad():
         for parameter_name, parameter in model.named_parameters():
             if "pos_bias" in parameter_name:

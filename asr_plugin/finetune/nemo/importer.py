@@ -1,4 +1,7 @@
-"""``import_nemo(path)``: a NeMo (Fast)Conformer-RNNT ``.nemo`` checkpoint as our Transducer, tokenizer and front end."""
+"""``import_nemo(path)``: a NeMo (Fast)Conformer-RNNT ``.nemo`` checkpoint as our Transducer, tokenizer and front end.
+
+`nemo_tokenizer` and `nemo_frontend_spec` read one part each, for the data module's ``tokenizer`` and
+``frontend`` options (``conf/finetune/from_nemo.yaml``)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,10 @@ from typing import Any
 import torch
 
 from asr_plugin.finetune.nemo.archive import NemoArchive, read_nemo
-from asr_plugin.finetune.nemo.config import frontend_kwargs, num_classes, transducer_kwargs
+from asr_plugin.finetune.nemo.config import frontend_kwargs, loss_kwargs, num_classes, transducer_kwargs
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
-from asr_plugin.finetune.nemo.weights import NemoWeightReport, convert_state_dict
+from asr_plugin.finetune.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
+from asr_plugin.losses import TransducerLoss
 from asr_plugin.models import NemoMelFrontend, Transducer, build_transducer
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,13 @@ class NemoImport:
         report: NeMo tensors mapped and not imported (with reasons).
         model_kwargs: the `build_transducer` arguments (a ``conf/model`` node without ``vocab_size``).
         config: NeMo's model config as read from the archive.
+        frontend_spec: ``frontend``'s front-end spec (``{"kind": "nemo", "options": ...}``).
+        auxiliary_ctc: a hybrid RNNT-CTC model's CTC decoder as the state dict of an
+            ``asr_plugin.training.AuxiliaryCTC`` head (``output.weight`` (V, H_e), ``output.bias``; blank 0),
+            None for a plain transducer.
+        loss: the checkpoint's own loss as a batched `TransducerLoss` (RNN-T, or TDT with its durations, sigma
+            and omega); ``TransducerLoss("samplewise", **loss_options)`` is the same loss sample by sample.
+        loss_options: its keyword arguments (``clamp``; TDT: ``durations``, ``sigma``, ``omega``).
     """
 
     model: Transducer
@@ -39,26 +50,69 @@ class NemoImport:
     report: NemoWeightReport
     model_kwargs: dict[str, Any]
     config: dict[str, Any]
+    frontend_spec: dict[str, Any]
+    auxiliary_ctc: dict[str, torch.Tensor] | None
+    loss: TransducerLoss
+    loss_options: dict[str, Any]
 
 
 def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) -> int:
-    """Our vocabulary size (NeMo's num_classes + blank), checked against the weights."""
+    """Our vocabulary size (NeMo's num_classes + blank), checked against the weights (a TDT joint has its
+    duration rows after the tokens)."""
     vocab_size = num_classes(archive.config) + 1
+    extra = len(loss_kwargs(archive.config).get("durations", ()))
     rows = state.get("joint.output.weight")
-    if rows is None or rows.shape[0] != vocab_size:
+    if rows is None or rows.shape[0] != vocab_size + extra:
         found = None if rows is None else rows.shape[0]
-        raise ValueError(f"{archive.path}: joint.num_classes + 1 = {vocab_size} but the joint's output layer has "
-                         f"{found} rows")
+        raise ValueError(f"{archive.path}: joint.num_classes + 1 = {vocab_size} tokens and {extra} durations but "
+                         f"the joint's output layer has {found} rows")
     return vocab_size
 
 
+def _converted(archive: NemoArchive) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
+    return convert_state_dict(archive.state_dict, len(loss_kwargs(archive.config).get("durations", ())))
+
+
+def split_auxiliary_ctc(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """`convert_state_dict`'s output -> (the Transducer's state, the CTC head's state or None)."""
+    head = {key[len(AUXILIARY_CTC_PREFIX):]: value for key, value in state.items() if key.startswith(AUXILIARY_CTC_PREFIX)}
+    return {key: value for key, value in state.items() if not key.startswith(AUXILIARY_CTC_PREFIX)}, head or None
+
+
 def nemo_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
-    """Our state dict from a ``.nemo`` file, after checking that its config is one we can express."""
+    """Our state dict from a ``.nemo`` file, after checking that its config is one we can express; a hybrid
+    model's CTC decoder is under ``auxiliary_ctc.`` (`split_auxiliary_ctc` separates it)."""
     archive = read_nemo(path)
     transducer_kwargs(archive.config)
-    state, report = convert_state_dict(archive.state_dict)
+    state, report = _converted(archive)
     _checked_vocabulary(archive, state)
     return state, report
+
+
+def _tokenizer(archive: NemoArchive) -> NemoTokenizer:
+    tokenizer_cfg = archive.config.get("tokenizer") or {}
+    if tokenizer_cfg.get("type") != "bpe":
+        raise ValueError(f"{archive.path}: tokenizer.type={tokenizer_cfg.get('type')!r}; only SentencePiece ('bpe') "
+                         "tokenizers can be imported")
+    return NemoTokenizer(archive.artifact(tokenizer_cfg.get("model_path"), "tokenizer.model_path"))
+
+
+def nemo_tokenizer(path: str | os.PathLike) -> NemoTokenizer:
+    """The ``.nemo`` file's SentencePiece tokenizer with our blank policy (NeMo's token k is our k + 1) and the
+    text normalisation its vocabulary implies (NeMo's English tokenizers: lower case)."""
+    return _tokenizer(read_nemo(path, weights=False))
+
+
+def nemo_loss_kwargs(path: str | os.PathLike) -> dict[str, Any]:
+    """The `TransducerLoss` keyword arguments of the ``.nemo`` file's own loss (``clamp``; TDT: ``durations``,
+    ``sigma``, ``omega``), for a recipe run fine-tuning it."""
+    return loss_kwargs(read_nemo(path, weights=False).config)
+
+
+def nemo_frontend_spec(path: str | os.PathLike) -> dict[str, Any]:
+    """The front-end spec of the ``.nemo`` file's preprocessor: ``{"kind": "nemo", "options": NemoMelFrontend
+    arguments}`` (dither in training mode only)."""
+    return {"kind": "nemo", "options": frontend_kwargs(read_nemo(path, weights=False).config)}
 
 
 def nemo_transducer_kwargs(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
@@ -82,7 +136,9 @@ def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **ov
 
 
 def import_nemo(path: str | os.PathLike) -> NemoImport:
-    """Reads a NeMo ``EncDecRNNTBPEModel`` checkpoint (no NeMo needed) into our classes.
+    """Reads a NeMo ``EncDecRNNTBPEModel`` or ``EncDecHybridRNNTCTCBPEModel`` checkpoint (no NeMo needed) into
+    our classes: (Fast)Conformer RNN-T or TDT (``loss_name: tdt``; the model gets its durations), hybrids with
+    their CTC decoder as ``auxiliary_ctc``.
 
     Raises ValueError naming the config key when the model uses something we cannot express
     (another attention, subsampling, decoder, joint or front end), and when any of our parameters
@@ -90,14 +146,15 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
     """
     archive = read_nemo(path)
     model_kwargs = transducer_kwargs(archive.config)
-    frontend = NemoMelFrontend(**frontend_kwargs(archive.config)).eval()
-    tokenizer_cfg = archive.config.get("tokenizer") or {}
-    if tokenizer_cfg.get("type") != "bpe":
-        raise ValueError(f"{archive.path}: tokenizer.type={tokenizer_cfg.get('type')!r}; only SentencePiece ('bpe') "
-                         "tokenizers can be imported")
-    tokenizer = NemoTokenizer(archive.artifact(tokenizer_cfg.get("model_path"), "tokenizer.model_path"))
-    state, report = convert_state_dict(archive.state_dict)
+    frontend_spec = {"kind": "nemo", "options": frontend_kwargs(archive.config)}
+    frontend = NemoMelFrontend(**frontend_spec["options"]).eval()
+    tokenizer = _tokenizer(archive)
+    state, report = _converted(archive)
     vocab_size = _checked_vocabulary(archive, state)
+    state, auxiliary_ctc = split_auxiliary_ctc(state)
+    if auxiliary_ctc is not None and auxiliary_ctc["output.weight"].shape[0] != vocab_size:
+        raise ValueError(f"{archive.path}: the CTC decoder has {auxiliary_ctc['output.weight'].shape[0]} outputs, "
+                         f"the transducer {vocab_size}")
     if tokenizer.vocab_size != vocab_size:
         raise ValueError(f"{archive.path}: the tokenizer has {tokenizer.vocab_size - 1} pieces but the model "
                          f"{vocab_size - 1} tokens")
@@ -107,4 +164,6 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
         raise ValueError(f"{archive.path}: the NeMo weights do not fill our model: missing {result.missing_keys[:8]}, "
                          f"unexpected {result.unexpected_keys[:8]}")
     log.log(logging.WARNING if report.lost else logging.INFO, "%s", report.summary())
-    return NemoImport(model.eval(), tokenizer, frontend, report, model_kwargs, archive.config)
+    options = loss_kwargs(archive.config)
+    return NemoImport(model.eval(), tokenizer, frontend, report, model_kwargs, archive.config, frontend_spec,
+                      auxiliary_ctc, TransducerLoss("batched", **options), options)

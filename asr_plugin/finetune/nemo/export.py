@@ -1,0 +1,298 @@
+"""``export_nemo(source, path)``: our transducer as a NeMo 3.0 ``.nemo`` file that ``ASRModel.restore_from`` loads.
+
+The archive is laid out as NeMo's ``save_to`` writes it (no NeMo needed to write it): ``model_config.yaml``
+(an ``EncDecRNNTBPEModel``, or an ``EncDecHybridRNNTCTCBPEModel`` when the source has an auxiliary CTC head,
+with the sections `asr_plugin.finetune.nemo.config` reads back: ``preprocessor``, ``encoder``, ``decoder``,
+``joint``, ``tokenizer``, ``decoding``, ``loss``), ``model_weights.ckpt`` (NeMo's key names, every
+token-indexed table with the blank moved back to the end) and the SentencePiece model with its vocabulary
+files. `import_nemo` of the result gives the source model back.
+
+Tokenizers: a NeMo tokenizer ("nemo" convention: the blank is not a SentencePiece piece) maps our id k to
+NeMo's k - 1 and our blank to NeMo's last id. One of this project's own ("asr_plugin" convention: the blank is
+SentencePiece's control piece 0) keeps SentencePiece's ids as NeMo's classes, so NeMo has one class more
+than we have ids: class 0, the control piece, which the exported output layer never emits (zero weights,
+bias `NEVER_EMITTED`) and the embedding never sees; our blank becomes NeMo's blank after the last piece.
+
+Only what NeMo's classes express is exported: relative-position attention, ``striding``/``dw_striding``
+subsampling, an embedding as wide as the LSTM, a ReLU or tanh joint, NeMo's front end (``"nemo"`` front-end
+spec); anything else is a ValueError naming the setting. The file is written to a temporary name in the same
+directory and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+import torch
+import yaml
+
+from asr_plugin.data.atomic import write_atomic
+from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.finetune.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
+from asr_plugin.finetune.nemo.importer import NemoImport
+from asr_plugin.finetune.nemo.weights import blank_first_to_last, to_nemo_state_dict
+from asr_plugin.models import NemoMelFrontend, Transducer
+from asr_plugin.models.encoder import SUBSAMPLING_TYPES
+
+RNNT_TARGET = "nemo.collections.asr.models.EncDecRNNTBPEModel"
+HYBRID_TARGET = "nemo.collections.asr.models.EncDecHybridRNNTCTCBPEModel"
+TOKENIZER_FILES = {"model_path": "tokenizer.model", "vocab_path": "vocab.txt", "spe_tokenizer_vocab": "tokenizer.vocab"}
+NEVER_EMITTED = -1e4  # output bias of NeMo's class 0 for an "asr_plugin" tokenizer: probability exp(-1e4) = 0
+NEMO_ACTIVATIONS = ("relu", "tanh")
+
+
+@dataclass
+class NemoExportSource:
+    """Everything `export_nemo` writes.
+
+    Attributes:
+        model: the Transducer (its weights are exported).
+        architecture: its `build_transducer` keyword arguments (``vocab_size`` included).
+        tokenizer: its `Tokenizer` (SentencePiece, either convention).
+        frontend_spec: its front-end spec; must be of kind "nemo".
+        auxiliary_ctc: an auxiliary CTC head's state dict (``output.weight`` (V, H_e), ``output.bias``), which
+            makes the export a hybrid RNNT-CTC model; None for a plain transducer.
+        ctc_weight: the hybrid's ``aux_ctc.ctc_loss_weight``.
+        max_symbols: NeMo's greedy ``max_symbols`` (our ``max_symbols_per_frame``).
+        loss_options: its `TransducerLoss` options NeMo's loss section keeps: ``clamp``, and for a TDT model
+            ``durations`` (the model's), ``sigma`` and ``omega``.
+    """
+
+    model: Transducer
+    architecture: dict[str, Any]
+    tokenizer: Tokenizer
+    frontend_spec: dict[str, Any]
+    auxiliary_ctc: dict[str, torch.Tensor] | None = None
+    ctc_weight: float = 0.3
+    max_symbols: int = 10
+    loss_options: dict[str, Any] = field(default_factory=dict)
+
+
+def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> NemoExportSource:
+    """What `import_nemo` returned, as an export source (its CTC head included; greedy ``max_symbols`` from
+    the NeMo config unless given)."""
+    greedy = ((imported.config.get("decoding") or {}).get("greedy") or {})
+    return NemoExportSource(
+        imported.model, {**imported.model_kwargs, "vocab_size": imported.model.vocab_size}, imported.tokenizer,
+        imported.frontend_spec, imported.auxiliary_ctc,
+        float(((imported.config.get("aux_ctc") or {}).get("ctc_loss_weight", 0.3))),
+        int(max_symbols or greedy.get("max_symbols") or 10), dict(imported.loss_options))
+
+
+def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
+    """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
+    tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
+    from asr_plugin.transducer_checkpoint import build_model, checkpoint_records, peek_checkpoint
+
+    checkpoint = peek_checkpoint(path)
+    hyper = checkpoint.get("hyper_parameters") or {}
+    records = checkpoint_records(checkpoint)
+    missing = [key for key in ("tokenizer", "frontend") if key not in records]
+    if "model" not in hyper or missing:
+        raise ValueError(f"{path}: the checkpoint lacks {missing or ['hyper_parameters.model']}; it was written "
+                         "before checkpoints recorded their tokenizer and front end")
+    model = build_model(hyper["model"])
+    state = checkpoint.get("state_dict") or {}
+    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+    ctc = {k[len("ctc."):]: v for k, v in state.items() if k.startswith("ctc.")} or None
+    architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
+    loss = hyper.get("loss") or {}
+    options = {key: loss[key] for key in ("clamp", "durations", "sigma", "omega") if loss.get(key) is not None}
+    return NemoExportSource(model.eval(), architecture, Tokenizer.from_record(records["tokenizer"]),
+                            dict(records["frontend"]), ctc, float(hyper.get("ctc_weight") or 0.3),
+                            int(hyper.get("max_symbols_per_frame") or 10), options)
+
+
+def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[str, Any]) -> None:
+    """ValueError naming the first setting NeMo's model classes cannot express."""
+    problems = []
+    if architecture.get("attention", "mha") != "rel_pos":
+        problems.append(f"attention={architecture.get('attention', 'mha')!r} (NeMo's Conformer: rel_pos)")
+    if architecture.get("subsampling", "conv2d") not in ("striding", "dw_striding"):
+        problems.append(f"subsampling={architecture.get('subsampling', 'conv2d')!r} (NeMo: striding, dw_striding)")
+    if architecture["ffn_dim"] % architecture["d_model"]:
+        problems.append(f"ffn_dim={architecture['ffn_dim']} is not a multiple of d_model={architecture['d_model']}")
+    if architecture["predictor_embed_dim"] != architecture["predictor_dim"]:
+        problems.append(f"predictor_embed_dim={architecture['predictor_embed_dim']} differs from predictor_dim="
+                        f"{architecture['predictor_dim']} (NeMo's embedding is as wide as its LSTM)")
+    if architecture.get("joint_activation", "tanh") not in NEMO_ACTIVATIONS:
+        problems.append(f"joint_activation={architecture.get('joint_activation')!r} (NeMo: {NEMO_ACTIVATIONS})")
+    if architecture.get("blank_id", 0) != 0:
+        problems.append(f"blank_id={architecture['blank_id']}")
+    if frontend_spec.get("kind") != "nemo":
+        problems.append(f"front end of kind {frontend_spec.get('kind')!r}: NeMo's preprocessor computes only "
+                        "the 'nemo' front end (fine-tune with +finetune=from_nemo or data.frontend.kind=nemo)")
+    if problems:
+        raise ValueError("export_nemo: NeMo cannot express " + "; ".join(problems))
+
+
+def preprocessor_section(options: Mapping[str, Any]) -> dict[str, Any]:
+    """NeMo's ``preprocessor`` for `NemoMelFrontend` arguments (the inverse of `frontend_kwargs`)."""
+    frontend = NemoMelFrontend(**options)  # fills the defaults and checks the values
+    return {
+        "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+        "sample_rate": frontend.sample_rate, "window_size": None, "window_stride": None,
+        "n_window_size": frontend.win_length, "n_window_stride": frontend.hop_length, "n_fft": frontend.n_fft,
+        "features": frontend.num_mel_bins, "window": frontend.window_name, "normalize": frontend.normalize,
+        "preemph": frontend.preemphasis, "dither": frontend.dither, "lowfreq": frontend.f_min,
+        "highfreq": frontend.f_max, "log": frontend.log, "log_zero_guard_type": frontend.log_guard_type,
+        "log_zero_guard_value": frontend.log_guard, "mag_power": frontend.mag_power, "mel_norm": frontend.mel_norm,
+        "pad_to": 0, "frame_splicing": 1, "exact_pad": False, "pad_value": 0.0,
+    }
+
+
+def _num_classes(tokenizer: Tokenizer) -> int:
+    """NeMo's ``num_classes`` (tokens without its blank): the SentencePiece model's pieces."""
+    return tokenizer.vocab_size - (1 if tokenizer.convention == "nemo" else 0)
+
+
+def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[str, Any]:
+    """The ``model_config.yaml`` of the export (see the module docstring)."""
+    arch = source.architecture
+    _check_exportable(arch, source.frontend_spec)
+    d_model, classes = int(arch["d_model"]), _num_classes(source.tokenizer)
+    _, _, default_channels = SUBSAMPLING_TYPES[arch["subsampling"]]
+    config: dict[str, Any] = {
+        "target": HYBRID_TARGET if source.auxiliary_ctc is not None else RNNT_TARGET,
+        # NeMo's model classes copy the joint's input sizes from here
+        "model_defaults": {"enc_hidden": d_model, "pred_hidden": int(arch["predictor_dim"]),
+                           "joint_hidden": int(arch["joint_dim"])},
+        "tokenizer": {"dir": None, "type": "bpe", **{key: f"nemo:{name}" for key, name in TOKENIZER_FILES.items()}},
+        "preprocessor": preprocessor_section(source.frontend_spec["options"]),
+        "encoder": {
+            "_target_": "nemo.collections.asr.modules.ConformerEncoder", "feat_in": int(arch["input_dim"]),
+            "feat_out": -1, "n_layers": int(arch["num_layers"]), "d_model": d_model, "n_heads": int(arch["num_heads"]),
+            "subsampling": arch["subsampling"], "subsampling_factor": int(arch["subsampling_factor"]),
+            "subsampling_conv_channels": int(arch.get("subsampling_channels") or default_channels or d_model),
+            "causal_downsampling": False, "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
+            "self_attention_model": "rel_pos", "att_context_size": [-1, -1], "xscaling": bool(arch["xscaling"]),
+            "untie_biases": True, "pos_emb_max_len": 5000, "conv_kernel_size": int(arch["conv_kernel_size"]),
+            "conv_norm_type": "batch_norm", "use_bias": bool(arch.get("encoder_bias", True)),
+            "dropout": float(arch["dropout"]), "dropout_pre_encoder": float(arch["dropout"]), "dropout_emb": 0.0,
+            "dropout_att": float(arch["dropout"]),
+        },
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.RNNTDecoder", "normalization_mode": None,
+            "random_state_sampling": False, "blank_as_pad": True, "vocab_size": classes,
+            "prednet": {"pred_hidden": int(arch["predictor_dim"]), "pred_rnn_layers": int(arch["predictor_layers"]),
+                        "t_max": None, "dropout": float(arch["predictor_dropout"])},
+        },
+        "joint": {
+            "_target_": "nemo.collections.asr.modules.RNNTJoint", "log_softmax": None, "preserve_memory": False,
+            "fuse_loss_wer": False, "fused_batch_size": 4, "num_classes": classes, "vocabulary": vocabulary,
+            "jointnet": {"joint_hidden": int(arch["joint_dim"]), "activation": arch.get("joint_activation", "tanh"),
+                         "dropout": float(arch.get("joint_dropout", 0.0)), "encoder_hidden": d_model,
+                         "pred_hidden": int(arch["predictor_dim"])},
+        },
+        "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
+    }
+    clamp = source.loss_options.get("clamp")
+    nemo_loss = {"fastemit_lambda": 0.0, "clamp": float(clamp) if clamp else -1.0}  # NeMo's clamp <= 0: off
+    durations = list(source.model.durations or ())
+    if list(source.loss_options.get("durations") or durations) != durations:
+        raise ValueError(f"export_nemo: the loss' durations {source.loss_options['durations']} are not the "
+                         f"model's {durations}")
+    if durations:  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree on them
+        config["joint"]["num_extra_outputs"] = len(durations)
+        config["decoding"].update(model_type="tdt", durations=durations)
+        config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {
+            **nemo_loss, "durations": durations, "sigma": float(source.loss_options.get("sigma", 0.0)),
+            "omega": float(source.loss_options.get("omega", 0.0))}}
+    else:
+        config["loss"] = {"loss_name": "default", "warprnnt_numba_kwargs": nemo_loss}
+    config["sample_rate"] = sample_rate = config["preprocessor"]["sample_rate"]  # transcribe resamples to it
+    # NeMo's transcribe reads validation_ds; the manifests are the NeMo user's to fill in for training
+    for name, shuffle in (("train_ds", True), ("validation_ds", False)):
+        config[name] = {"manifest_filepath": None, "sample_rate": sample_rate, "batch_size": 16, "shuffle": shuffle,
+                        "use_start_end_token": False}
+    if source.auxiliary_ctc is not None:
+        config["aux_ctc"] = {
+            "ctc_loss_weight": float(source.ctc_weight), "use_cer": False, "ctc_reduction": "mean_batch",
+            "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": d_model,
+                        "num_classes": classes, "vocabulary": vocabulary},
+            "decoding": {"strategy": "greedy"},
+        }
+    return config
+
+
+def _nemo_rows(table: torch.Tensor, tokenizer: Tokenizer, filler: float = 0.0) -> torch.Tensor:
+    """(V, ...) rows in our order -> NeMo's: an "asr_plugin" tokenizer's NeMo class 0 (never emitted) is a
+    `filler` row in front. The blank's move is done by `to_nemo_state_dict` for the transducer."""
+    if tokenizer.convention == "nemo":
+        return table
+    return torch.cat([torch.full_like(table[:1], filler), table])
+
+
+def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
+    """NeMo's state dict of the export, preprocessor buffers included."""
+    state = {key: value.detach().clone() for key, value in source.model.state_dict().items()}
+    # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows (a TDT joint's duration rows
+    # stay after them); the blank moves to the end of the tokens in to_nemo_state_dict
+    vocab, extra = source.model.vocab_size, len(source.model.durations or ())
+    for key, filler in (("predictor.embedding.weight", 0.0), ("joint.output.weight", 0.0),
+                        ("joint.output.bias", NEVER_EMITTED)):
+        rows = state[key]
+        state[key] = torch.cat([rows[:1], _nemo_rows(rows[1:vocab], source.tokenizer, filler), rows[vocab:]])
+    ctc = None
+    if source.auxiliary_ctc is not None:
+        ctc = {}
+        for key, filler in (("output.weight", 0.0), ("output.bias", NEVER_EMITTED)):
+            value = source.auxiliary_ctc[key].detach().clone()
+            ctc[key] = torch.cat([value[:1], _nemo_rows(value[1:], source.tokenizer, filler)])
+    dropout = float(source.architecture.get("joint_dropout", 0.0))
+    nemo = to_nemo_state_dict(state, joint_output_index=2 if dropout else 1, num_extra_outputs=extra, auxiliary_ctc=ctc)
+    frontend = NemoMelFrontend(**source.frontend_spec["options"])
+    nemo["preprocessor.featurizer.window"] = frontend.window.clone()
+    nemo["preprocessor.featurizer.fb"] = frontend.fbank.T.unsqueeze(0).contiguous()  # (1, F, n_fft/2 + 1)
+    return nemo
+
+
+def tokenizer_files(tokenizer: Tokenizer) -> tuple[dict[str, bytes], list[str]]:
+    """The SentencePiece files NeMo's ``tokenizer`` section names, and the vocabulary (NeMo's class order)."""
+    processor = spm.SentencePieceProcessor(model_proto=tokenizer.model_bytes)
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    scores = [processor.get_score(i) for i in range(processor.get_piece_size())]
+    files = {
+        TOKENIZER_FILES["model_path"]: tokenizer.model_bytes,
+        TOKENIZER_FILES["vocab_path"]: "".join(f"{piece}\n" for piece in pieces).encode(),
+        TOKENIZER_FILES["spe_tokenizer_vocab"]: "".join(f"{p}\t{s}\n" for p, s in zip(pieces, scores)).encode(),
+    }
+    return files, pieces
+
+
+def export_nemo(source: str | os.PathLike | NemoImport | NemoExportSource, path: str | os.PathLike) -> Path:
+    """Writes `source` as the ``.nemo`` file `path` (atomically) and returns `path`.
+
+    Args:
+        source: a training checkpoint (``.ckpt`` file), what `import_nemo` returned, or a `NemoExportSource`.
+        path: the ``.nemo`` file to write (replaced if it exists).
+    """
+    if isinstance(source, NemoImport):
+        source = source_from_import(source)
+    elif not isinstance(source, NemoExportSource):
+        source = source_from_checkpoint(source)
+    if source.model.vocab_size != source.tokenizer.vocab_size:
+        raise ValueError(f"export_nemo: the model has {source.model.vocab_size} outputs, its tokenizer "
+                         f"{source.tokenizer.vocab_size} ids")
+    files, vocabulary = tokenizer_files(source.tokenizer)
+    config = nemo_model_config(source, vocabulary)
+    weights = io.BytesIO()
+    torch.save(nemo_weights(source), weights)
+    members = {CONFIG_NAME: yaml.safe_dump(config, sort_keys=False).encode(), WEIGHTS_NAME: weights.getvalue(),
+               **files}
+
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w") as tar:  # NeMo's layout: ./<member>, uncompressed
+            for name, data in members.items():
+                info = tarfile.TarInfo(f"./{name}")
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+
+    return write_atomic(path, write)

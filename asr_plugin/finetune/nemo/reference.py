@@ -1,0 +1,423 @@
+"""A small NeMo transducer trained by NeMo itself on the mini corpus: the reference of the fine-tuning tests
+and of docs/finetune.md's table (needs NeMo).
+
+`train_reference` generates the mini corpus (`asr_plugin.data.make_mini_librispeech`), writes NeMo manifests
+(``audio_filepath``, ``duration``, lower-case ``text``, as NeMo's English recipes train), trains a SentencePiece
+tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
+(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.finetune.nemo.examples` at the sizes of
+`ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
+utterances of the training split, so that fine-tuning on the whole split sees new data. It saves the result
+as a hybrid ``.nemo`` and, with the same weights minus the CTC decoder, as an ``EncDecRNNTBPEModel`` ``.nemo``,
+and records NeMo's own ``transcribe`` output, WER and per-utterance loss on dev and test for both.
+
+One substitution: NeMo 3.0's RNN-T losses on CPU are Python loops over the lattice (``warprnnt_numba``'s CPU
+path takes 6 s for a batch of 8 three-second utterances here; ``pytorch`` 3 s), so the training replaces the
+RNN-T loss function inside NeMo's ``RNNTLoss`` by ``torchaudio.functional.rnnt_loss`` (the same per-utterance
+loss, computed by torchaudio's C++ kernel); NeMo's reduction, joint, CTC loss and everything else are NeMo's.
+
+`cached_reference` keeps each result in ``<cache_dir>/nemo_reference_<key>``, the key a hash of the settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchaudio
+from torch import nn
+
+from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.finetune.nemo.examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
+from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
+
+SPLITS = ("train", "dev", "test")
+FORMS = ("hybrid", "rnnt")  # EncDecHybridRNNTCTCBPEModel, EncDecRNNTBPEModel
+RESULT_NAME = "reference.json"
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """Everything the reference model depends on (its cache key).
+
+    Attributes:
+        n_train, n_dev, n_test, corpus_seed: the mini corpus (`make_mini_librispeech`).
+        pretrain_utterances: NeMo trains on the first this many training utterances (by id).
+        vocab_size: SentencePiece pieces (NeMo's ``num_classes``; the model has one more output, the blank).
+        d_model, n_layers, n_heads, conv_kernel_size, subsampling_factor: the FastConformer encoder.
+        hidden: predictor and joint width.
+        dropout: every dropout of the encoder, predictor and joint.
+        steps, batch_size, lr, warmup_steps: NeMo's AdamW with cosine annealing; gradient clipping at 1.
+        ctc_weight: NeMo's ``aux_ctc.ctc_loss_weight``.
+        seed: weights and batch order.
+    """
+
+    n_train: int = 400
+    n_dev: int = 40
+    n_test: int = 40
+    corpus_seed: int = 0
+    pretrain_utterances: int = 160
+    vocab_size: int = 128
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    conv_kernel_size: int = 9
+    subsampling_factor: int = 8
+    hidden: int = 128
+    dropout: float = 0.05
+    steps: int = 500
+    batch_size: int = 8
+    lr: float = 5e-3
+    warmup_steps: int = 50
+    ctc_weight: float = 0.5
+    seed: int = 0
+
+    def key(self) -> str:
+        """16 hex digits of the sha256 of the settings (the cache directory's suffix)."""
+        return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class NemoReference:
+    """What `train_reference` made, all under `directory`.
+
+    Attributes:
+        corpus: the mini corpus root (LibriSpeech layout).
+        manifests: NeMo manifests per split ("train" is the whole split; "pretrain" the part NeMo trained on).
+        models: the ``.nemo`` files per form ("hybrid", "rnnt").
+        transcripts: NeMo's ``transcribe`` output per form and split (dev, test), in manifest order.
+        wer: NeMo's WER (0-1) per form and split.
+        loss: NeMo's RNN-T loss per utterance (eval mode, mean over the split) per split.
+        settings: the `ReferenceSettings` as a dict.
+    """
+
+    directory: Path
+    corpus: Path
+    manifests: dict[str, Path]
+    models: dict[str, Path]
+    transcripts: dict[str, dict[str, list[str]]]
+    wer: dict[str, dict[str, float]]
+    loss: dict[str, float]
+    settings: dict[str, Any]
+
+    def references(self, split: str) -> list[str]:
+        """The lower-case reference texts of `split`, in manifest order."""
+        return [entry["text"] for entry in read_nemo_manifest(self.manifests[split])]
+
+
+class TorchaudioRNNTLoss(nn.Module):
+    """The per-utterance RNN-T loss with the call signature NeMo's ``RNNTLoss`` gives its inner loss
+    (``acts`` (B, T, U+1, V) joint output, ``labels``, ``act_lens``, ``label_lens``), computed by torchaudio.
+
+    NeMo's joint returns log-probabilities on CPU; torchaudio's log-softmax of them is the identity.
+    """
+
+    def __init__(self, blank: int) -> None:
+        super().__init__()
+        self.blank = blank
+        self.reduction = None  # NeMo's RNNTLoss sets and restores it around the call, and reduces itself
+
+    def forward(self, acts: torch.Tensor, labels: torch.Tensor, act_lens: torch.Tensor,
+                label_lens: torch.Tensor) -> torch.Tensor:
+        frames, tokens = int(act_lens.max()), int(label_lens.max())  # torchaudio wants the padding trimmed
+        return torchaudio.functional.rnnt_loss(acts[:, :frames, : tokens + 1].float().contiguous(),
+                                               labels[:, :tokens].int().contiguous(),
+                                               act_lens.int(), label_lens.int(), blank=self.blank, reduction="none")
+
+
+def read_nemo_manifest(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The JSON lines of a NeMo manifest."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write_nemo_manifests(corpus: Path, directory: Path, pretrain_utterances: int) -> dict[str, Path]:
+    """NeMo manifests of the corpus' splits (lower-case text), and "pretrain": the first training utterances."""
+    manifests = {}
+    for split in SPLITS:
+        candidates, skipped = scan_split(corpus, split)
+        if skipped:
+            raise ValueError(f"{corpus}/{split}: unreadable files {[s.path for s in skipped[:3]]}")
+        entries = []
+        for candidate in sorted(candidates, key=lambda c: c.id):
+            duration, problem = probe_audio(candidate.path)
+            if problem:
+                raise ValueError(f"{candidate.path}: {problem}")
+            entries.append({"audio_filepath": candidate.path, "duration": duration, "text": candidate.text.lower()})
+        manifests[split] = _write_manifest(directory / f"{split}.json", entries)
+        if split == "train":
+            if not 0 < pretrain_utterances <= len(entries):
+                raise ValueError(f"pretrain_utterances={pretrain_utterances} must lie in [1, {len(entries)}]")
+            manifests["pretrain"] = _write_manifest(directory / "pretrain.json", entries[:pretrain_utterances])
+    return manifests
+
+
+def _write_manifest(path: Path, entries: list[dict[str, Any]]) -> Path:
+    return write_text_atomic(path, "".join(json.dumps(entry) + "\n" for entry in entries))
+
+
+def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: dict[str, Path]) -> dict[str, Any]:
+    """The example FastConformer config at `settings`' sizes, hybrid, with NeMo's data and optimiser sections."""
+    config = nemo_config("fast_conformer_transducer", tokenizer_dir)
+    config["encoder"].update(d_model=settings.d_model, n_layers=settings.n_layers, n_heads=settings.n_heads,
+                             conv_kernel_size=settings.conv_kernel_size, subsampling_factor=settings.subsampling_factor,
+                             subsampling_conv_channels=settings.d_model)
+    for key in ("dropout", "dropout_pre_encoder", "dropout_att"):
+        config["encoder"][key] = settings.dropout
+    config["model_defaults"].update(enc_hidden=settings.d_model, pred_hidden=settings.hidden,
+                                    joint_hidden=settings.hidden)
+    config["decoder"]["prednet"].update(pred_hidden=settings.hidden, dropout=settings.dropout)
+    config["joint"]["jointnet"].update(joint_hidden=settings.hidden, dropout=settings.dropout)
+    config["spec_augment"] = None  # a few hundred steps: masking would only slow the learning down
+    dataset = {"sample_rate": 16000, "batch_size": settings.batch_size, "num_workers": 0, "pin_memory": False,
+               "max_duration": 30.0, "min_duration": 0.1}
+    config["train_ds"] = {**dataset, "manifest_filepath": str(manifests["pretrain"]), "shuffle": True}
+    config["validation_ds"] = {**dataset, "manifest_filepath": str(manifests["dev"]), "shuffle": False}
+    config["optim"] = {"name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
+                       "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps, "min_lr": 1e-5}}
+    config["target"] = HYBRID_TARGET  # the class ASRModel.restore_from builds
+    config["aux_ctc"] = {
+        "ctc_loss_weight": settings.ctc_weight, "use_cer": False, "ctc_reduction": "mean_batch",
+        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": None, "num_classes": -1,
+                    "vocabulary": []},
+        "decoding": {"strategy": "greedy"},
+    }
+    return config
+
+
+def nemo_trainer(max_steps: int, gradient_clip_val: float = 1.0):
+    """A CPU Lightning trainer for NeMo models: no logger, checkpoints, progress bar or validation."""
+    import lightning.pytorch as pl
+
+    return pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                      limit_val_batches=0, gradient_clip_val=gradient_clip_val)
+
+
+def use_torchaudio_rnnt_loss(model) -> None:
+    """Replaces the RNN-T loss function inside NeMo's ``model.loss`` (module docstring: NeMo's CPU losses are slow)."""
+    model.loss._loss = TorchaudioRNNTLoss(blank=model.joint.num_classes_with_blank - 1)
+
+
+def _rnnt_form(hybrid) -> Any:
+    """An ``EncDecRNNTBPEModel`` with the hybrid's config minus ``aux_ctc`` and all its weights but the CTC decoder."""
+    from nemo.collections.asr.models import EncDecRNNTBPEModel
+    from omegaconf import OmegaConf, open_dict
+
+    config = OmegaConf.create(OmegaConf.to_container(hybrid.cfg, resolve=True))
+    with open_dict(config):
+        config.pop("aux_ctc")
+        config.target = RNNT_TARGET
+    model = EncDecRNNTBPEModel(cfg=config)
+    state = {key: value for key, value in hybrid.state_dict().items() if not key.startswith("ctc_decoder.")}
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+@torch.no_grad()
+def nemo_transcripts(model, manifest: Path, batch_size: int = 16) -> list[str]:
+    """NeMo's ``transcribe`` of a manifest's audio (greedy, the model's decoding config), in order."""
+    paths = [entry["audio_filepath"] for entry in read_nemo_manifest(manifest)]
+    hypotheses = model.eval().transcribe(paths, batch_size=batch_size, verbose=False)
+    hypotheses = hypotheses[0] if isinstance(hypotheses, tuple) else hypotheses
+    return [h.text if hasattr(h, "text") else str(h) for h in hypotheses]
+
+
+@torch.no_grad()
+def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
+    """NeMo's RNN-T loss per utterance on a manifest (eval mode: no dither, no dropout), mean over utterances.
+
+    NeMo's preprocessor, encoder, decoder and joint (log-probabilities, blank last), the loss by torchaudio.
+    """
+    from asr_plugin.data import load_audio
+
+    model.eval()
+    entries = read_nemo_manifest(manifest)
+    total = 0.0
+    for start in range(0, len(entries), batch_size):
+        chunk = entries[start:start + batch_size]
+        waves = [load_audio(entry["audio_filepath"]) for entry in chunk]
+        audio = nn.utils.rnn.pad_sequence(waves, batch_first=True)
+        lengths = torch.tensor([len(w) for w in waves])
+        tokens = [torch.tensor(model.tokenizer.text_to_ids(entry["text"])) for entry in chunk]
+        targets = nn.utils.rnn.pad_sequence(tokens, batch_first=True)
+        target_lengths = torch.tensor([len(t) for t in tokens])
+        encoded, encoded_lengths = model.forward(input_signal=audio, input_signal_length=lengths)
+        decoder_out, _, _ = model.decoder(targets=targets, target_length=target_lengths)
+        log_probs = model.joint(encoder_outputs=encoded, decoder_outputs=decoder_out)  # (B, T, U+1, V)
+        losses = TorchaudioRNNTLoss(model.joint.num_classes_with_blank - 1)(log_probs, targets, encoded_lengths,
+                                                                             target_lengths)
+        total += float(losses.sum())
+    return total / len(entries)
+
+
+def word_error_rate(hypotheses: list[str], references: list[str]) -> float:
+    """Corpus WER (word edits / reference words), torchmetrics' definition."""
+    from torchmetrics.functional.text import word_error_rate as wer
+
+    return float(wer(hypotheses, references))
+
+
+def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:
+    """Trains the reference model into `directory` (see the module docstring) and returns what it made.
+
+    What a previous, interrupted run left complete is reused: the corpus, the tokenizer, and the two
+    ``.nemo`` files (each written atomically; the hybrid last, so both present means the training finished).
+    """
+    import lightning.pytorch as pl
+    from nemo.collections.asr.models import ASRModel, EncDecHybridRNNTCTCBPEModel
+    from omegaconf import OmegaConf
+
+    directory = Path(directory)
+    corpus = make_mini_librispeech(directory / "mini_librispeech", settings.n_train, settings.n_dev, settings.n_test,
+                                   settings.corpus_seed)
+    manifests = write_nemo_manifests(corpus, directory / "manifests", settings.pretrain_utterances)
+    texts = [entry["text"] for entry in read_nemo_manifest(manifests["pretrain"])]
+    tokenizer_dir = directory / "tokenizer"
+    if not (tokenizer_dir / "tokenizer.model").is_file():
+        train_nemo_style_tokenizer(tokenizer_dir, settings.vocab_size, texts)
+
+    models = {"hybrid": directory / "hybrid.nemo", "rnnt": directory / "rnnt.nemo"}
+    if not all(path.is_file() for path in models.values()):  # written atomically: both there = trained
+        pl.seed_everything(settings.seed, workers=True, verbose=False)
+        trainer = nemo_trainer(settings.steps)
+        config = OmegaConf.create(_model_config(settings, tokenizer_dir, manifests))
+        hybrid = EncDecHybridRNNTCTCBPEModel(cfg=config, trainer=trainer)
+        use_torchaudio_rnnt_loss(hybrid)
+        trainer.fit(hybrid)
+        hybrid.eval()
+        save_nemo_atomic(_rnnt_form(hybrid), models["rnnt"])
+        save_nemo_atomic(hybrid, models["hybrid"])
+
+    transcripts: dict[str, dict[str, list[str]]] = {}
+    wer: dict[str, dict[str, float]] = {}
+    loss: dict[str, float] = {}
+    for form, path in models.items():
+        restored = ASRModel.restore_from(str(path), map_location="cpu").eval()
+        transcripts[form], wer[form] = {}, {}
+        for split in ("dev", "test"):
+            references = [entry["text"] for entry in read_nemo_manifest(manifests[split])]
+            transcripts[form][split] = nemo_transcripts(restored, manifests[split])
+            wer[form][split] = word_error_rate(transcripts[form][split], references)
+            if form == "rnnt":
+                loss[split] = nemo_mean_loss(restored, manifests[split])
+    result = NemoReference(directory, corpus, manifests, models, transcripts, wer, loss, dataclasses.asdict(settings))
+    record = {**dataclasses.asdict(result), "directory": None}
+    write_text_atomic(directory / RESULT_NAME, json.dumps(record, default=str, indent=1))
+    return result
+
+
+@dataclass(frozen=True)
+class FineTuneSettings:
+    """A fine-tuning run of the reference, the same for NeMo (`nemo_finetune`) and the recipe (docs/finetune.md).
+
+    AdamW (betas 0.9/0.98, weight decay 1e-3), linear warmup then cosine decay to ``min_lr_ratio * lr``,
+    gradient norm clipped at 5, no SpecAugment, on the whole training split.
+    """
+
+    steps: int = 30
+    lr: float = 5e-4
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.01
+    batch_size: int = 12  # ~30 s of the mini corpus' ~2.3 s utterances: the recipe's data.max_duration=30
+
+
+def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(),
+                  seed: int = 0) -> dict[str, Any]:
+    """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the whole training
+    split (its own training step, data loader and dither; the RNN-T loss by torchaudio, module docstring).
+
+    Returns the dev WER and RNN-T loss per utterance after it, and NeMo's dev transcripts.
+    """
+    import lightning.pytorch as pl
+    from nemo.collections.asr.models import ASRModel
+    from omegaconf import open_dict
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    trainer = nemo_trainer(settings.steps, gradient_clip_val=5.0)
+    model = ASRModel.restore_from(str(reference.models[form]), map_location="cpu", trainer=trainer)
+    with open_dict(model.cfg):
+        model.cfg.train_ds.manifest_filepath = str(reference.manifests["train"])
+        model.cfg.train_ds.batch_size = settings.batch_size
+        model.cfg.optim = {"name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
+                           "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps,
+                                     "min_lr": settings.lr * settings.min_lr_ratio}}
+    model.setup_training_data(model.cfg.train_ds)
+    model.setup_optimization(model.cfg.optim)
+    use_torchaudio_rnnt_loss(model)
+    trainer.fit(model)
+    transcripts = nemo_transcripts(model, reference.manifests["dev"])
+    return {"wer": word_error_rate(transcripts, reference.references("dev")),
+            "loss": nemo_mean_loss(model, reference.manifests["dev"]), "transcripts": transcripts}
+
+
+def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: str | os.PathLike,
+                     settings: FineTuneSettings = FineTuneSettings()) -> list[str]:
+    """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
+    (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's corpus; the run and its
+    prepared data go under `directory`. Validation before the first step and after the last; no test.
+    A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight."""
+    corpus = reference.settings
+    ctc_weight = corpus["ctc_weight"] if form == "hybrid" else 0.0
+    return [
+        "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
+        f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
+        f"paths.output_dir={directory}/run", f"data.mini_corpus.n_train={corpus['n_train']}",
+        f"data.mini_corpus.n_dev={corpus['n_dev']}", f"data.mini_corpus.n_test={corpus['n_test']}",
+        f"data.mini_corpus.seed={corpus['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
+        f"trainer.max_steps={settings.steps}", f"trainer.val_check_interval={settings.steps}",
+        "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs
+        "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null", "spec_augment=null",
+        f"optim.optimizer.lr={settings.lr}", f"optim.scheduler.warmup_steps={settings.warmup_steps}",
+        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}", f"ctc_weight={ctc_weight}",
+    ]
+
+
+@torch.no_grad()
+def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: int = 8) -> list[str]:
+    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
+    ``max_symbols``) on a manifest's audio, in order."""
+    from asr_plugin.data import load_audio
+    from asr_plugin.decoding import greedy_search
+    from asr_plugin.finetune.nemo.importer import import_nemo
+
+    imported = import_nemo(path)
+    max_symbols = int(((imported.config.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10)
+    entries = read_nemo_manifest(manifest)
+    texts = []
+    for start in range(0, len(entries), batch_size):
+        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start:start + batch_size]]
+        features = imported.frontend(nn.utils.rnn.pad_sequence(waves, batch_first=True),
+                                     torch.tensor([len(w) for w in waves]))
+        hyps = greedy_search(imported.model, *imported.model.encode(*features), max_symbols, imported.tokenizer)
+        texts += [hyp.text for hyp in hyps]
+    return texts
+
+
+def load_reference(directory: str | os.PathLike) -> NemoReference:
+    """The `NemoReference` recorded in `directory` (FileNotFoundError without one)."""
+    directory = Path(directory)
+    record = json.loads((directory / RESULT_NAME).read_text(encoding="utf-8"))
+    return NemoReference(
+        directory=directory, corpus=Path(record["corpus"]),
+        manifests={key: Path(value) for key, value in record["manifests"].items()},
+        models={key: Path(value) for key, value in record["models"].items()},
+        transcripts=record["transcripts"], wer=record["wer"], loss=record["loss"], settings=record["settings"])
+
+
+def cached_reference(cache_dir: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:
+    """`train_reference` into ``<cache_dir>/nemo_reference_<settings.key()>``, or what is already there.
+
+    ``reference.json`` is written last; a directory without it is an interrupted run, which `train_reference`
+    continues (the corpus, tokenizer and ``.nemo`` files it finds complete are kept). Paths inside are
+    absolute: the cache directory is not meant to be moved.
+    """
+    target = Path(cache_dir) / f"nemo_reference_{settings.key()}"
+    if (target / RESULT_NAME).is_file():
+        return load_reference(target)
+    return train_reference(target, settings)

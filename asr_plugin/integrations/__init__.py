@@ -1,0 +1,4 @@
+"""Integrations with other toolkits; each imports its toolkit only when one of its names is used.
+
+- ``asr_plugin.integrations.nemo``: the sample-wise transducer loss inside NeMo's own RNN-T training.
+"""

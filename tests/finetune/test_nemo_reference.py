@@ -1,0 +1,61 @@
+"""`+finetune=from_nemo` on a model NeMo itself trained (the session's `nemo_reference`, tests/finetune/conftest.py):
+the recipe starts where NeMo is (the same dev WER and loss at its first validation), fine-tuning lowers the
+validation loss in both loss modes, and `export_nemo` takes the result back to NeMo with identical transcripts.
+
+NeMo and slow: the reference trains for a few minutes once per session (or comes from ASR_PLUGIN_TEST_CACHE).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+pytest.importorskip("nemo.collections.asr")
+pytestmark = [pytest.mark.nemo, pytest.mark.slow]
+
+from asr_plugin.data import load_audio  # noqa: E402
+from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
+from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
+from asr_plugin.finetune.nemo.reference import (FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
+                                                nemo_transcripts, read_nemo_manifest, recipe_overrides)
+from asr_plugin.training import train  # noqa: E402
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+FINE_TUNING = FineTuneSettings(steps=30)
+
+
+def recipe_config(reference, form: str, mode: str, directory: Path):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=recipe_overrides(reference, form, mode, directory, FINE_TUNING))
+
+
+def test_nemo_trained_the_reference(nemo_reference):
+    for form in FORMS:
+        assert nemo_reference.wer[form]["dev"] < 0.9 and nemo_reference.wer[form]["test"] < 0.9, form
+    # the RNN-T form is the hybrid minus its CTC decoder: NeMo decodes both with the transducer
+    assert nemo_reference.transcripts["rnnt"] == nemo_reference.transcripts["hybrid"]
+    # our import decodes NeMo's model as NeMo does
+    assert imported_transcripts(nemo_reference.models["rnnt"], nemo_reference.manifests["dev"]) == \
+        nemo_reference.transcripts["rnnt"]["dev"]
+
+
+@pytest.mark.parametrize(("form", "mode"), [("rnnt", "batched"), ("rnnt", "samplewise"), ("hybrid", "samplewise")])
+def test_recipe_starts_at_nemo_and_fine_tunes(nemo_reference, tmp_path, form, mode):
+    from nemo.collections.asr.models import ASRModel
+
+    result = train(recipe_config(nemo_reference, form, mode, tmp_path))
+    start, end = result["start_metrics"], result["metrics"]
+    assert start["val/wer"] == pytest.approx(nemo_reference.wer[form]["dev"], abs=1e-6)
+    assert start["val/loss"] == pytest.approx(nemo_reference.loss["dev"], rel=1e-4)
+    assert result["global_step"] == FINE_TUNING.steps
+    assert end["val/loss"] < start["val/loss"]
+
+    exported = export_nemo(result["last_model_path"], tmp_path / "finetuned.nemo")
+    restored = ASRModel.restore_from(str(exported), map_location="cpu")
+    assert type(restored).__name__ == ("EncDecHybridRNNTCTCBPEModel" if form == "hybrid" else "EncDecRNNTBPEModel")
+    manifest = nemo_reference.manifests["dev"]
+    ours = Transcriber([result["last_model_path"]], method="greedy", max_symbols_per_frame=10)  # the checkpoint's own
+    paths = [entry["audio_filepath"] for entry in read_nemo_manifest(manifest)]
+    assert nemo_transcripts(restored, manifest) == [ours.decode_pieces([load_audio(path)])[0] for path in paths]
