@@ -11,6 +11,7 @@ measured how); this is its command line.
     python scripts/benchmark_loss.py --count-ops     # dispatched ops and host syncs per sample-wise step
     python scripts/benchmark_loss.py --plan [--durations 5]   # the planner's figures for the paper-scale cell, no run
     python scripts/benchmark_loss.py --host-overhead --joints standard,custom   # host time per sample (CPU)
+    OMP_NUM_THREADS=1 python scripts/benchmark_loss.py --loss-only --repeats 5   # the loss alone: TDT (D=5) vs RNN-T
 
 ``--count-ops`` runs one sample-wise forward + backward on the CPU at B=16 and B=64 under a
 TorchDispatchMode and a TorchFunctionMode and counts the aten ops and the calls that block the host on
@@ -38,6 +39,7 @@ from asr_plugin.benchmarks.loss import (
     PRESETS,
     plot,
     print_host_overhead,
+    print_loss_only,
     print_op_counts,
     print_plans,
     print_table,
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--plan", action="store_true", help="print the paper-scale plans (no computation)")
     parser.add_argument("--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)")
     parser.add_argument("--host-overhead", action="store_true", help="host time per sample-wise sample at tiny lattices (CPU)")
+    parser.add_argument("--loss-only", action="store_true", help="batched loss alone on given logits: RNN-T vs TDT (--durations, default 5)")
     args = parser.parse_args()
     joints = [joint for joint in args.joints.split(",") if joint in JOINTS]
     if args.count_ops:
@@ -71,6 +74,9 @@ def main() -> None:
         return
     if args.plan:
         print_plans(args.durations)
+        return
+    if args.loss_only:
+        print_loss_only(args.repeats, args.durations or 5)
         return
 
     rows = []

@@ -47,6 +47,7 @@ PRESETS = {
     ),
 }
 WARM_UP_SECONDS = 2.0
+JOINTS = ("nemo", "fused", "samplewise")
 DROPOUTS = (("encoder", "dropout"), ("encoder", "dropout_pre_encoder"), ("encoder", "dropout_att"))
 
 
@@ -168,10 +169,12 @@ def measure_in_subprocess(run: dict) -> dict:
 
 def configurations(args, preset: dict) -> list[dict]:
     """The joints to compare: NeMo's unfused, NeMo's fused per fused_batch_size, sample-wise per budget."""
-    runs = [dict(name="NeMo RNNTJoint", fused_batch_size=None, samplewise=False, memory_budget=None)]
-    for size in args.fused_batch_sizes or preset["fused_batch_sizes"]:
+    runs = []
+    if "nemo" in args.joints:
+        runs.append(dict(name="NeMo RNNTJoint", fused_batch_size=None, samplewise=False, memory_budget=None))
+    for size in (args.fused_batch_sizes or preset["fused_batch_sizes"]) if "fused" in args.joints else []:
         runs.append(dict(name=f"NeMo fused_batch_size={size}", fused_batch_size=size, samplewise=False, memory_budget=None))
-    for budget in args.memory_budgets:
+    for budget in args.memory_budgets if "samplewise" in args.joints else []:
         name = f"SampleWiseRNNTJoint {budget or 'default budget'}"
         runs.append(dict(name=name, fused_batch_size=None, samplewise=True, memory_budget=budget))
     common = dict(
@@ -232,6 +235,8 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: the preset's")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help="autocast dtype (default: the preset's)")
     parser.add_argument("--dropout", type=float, default=0.1, help="every dropout of the model (the examples' 0.1)")
+    parser.add_argument("--joints", type=lambda text: text.split(","), default=list(JOINTS),
+                        help=f"which of {','.join(JOINTS)} to run (NeMo's unfused and fused joint, SampleWiseRNNTJoint)")
     parser.add_argument("--fused-batch-sizes", type=lambda text: [int(v) for v in text.split(",")],
                         help="NeMo fused_batch_size settings, comma-separated (default: the preset's)")
     parser.add_argument("--memory-budgets", type=lambda text: [v if v != "default" else None for v in text.split(",")],
@@ -247,6 +252,8 @@ def main() -> None:
         return
 
     preset = PRESETS[args.preset]
+    if not set(args.joints) <= set(JOINTS) or not args.joints:
+        parser.error(f"--joints: choose from {','.join(JOINTS)}, got {','.join(args.joints)}")
     runs = configurations(args, preset)
     first = runs[0]
     print(

@@ -49,11 +49,14 @@ PRESETS = {
         # the memory target's cell: a budget well below the batch's lattice (the CPU default is 256 MiB)
         dict(B=32, T=300, U=60, V=512, H=256, modes=MODES[:3], memory_budget="64MiB"),
     ],
-    # TDT (D = 5 durations, Parakeet-TDT's [0, 1, 2, 3, 4]) against our RNN-T at the same shape, and NeMo's TDT
-    # loss; then the memory target's cell in TDT
+    # TDT (D = 5 durations, Parakeet-TDT's [0, 1, 2, 3, 4]) against our RNN-T at the same shape; NeMo's CPU TDT
+    # loss (TDTLossPytorch, whose time grows faster than the lattice: a step of the first cell would take hours)
+    # at two smaller cells, beside ours; then the memory target's cell in TDT
     "cpu-tdt": [
         dict(B=8, T=200, U=50, V=256, H=256, D=0, modes=("batched", "samplewise")),
-        dict(B=8, T=200, U=50, V=256, H=256, D=5, modes=("batched", "samplewise", "nemo")),
+        dict(B=8, T=200, U=50, V=256, H=256, D=5, modes=("batched", "samplewise")),
+        dict(B=8, T=20, U=5, V=256, H=256, D=5, modes=("batched", "samplewise", "nemo")),
+        dict(B=8, T=50, U=12, V=256, H=256, D=5, modes=("batched", "samplewise", "nemo")),
         dict(B=32, T=300, U=60, V=512, H=256, D=5, modes=("batched", "samplewise"), memory_budget="64MiB"),
     ],
     "gpu-targets": [
@@ -332,6 +335,35 @@ def print_host_overhead(joints: list[str], num_durations: int = 0) -> None:
                 step(loss, inputs, "fp32")
                 times.append(time.process_time() - start)
             print(f"{joint:<9} {num_durations:>2} {label:<17} {min(times) / batch * 1e6:>18.0f}")
+
+
+def print_loss_only(repeats: int, num_durations: int = 5) -> None:
+    """Forward + backward of the batched loss alone on given logits (no joint), RNN-T against TDT with durations
+    0..D-1, at the TDT target's cell (B=8, T=200, U=50, V=256, the benchmark's lengths): process CPU time of each
+    of `repeats` steps after a warm-up, the two lattices interleaved."""
+    from asr_plugin.losses import transducer_loss
+
+    B, T, U, V = 8, 200, 50, 256
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(B, T, U + 1, V + num_durations, generator=generator)
+    targets = torch.randint(1, V, (B, U), generator=generator)
+    logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
+    target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
+    logit_lengths[0], target_lengths[0] = T, U
+    lattices = {"rnnt": (logits[..., :V].contiguous(), None), f"tdt D={num_durations}": (logits, tuple(range(num_durations)))}
+    times: dict[str, list[float]] = {name: [] for name in lattices}
+    for round_ in range(repeats + 1):
+        for name, (scores, durations) in lattices.items():
+            scores = scores.detach().requires_grad_()
+            start = time.process_time()
+            transducer_loss(scores, targets, logit_lengths, target_lengths, durations=durations).backward()
+            if round_:  # the first round warms up (extension load)
+                times[name].append(time.process_time() - start)
+    print(f"{'lattice':<10} {'median CPU s':>12} {'min':>7} {'max':>7}  (B={B}, T={T}, U={U}, V={V}, loss only)")
+    for name, values in times.items():
+        print(f"{name:<10} {statistics.median(values):>12.3f} {min(values):>7.3f} {max(values):>7.3f}")
+    ratio = statistics.median(times[f"tdt D={num_durations}"]) / statistics.median(times["rnnt"])
+    print(f"TDT / RNN-T: {ratio:.2f}x")
 
 
 def print_plans(num_durations: int = 0) -> None:

@@ -51,13 +51,14 @@ def attach_trainer(model, lr: float = 1e-3):
     return model
 
 
-def build_model(config: dict, seed: int = 0, lr: float = 1e-3):
-    """NeMo's EncDecRNNTBPEModel from `config`, weights drawn with `seed`, ready for training_step."""
+def build_model(config: dict, seed: int = 0, lr: float = 1e-3, model_class=None):
+    """NeMo's `model_class` (default EncDecRNNTBPEModel) from `config`, weights drawn with `seed`, ready for
+    training_step."""
     from nemo.collections.asr.models import EncDecRNNTBPEModel
     from omegaconf import OmegaConf
 
     torch.manual_seed(seed)
-    return attach_trainer(EncDecRNNTBPEModel(cfg=OmegaConf.create(config)), lr)
+    return attach_trainer((model_class or EncDecRNNTBPEModel)(cfg=OmegaConf.create(config)), lr)
 
 
 def make_batch(vocab_size: int, seconds=BATCH_SECONDS, tokens=BATCH_TOKENS, seed: int = 1) -> tuple:

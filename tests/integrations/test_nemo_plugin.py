@@ -314,6 +314,21 @@ def test_tdt_training_step_equals_nemo(tokenizer_dir, allowed):
     assert swapped.joint.samplewise_loss.durations == tuple(TDT_DURATIONS)
 
 
+def test_hybrid_tdt_ctc_model_equals_nemo(tokenizer_dir):
+    """A hybrid TDT-CTC model (Parakeet-TDT-CTC's form): the transducer loss sample-wise, NeMo's CTC loss added."""
+    from nemo.collections.asr.models import EncDecHybridRNNTCTCBPEModel
+
+    config = tdt_config(tokenizer_dir)
+    config["aux_ctc"] = {
+        "ctc_loss_weight": 0.3, "use_cer": False, "ctc_reduction": "mean_batch", "decoding": {"strategy": "greedy"},
+        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": None, "num_classes": -1, "vocabulary": []},
+    }
+    reference = build_model(config, model_class=EncDecHybridRNNTCTCBPEModel)
+    expected = nemo_tdt_step(reference, batch_for(reference))
+    model = use_samplewise(build_model(config, model_class=EncDecHybridRNNTCTCBPEModel), memory_budget=SMALL_BUDGET)
+    assert_same_step(training_step(model, batch_for(model)), expected)
+
+
 def test_bad_arguments_leave_the_model_unchanged(tokenizer_dir):
     model = build_model(shrunk_config("conformer_transducer", tokenizer_dir))
     with pytest.raises(ValueError, match="memory_budget"):

@@ -74,3 +74,9 @@ def test_cli_writes_the_table_and_json(tmp_path):
     assert (row["mode"], row["joint"], row["memory_budget"]) == ("samplewise", "dropout", "64KiB")
     assert "error" not in row and row["time_s"] > 0 and math.isfinite(row["peak_bytes"]), row
     assert " dropout  samplewise     64KiB " in process.stdout, process.stdout
+
+
+def test_loss_only_compares_the_lattices(capsys):
+    benchmark_loss.print_loss_only(repeats=1)
+    out = capsys.readouterr().out
+    assert "rnnt " in out and "tdt D=5 " in out and "TDT / RNN-T: " in out, out

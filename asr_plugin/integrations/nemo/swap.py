@@ -35,7 +35,7 @@ def use_samplewise(
     ``asr_plugin.integrations.nemo.objective``), TypeError for a model that is not a NeMo transducer.
     """
     if not isinstance(model, EncDecRNNTModel):
-        raise TypeError(f"model must be a NeMo EncDecRNNTModel (an RNN-T model), got {type(model).__name__}")
+        raise TypeError(f"model must be a NeMo EncDecRNNTModel (an RNN-T or TDT model), got {type(model).__name__}")
     joint = model.joint
     if type(joint) not in (RNNTJoint, SampleWiseRNNTJoint):
         raise TypeError(
