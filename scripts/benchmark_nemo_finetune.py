@@ -1,16 +1,5 @@
-"""Memory and time of one fine-tuning step of a NeMo (Fast)Conformer-RNNT on long utterances, per loss mode.
-
-One step = NeMo front end -> encoder -> predictor -> loss (batched or sample-wise) -> backward, in training
-mode, on synthetic audio of --seconds per utterance with --tokens-per-second targets (dropout on, so the
-two modes' losses differ by their dropout draws). The model is an
-imported ``.nemo`` (--nemo) or, without one, a preset of the same architecture with random weights
-(--preset small|medium|large, the NeMo Conformer-Transducer sizes; V = --vocab). Weights do not change
-memory or time, so a preset stands in for a downloaded checkpoint of that size.
-
-CPU: each mode runs in a fresh interpreter; memory is the peak RSS above the RSS after the model and inputs
-were built and one warm-up step ran (as scripts/benchmark_loss.py measures it), with glibc's malloc told to
-map every block over 64 KiB on its own (MALLOC_MMAP_THRESHOLD_), so freed tensors leave the RSS and the
-peak is that of live memory, not of what the allocator kept from the warm-up. CUDA: peak allocated memory.
+"""Memory and time of one fine-tuning step of a NeMo (Fast)Conformer-RNNT on long utterances, per loss mode: a
+table on stdout. What is measured, and how, is `asr_plugin.benchmarks.nemo_finetune`'s docstring.
 
     OMP_NUM_THREADS=2 python scripts/benchmark_nemo_finetune.py --preset small --batch 2 --seconds 20
     python scripts/benchmark_nemo_finetune.py --nemo stt_en_conformer_transducer_large.nemo --device cuda --batch 8 --seconds 35
