@@ -44,6 +44,8 @@ JOINTS = ("standard", "dropout", "custom")
 PAPER = dict(B=1024, T=1000, U=200, V=1024, H=512)
 PRESETS = {
     "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES[:3])],
+    # the quick cell in TDT (D = 5): the GPU check's dry run of its paper-tdt stage
+    "quick-tdt": [dict(B=4, T=50, U=10, V=64, H=64, D=5, modes=("batched", "samplewise"))],
     "cpu-targets": [
         dict(B=8, T=200, U=50, V=256, H=256, modes=MODES[:3]),
         # the memory target's cell: a budget well below the batch's lattice (the CPU default is 256 MiB)

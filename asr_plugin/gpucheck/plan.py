@@ -1,6 +1,6 @@
 """The GPU check's stages, in the order they matter, and the same stages at CPU sizes (the dry run).
 
-GPU (one H200, one device command of at most 10 minutes): the limits sum to 535 s, under the 540 s total.
+GPU (one H200, one device command of at most 10 minutes): the limits sum to 538 s, under the 540 s total.
 Expected seconds come from the one H200 run so far (docs/loss.md, "GPU (measured once, H200)"): the `paper` part (build,
 CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
 steps (fp32 192 MiB 18.05 s, 1 GiB 14.41 s; bf16 512 MiB 4.82 s, 1 GiB 2.85 s per step) plus ~6 s to start
@@ -25,8 +25,9 @@ CPU_PROFILE_CELL = ("--B", "2", "--T", "20", "--U", "5", "--H", "8", "--V", "16"
 
 def _stages(python: str, device: str, limits: dict[str, float], expected: dict[str, float | None]) -> list[Stage]:
     cuda = device == "cuda"
-    bench = [python, "scripts/benchmark_loss.py", "--device", device, "--out", "{dir}"]
-    bench += ["--preset", "paper"] if cuda else ["--preset", "quick", "--modes", "samplewise"]
+    bench_base = [python, "scripts/benchmark_loss.py", "--device", device, "--out", "{dir}"]
+    bench = bench_base + (["--preset", "paper"] if cuda else ["--preset", "quick", "--modes", "samplewise"])
+    bench_tdt = bench_base + (["--preset", "paper-tdt"] if cuda else ["--preset", "quick-tdt", "--modes", "samplewise"])
     profile = [python, "scripts/profile_loss.py", "--device", device, *(PROFILE_CELL if cuda else CPU_PROFILE_CELL),
                "--steps", "1", "--out", "{dir}"]
     # the smoke's corpus and run logs go next to the stage directory, not into it (nor into the archive)
@@ -46,6 +47,9 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
         stage("paper-fp32", bench + ["--dtype", "fp32", "--repeats", "1"], needs=build, table=benchmark_table()),
         stage("paper-fp32-tf32", [python, "-m", "asr_plugin.gpucheck.tf32", *bench[1:], "--dtype", "fp32", "--repeats", "1"],
               needs=build, table=benchmark_table(target_dtype=False)),
+        # TDT (D = 5) at the paper's scale, bf16 at the bf16 target's budget and at 1 GiB: reported, not judged
+        stage("paper-tdt", bench_tdt + ["--dtype", "bf16-autocast", "--repeats", "1"], needs=build,
+              table=benchmark_table(target_dtype=False)),
         stage("train-smoke", smoke, needs=build, table=smoke_table),
         stage("profile-bf16", profile + ["--dtype", "bf16-autocast", "--memory-budget", "512MiB" if cuda else "4KiB"],
               needs=build, table=profile_table),
@@ -56,10 +60,12 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
 
 def gpu_stages(python: str) -> list[Stage]:
     """The check on one GPU: limits sum to under `GPU_TOTAL_S`; expected seconds as the module says."""
-    limits = {"build": 90, "cuda-tests": 50, "paper-bf16": 45, "paper-fp32": 125, "paper-fp32-tf32": 60,
-              "train-smoke": 100, "profile-bf16": 30, "profile-fp32": 35}
-    expected = {"build": 55, "cuda-tests": 25, "paper-bf16": 29, "paper-fp32": 105, "paper-fp32-tf32": 45,
-                "train-smoke": 80, "profile-bf16": 18, "profile-fp32": 24}
+    # build and CUDA tests: the b45418b figures (55 s, 25 s) grown by the TDT kernels' second .cu file and their tests
+    # (estimates); paper-tdt: 2 cells x 2 steps at ~1.2x the RNN-T bf16 step times, plus the start (estimate)
+    limits = {"build": 95, "cuda-tests": 70, "paper-bf16": 45, "paper-fp32": 125, "paper-fp32-tf32": 55,
+              "paper-tdt": 35, "train-smoke": 60, "profile-bf16": 25, "profile-fp32": 28}
+    expected = {"build": 65, "cuda-tests": 45, "paper-bf16": 29, "paper-fp32": 105, "paper-fp32-tf32": 45,
+                "paper-tdt": 24, "train-smoke": 55, "profile-bf16": 18, "profile-fp32": 24}
     return _stages(python, "cuda", limits, expected)
 
 
@@ -67,7 +73,7 @@ def cpu_stages(python: str) -> list[Stage]:
     """The dry run: the same stages at CPU sizes (quick benchmark preset, micro smoke, tiny profiles), then
     a stage that sleeps past its limit and must be reported cut."""
     limits = {"build": 300, "cuda-tests": 120, "paper-bf16": 120, "paper-fp32": 120, "paper-fp32-tf32": 120,
-              "train-smoke": 240, "profile-bf16": 90, "profile-fp32": 90}
+              "paper-tdt": 120, "train-smoke": 240, "profile-bf16": 90, "profile-fp32": 90}
     stages = _stages(python, "cpu", limits, dict.fromkeys(limits))
     stages.append(Stage("limit-check", [python, "-c", "import time; print('sleeping past the limit', flush=True); time.sleep(60)"],
                         limit_s=3, expected_s=3, expect="timed_out"))

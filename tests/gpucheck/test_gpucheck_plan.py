@@ -10,9 +10,10 @@ from asr_plugin.gpucheck.__main__ import select
 from asr_plugin.gpucheck.plan import GPU_TOTAL_S, cpu_stages, gpu_stages
 from asr_plugin.gpucheck.tables import PAPER_TARGETS, benchmark_table, junit_table, profile_table
 
-# the priority order of the GPU check (build; CUDA tests; paper bf16; paper fp32 and TF32; smoke; profiles)
-ORDER = ["build", "cuda-tests", "paper-bf16", "paper-fp32", "paper-fp32-tf32", "train-smoke", "profile-bf16",
-         "profile-fp32"]
+# the priority order of the GPU check (build; CUDA tests; paper bf16; paper fp32 and TF32; paper TDT; smoke;
+# profiles)
+ORDER = ["build", "cuda-tests", "paper-bf16", "paper-fp32", "paper-fp32-tf32", "paper-tdt", "train-smoke",
+         "profile-bf16", "profile-fp32"]
 
 
 def test_gpu_plan_fits_one_device_command_in_priority_order():
