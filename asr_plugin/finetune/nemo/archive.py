@@ -16,6 +16,9 @@ import yaml
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
 ARTIFACT_PREFIX = "nemo:"
+# Config and tokenizer files are read into memory: a tar header can claim gigabytes that a few compressed
+# megabytes expand to, so anything but the (streamed) weights is refused above this size.
+MAX_MEMBER_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -56,7 +59,10 @@ def _resolved_config(text: str, path: Path) -> dict[str, Any]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    config = yaml.safe_load(text)
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: {CONFIG_NAME} is not valid YAML ({err})") from err
     if not isinstance(config, dict):
         raise ValueError(f"{path}: {CONFIG_NAME} is not a mapping")
     root = OmegaConf.create({"model": config})
@@ -70,13 +76,17 @@ def _resolved_config(text: str, path: Path) -> dict[str, Any]:
     return resolved
 
 
-def read_nemo(path: str | os.PathLike, weights: bool = True) -> NemoArchive:
+def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: int = MAX_MEMBER_BYTES) -> NemoArchive:
     """Reads `path` (plain or gzip tar) into a `NemoArchive`; weights load with ``weights_only=True``,
     streamed from the archive (no second copy in memory). ``weights=False`` reads only the config and the
-    small member files (``state_dict`` is then empty).
+    small member files (``state_dict`` is then empty). Nothing is extracted to disk.
 
-    Raises FileNotFoundError when the file is missing and ValueError naming the file when it is not a
-    ``.nemo`` archive or lacks its config or weights.
+    Members are known by their base name, as NeMo writes them (``./model_config.yaml``), so two members of the
+    same base name are refused rather than one silently winning; a member other than the weights larger than
+    `max_member_bytes` is refused before it is read.
+
+    Raises FileNotFoundError when the file is missing and ValueError naming the file (and the member) when it
+    is not a ``.nemo`` archive, lacks its config or weights, or breaks the rules above.
     """
     path = Path(path)
     if not path.is_file():
@@ -86,19 +96,35 @@ def read_nemo(path: str | os.PathLike, weights: bool = True) -> NemoArchive:
     files: dict[str, bytes] = {}
     state = None
     with tarfile.open(path, "r:*") as tar:
-        for member in tar.getmembers():
+        members = [member for member in tar.getmembers() if member.isfile()]
+        _refuse_duplicate_names(members, path)
+        for member in members:
             name = Path(member.name).name
-            if not member.isfile():
-                continue
             if name == WEIGHTS_NAME:
                 state = _load_weights(tar.extractfile(member), path) if weights else {}
-            else:
-                files[name] = tar.extractfile(member).read()
+                continue
+            if member.size > max_member_bytes:
+                raise ValueError(f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
+                                 f"{max_member_bytes:,} for a config or tokenizer file (read_nemo's max_member_bytes)")
+            files[name] = tar.extractfile(member).read()
     if CONFIG_NAME not in files or state is None:
         missing = CONFIG_NAME if CONFIG_NAME not in files else WEIGHTS_NAME
         raise ValueError(f"{path}: the archive has no {missing} (members: {sorted(files)[:8]})")
-    config = _resolved_config(files.pop(CONFIG_NAME).decode("utf-8"), path)
-    return NemoArchive(path=path, config=config, state_dict=state, files=files)
+    try:
+        text = files.pop(CONFIG_NAME).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: {CONFIG_NAME} is not UTF-8 text ({err})") from err
+    return NemoArchive(path=path, config=_resolved_config(text, path), state_dict=state, files=files)
+
+
+def _refuse_duplicate_names(members: list[tarfile.TarInfo], path: Path) -> None:
+    by_name: dict[str, str] = {}
+    for member in members:
+        name = Path(member.name).name
+        if name in by_name:
+            raise ValueError(f"{path}: members {by_name[name]} and {member.name} share the name {name!r}; "
+                             "a .nemo file holds each file once")
+        by_name[name] = member.name
 
 
 def _load_weights(stream: io.IOBase, path: Path) -> dict[str, torch.Tensor]:

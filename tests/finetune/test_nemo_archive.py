@@ -1,0 +1,79 @@
+"""`read_nemo` on hostile or damaged `.nemo` files: the error names the file and the member, and nothing big is
+read into memory before it is refused."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import tracemalloc
+
+import pytest
+import torch
+import yaml
+
+from asr_plugin.finetune.nemo.archive import MAX_MEMBER_BYTES, read_nemo
+
+CONFIG = yaml.safe_dump({"encoder": {"d_model": 4}}).encode()
+
+
+def weights_bytes() -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"encoder.weight": torch.zeros(2)}, buffer)
+    return buffer.getvalue()
+
+
+def write_tar(path, members: dict[str, bytes], mode: str = "w"):
+    with tarfile.open(path, mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_well_formed_archive_reads(tmp_path):
+    archive = read_nemo(write_tar(tmp_path / "ok.nemo", {"./model_config.yaml": CONFIG,
+                                                        "./model_weights.ckpt": weights_bytes(),
+                                                        "./abc_tokenizer.model": b"pieces"}))
+    assert archive.config == {"encoder": {"d_model": 4}}
+    assert archive.files == {"abc_tokenizer.model": b"pieces"}
+    assert torch.equal(archive.state_dict["encoder.weight"], torch.zeros(2))
+
+
+def test_a_member_over_the_limit_is_refused_before_it_is_read(tmp_path):
+    # 1 MiB over the limit, compressed to a few hundred KiB: what a small download could expand to
+    path = write_tar(tmp_path / "bomb.nemo", {"./model_config.yaml": CONFIG,
+                                              "./model_weights.ckpt": weights_bytes(),
+                                              "./huge_tokenizer.model": bytes(MAX_MEMBER_BYTES + 2**20)}, "w:gz")
+    assert path.stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"bomb\.nemo: member \./huge_tokenizer\.model is 68,157,440 bytes, "
+                                             r"over the limit of 67,108,864"):
+            read_nemo(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB were allocated while refusing the member"
+
+
+def test_the_limit_is_an_argument(tmp_path):
+    path = write_tar(tmp_path / "small.nemo", {"./model_config.yaml": CONFIG, "./model_weights.ckpt": weights_bytes()})
+    with pytest.raises(ValueError, match="model_config.yaml is .* over the limit of 8 "):
+        read_nemo(path, max_member_bytes=8)
+    assert read_nemo(path, max_member_bytes=len(CONFIG)).config == {"encoder": {"d_model": 4}}
+
+
+@pytest.mark.parametrize("second", ["./sub/model_config.yaml", "./sub/model_weights.ckpt", "other/tokenizer.model"])
+def test_two_members_of_one_name_are_refused(tmp_path, second):
+    members = {"./model_config.yaml": CONFIG, "./model_weights.ckpt": weights_bytes(), "./tokenizer.model": b"a",
+               second: b"garbage"}
+    with pytest.raises(ValueError, match=rf"dup\.nemo: members \./\S+ and {second} share the name"):
+        read_nemo(write_tar(tmp_path / "dup.nemo", members))
+
+
+@pytest.mark.parametrize("config", [b"encoder: [unclosed\n  - : :", b"\xff\xfe\x00garbage"])
+def test_a_damaged_config_names_the_file_and_member(tmp_path, config):
+    path = write_tar(tmp_path / "damaged.nemo", {"./model_config.yaml": config, "./model_weights.ckpt": weights_bytes()})
+    with pytest.raises(ValueError, match=r"damaged\.nemo: model_config\.yaml is not (valid YAML|UTF-8 text)"):
+        read_nemo(path)
