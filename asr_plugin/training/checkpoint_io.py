@@ -28,6 +28,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options (got {storage_options!r})")
+        if "://" in str(path):  # Path("s3://b/x") is the local "s3:/b/x": refuse rather than write there
+            raise ValueError(f"checkpoint path {path} is a URL; {type(self).__name__} writes local files only "
+                             "(a mounted directory for paths.log_dir, or trainer.plugins with a CheckpointIO of your own)")
         path = Path(path)
         try:
             write_atomic(path, lambda tmp: torch.save(checkpoint, tmp))

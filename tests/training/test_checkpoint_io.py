@@ -42,6 +42,13 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_leaves_no_partial_file(
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
 
 
+def test_a_url_is_refused_instead_of_becoming_a_local_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="s3://bucket/run/last.ckpt is a URL"):
+        AtomicCheckpointIO().save_checkpoint({"global_step": 1}, "s3://bucket/run/last.ckpt")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_loading_never_runs_pickled_code(tmp_path):
     path = tmp_path / "evil.ckpt"
     torch.save({"global_step": 1, "code": _Runs()}, path)
