@@ -19,6 +19,7 @@ from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
+from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
 from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER, checkpoint_records, model_node, peek_checkpoint
 
 log = logging.getLogger(__name__)
@@ -257,6 +258,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     check_schedule_fits_corpus(cfg)
     apply_slurm_layout(cfg.trainer)
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
+    if slurm_layout() is not None:  # SLURM's requeue signal, handled at a step boundary (not mid-step as Lightning)
+        callbacks.append(StepBoundaryRequeue())
     loggers = _instantiate_all(cfg.get("logger"), "logger")
     if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
         callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]

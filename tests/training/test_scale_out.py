@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -60,15 +59,9 @@ def test_slurm_launcher_config_composes_with_gpus_per_task(tmp_path):
     assert launcher["gpus_per_node"] == 4 and launcher["nodes"] == 1 and launcher["max_num_timeout"] > 0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_two_nodes_of_one_cpu_process_train_together_in_one_run_directory(tmp_path):
+def test_two_nodes_of_one_cpu_process_train_together_in_one_run_directory(tmp_path, free_port):
     """Node 0 prepares a fresh data directory while node 1 waits for it; both then run the same steps."""
-    port = str(_free_port())
+    port = str(free_port)
     overrides = [*TINY_RUN, "trainer.max_steps=3", "trainer.max_epochs=100", "trainer.num_nodes=2",
                  "trainer.devices=1", "+trainer.strategy=ddp", "+trainer.sync_batchnorm=false",
                  "callbacks.step_checkpoint.every_n_train_steps=1", f"paths.data_dir={tmp_path}/data",

@@ -1,5 +1,6 @@
 """SLURM without a cluster: the requeue signal is the one Lightning listens for, a training process that gets it
-writes a checkpoint and the requeued job resumes from it; devices and nodes come from SLURM's variables."""
+writes a checkpoint at the next step boundary and the requeued job resumes from it exactly; under DDP the ranks
+agree on the step (`asr_plugin.training.slurm_requeue`); devices and nodes come from SLURM's variables."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from omegaconf import OmegaConf
 from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN
 
 from asr_plugin.training.distributed import register_resolvers, slurm_layout
+from asr_plugin.training.slurm_requeue import AgreedFlag, next_requeue_checkpoint, slurm_job_id
 from asr_plugin.training.train import apply_slurm_layout
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
@@ -106,8 +108,12 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
         if job.poll() is None:
             job.kill()
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", JOB]
-    saved = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"]
+    checkpoint = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)
+    saved = checkpoint["global_step"]
     assert saved >= 3
+    # written between optimizer steps (Lightning's handler wrote it wherever the signal landed: ready 5, completed 4)
+    steps_done = checkpoint["loops"]["fit_loop"]["epoch_loop.automatic_optimization.optim_progress"]["optimizer"]
+    assert steps_done["step"]["total"] == {"ready": saved, "completed": saved}, steps_done
 
     requeued = subprocess.run([sys.executable, TRAIN, *overrides, f"trainer.max_steps={saved + 2}"], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=600)
@@ -116,3 +122,84 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
     assert f"steps: {saved + 2}" in requeued.stdout  # two more optimiser steps from the checkpoint's
     steps = _train_steps(metrics)
     assert len([step for step in steps if step >= saved]) == 2 and len(steps) == len(set(steps)), (saved, steps)
+
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tmp_path, free_port):
+    """Two srun tasks (gloo DDP); SIGUSR1 reaches rank 1 only: both ranks save at one step (a rank saving
+    alone would wait forever in the checkpoint's barrier), rank 0 requeues once, and training goes on."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")}
+    base.update(SLURM_TASK, SLURM_NTASKS="2", SLURM_NTASKS_PER_NODE="2", OMP_NUM_THREADS="1",
+                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port), PATH=f"{bin_dir}{os.pathsep}{base['PATH']}",
+                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), base.get("PYTHONPATH", "")]))
+    overrides = [*TINY_RUN, "trainer=ddp", "trainer.accelerator=cpu", "trainer.sync_batchnorm=false",
+                 "trainer.precision=32-true", "trainer.max_epochs=1000", "trainer.max_steps=100000",
+                 "trainer.limit_val_batches=0", "callbacks.step_checkpoint.every_n_train_steps=100000",
+                 f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs"]
+    run_dir = tmp_path / "logs" / "train" / "runs" / f"slurm{JOB}.0"
+    metrics = run_dir / "csv" / "metrics.csv"
+    ranks = [subprocess.Popen([sys.executable, TRAIN, *overrides], cwd=tmp_path,
+                              env={**base, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+
+    def running() -> bool:
+        return all(rank.poll() is None for rank in ranks) and time.monotonic() < deadline
+
+    try:
+        deadline = time.monotonic() + 300
+        while len(_train_steps(metrics)) < 3:
+            assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
+            time.sleep(0.1)
+        ranks[1].send_signal(signal.SIGUSR1)
+        while not (run_dir / "hpc_ckpt_1.ckpt").exists() or not (tmp_path / "scontrol.log").exists():
+            assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
+            time.sleep(0.1)
+        saved = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"]
+        while max(_train_steps(metrics)) < saved + 2:  # both ranks left the checkpoint's barrier
+            assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
+            time.sleep(0.1)
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait(timeout=60)
+    logs = [rank.stderr.read() for rank in ranks]
+    assert "Starting with 2 processes" in logs[0], logs[0][-3000:]  # one DDP job, not two single runs
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", JOB]
+    assert sorted(p.name for p in run_dir.glob("hpc_ckpt_*.ckpt")) == ["hpc_ckpt_1.ckpt"]
+
+def _agree(rank: int, flags: list[bool], port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=len(flags))
+    try:
+        results[rank] = AgreedFlag(flags[rank], torch.device("cpu")).any()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("flags", [[True, False], [False, True], [False, False], [True, True]])
+def test_every_rank_reads_the_same_verdict(flags, free_port):
+    manager = torch.multiprocessing.Manager()
+    results = manager.dict()
+    torch.multiprocessing.spawn(_agree, args=(flags, free_port, results), nprocs=len(flags))
+    assert [results[rank] for rank in range(len(flags))] == [any(flags)] * len(flags)
+
+
+def test_requeue_checkpoints_are_numbered_after_the_last_one(tmp_path, monkeypatch):
+    assert next_requeue_checkpoint(tmp_path).name == "hpc_ckpt_1.ckpt"
+    for name in ("hpc_ckpt_1.ckpt", "hpc_ckpt_7.ckpt", "hpc_ckpt_x.ckpt"):
+        (tmp_path / name).touch()
+    assert next_requeue_checkpoint(tmp_path).name == "hpc_ckpt_8.ckpt"
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    assert slurm_job_id() == "77"
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "70")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert slurm_job_id() == "70_3"
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3; rm -rf /")
+    with pytest.raises(ValueError, match="is not a number"):
+        slurm_job_id()
