@@ -74,8 +74,8 @@ def next_requeue_checkpoint(run_dir: str | os.PathLike) -> Path:
 
 
 class StepBoundaryRequeue(L.Callback):
-    """On `signum` (SLURM's requeue signal, SIGUSR1): at the end of the next training batch (one later under
-    DDP, as every rank agrees) write ``hpc_ckpt_<n>.ckpt`` in the run directory and, on rank 0, ask SLURM to
+    """On `signum` (SLURM's requeue signal, SIGUSR1): at the end of the next optimizer step (one later under
+    DDP, as every rank agrees; with gradient accumulation, at the end of a step's last batch) write ``hpc_ckpt_<n>.ckpt`` in the run directory and, on rank 0, ask SLURM to
     requeue the job. Registered before Lightning installs its handlers, so Lightning keeps out of SIGUSR1."""
 
     def __init__(self, signum: int = signal.SIGUSR1) -> None:
@@ -98,6 +98,8 @@ class StepBoundaryRequeue(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
+        if (batch_idx + 1) % trainer.accumulate_grad_batches:  # mid-accumulation: not an optimizer-step boundary
+            return
         if trainer.world_size == 1 or not dist.is_initialized():
             if self.requested:
                 self.requeue(trainer)

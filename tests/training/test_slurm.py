@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN
 
 from asr_plugin.training.distributed import register_resolvers, slurm_layout
-from asr_plugin.training.slurm_requeue import AgreedFlag, next_requeue_checkpoint, slurm_job_id
+from asr_plugin.training.slurm_requeue import AgreedFlag, StepBoundaryRequeue, next_requeue_checkpoint, slurm_job_id
 from asr_plugin.training.train import apply_slurm_layout
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
@@ -203,3 +203,33 @@ def test_requeue_checkpoints_are_numbered_after_the_last_one(tmp_path, monkeypat
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3; rm -rf /")
     with pytest.raises(ValueError, match="is not a number"):
         slurm_job_id()
+
+
+class _StubTrainer:
+    """What `StepBoundaryRequeue` reads of a Trainer: one process, rank 1 (so no `scontrol`), 2 batches a step."""
+
+    world_size, accumulate_grad_batches, is_global_zero, global_step = 1, 2, False, 7
+
+    def __init__(self, root):
+        self.default_root_dir, self.saved = str(root), []
+
+    def save_checkpoint(self, path):
+        self.saved.append(Path(path).name)
+
+
+def test_the_checkpoint_waits_for_the_last_batch_of_an_accumulated_step(tmp_path):
+    trainer, callback = _StubTrainer(tmp_path), StepBoundaryRequeue()
+    before = signal.getsignal(signal.SIGUSR1)
+    callback.setup(trainer, None, "fit")
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)  # the handler only takes note
+        assert callback.requested and trainer.saved == []
+        callback.on_train_batch_end(trainer, None, None, None, batch_idx=4)  # first of a step's two batches
+        assert trainer.saved == []
+        callback.on_train_batch_end(trainer, None, None, None, batch_idx=5)
+        assert trainer.saved == ["hpc_ckpt_1.ckpt"] and not callback.requested
+        callback.on_train_batch_end(trainer, None, None, None, batch_idx=7)  # once per signal
+        assert trainer.saved == ["hpc_ckpt_1.ckpt"]
+    finally:
+        callback.teardown(trainer, None, "fit")
+    assert signal.getsignal(signal.SIGUSR1) == before
