@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"cell {cell}, {args.dtype}, memory budget {args.memory_budget or 'default'}, {args.device}"
           f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch {torch.__version__}")
     inputs = make_inputs(cell, device, args.dtype)
-    loss = make_loss("samplewise", inputs.durations, args.memory_budget)
+    loss = make_loss("samplewise", inputs.lattice, args.memory_budget)
     warm_up = timed_step(loss, inputs, args.dtype)  # extension load, allocator and cuBLAS warm-up
     unprofiled = timed_step(loss, inputs, args.dtype)
     print(f"warm-up step {warm_up * 1e3:.1f} ms, unprofiled step {unprofiled * 1e3:.1f} ms")

@@ -35,7 +35,7 @@ from torch import nn
 
 from asr_plugin.data.atomic import write_atomic
 from asr_plugin.host_syncs import SyncCounter
-from asr_plugin.losses import Plan, TransducerLoss
+from asr_plugin.losses import RNNT, TDT, Plan, TransducerLattice, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 from asr_plugin.models import Joint
 
@@ -100,7 +100,8 @@ class CustomJoint(nn.Module):
 
 
 class Inputs(NamedTuple):
-    """One cell's loss arguments (``TransducerLoss``'s call signature) and its TDT durations (None: RNN-T)."""
+    """One cell's loss arguments (``TransducerLoss``'s call signature) and its lattice (the joint emits its extra
+    outputs)."""
 
     encoder_out: torch.Tensor  # (B, T, H)
     predictor_out: torch.Tensor  # (B, U+1, H)
@@ -108,23 +109,23 @@ class Inputs(NamedTuple):
     targets: torch.Tensor  # (B, U)
     logit_lengths: torch.Tensor  # (B,)
     target_lengths: torch.Tensor  # (B,)
-    durations: tuple[int, ...] | None
+    lattice: TransducerLattice
 
     def loss_args(self) -> tuple:
         return self[:6]
 
 
-def cell_durations(cell: dict) -> tuple[int, ...] | None:
-    """The TDT durations 0..D-1 of a cell with D > 0 (Parakeet-TDT's [0, 1, 2, 3, 4] for D = 5), else None."""
-    return tuple(range(cell["D"])) if cell.get("D") else None
+def cell_lattice(cell: dict) -> TransducerLattice:
+    """TDT with durations 0..D-1 for a cell with D > 0 (Parakeet-TDT's [0, 1, 2, 3, 4] for D = 5), else RNN-T."""
+    return TDT(tuple(range(cell["D"]))) if cell.get("D") else RNNT()
 
 
 def make_inputs(cell: dict, device: torch.device, dtype: str) -> Inputs:
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     B, T, U, V, H = (cell[k] for k in "BTUVH")
-    durations = cell_durations(cell)
-    extra = len(durations or ())
+    lattice = cell_lattice(cell)
+    extra = lattice.num_extra_outputs
     # under bf16 autocast an encoder/predictor would hand over bf16 activations
     input_dtype = torch.bfloat16 if dtype == "bf16-autocast" else torch.float32
     encoder_out = torch.randn(B, T, H, generator=generator).to(device, input_dtype).requires_grad_()
@@ -139,7 +140,7 @@ def make_inputs(cell: dict, device: torch.device, dtype: str) -> Inputs:
     else:  # "dropout": the standard joint in training mode with dropout 0.1 on its activations (run fused)
         joint = Joint(H, H, H, V, dropout=0.1 if kind == "dropout" else 0.0, num_extra_outputs=extra)
     lengths = logit_lengths.to(device), target_lengths.to(device)
-    return Inputs(encoder_out, predictor_out, joint.to(device), targets, *lengths, durations)
+    return Inputs(encoder_out, predictor_out, joint.to(device), targets, *lengths, lattice)
 
 
 LossFn = Callable[..., torch.Tensor]  # TransducerLoss's call signature
@@ -174,18 +175,18 @@ def _nemo_tdt_loss(durations: tuple[int, ...]) -> LossFn:
     return loss
 
 
-def make_loss(mode: str, durations: tuple[int, ...] | None, memory_budget=None) -> LossFn:
+def make_loss(mode: str, lattice: TransducerLattice, memory_budget=None) -> LossFn:
     """The loss of `mode` ("mean" reduction); ours are ``TransducerLoss`` objects (``last_plan`` after a call)."""
     if mode in ("batched", "samplewise"):
-        return TransducerLoss(mode, memory_budget=memory_budget, durations=durations)
+        return TransducerLoss(mode, lattice, memory_budget=memory_budget)
     if mode == "torchaudio":
-        if durations is not None:
+        if not isinstance(lattice, RNNT):
             raise ValueError("torchaudio has no TDT loss: the torchaudio mode runs RNN-T cells (D = 0) only")
         return _torchaudio_loss
     if mode == "nemo":
-        if durations is None:
+        if not isinstance(lattice, TDT):
             raise ValueError("the nemo mode runs TDT cells (D > 0) only")
-        return _nemo_tdt_loss(durations)
+        return _nemo_tdt_loss(lattice.durations)
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 
@@ -220,7 +221,7 @@ def plan_figures(plan: Plan | None) -> dict:
 def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
     torch.set_num_threads(torch.get_num_threads())
     inputs = make_inputs(cell, torch.device("cpu"), dtype)
-    loss = make_loss(mode, inputs.durations, memory_budget)
+    loss = make_loss(mode, inputs.lattice, memory_budget)
     step(loss, inputs, dtype)  # warm-up (and extension load)
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     baseline = rss_kib("VmRSS")
@@ -250,7 +251,7 @@ def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget)
     inputs = None
     try:
         inputs = make_inputs(cell, device, dtype)
-        loss = make_loss(mode, inputs.durations, memory_budget)
+        loss = make_loss(mode, inputs.lattice, memory_budget)
         step(loss, inputs, dtype)  # warm-up (and extension build/load)
         torch.cuda.synchronize()
         baseline = torch.cuda.memory_allocated()
@@ -292,7 +293,7 @@ def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0
     """aten ops and host-sync calls (``asr_plugin.host_syncs``) of one sample-wise forward + backward (CPU, fp32)."""
     cell = dict(B=batch, T=50, U=10, V=64, H=64, D=num_durations, joint=joint)
     inputs = make_inputs(cell, torch.device("cpu"), "fp32")
-    loss = make_loss("samplewise", inputs.durations, memory_budget)
+    loss = make_loss("samplewise", inputs.lattice, memory_budget)
     step(loss, inputs, "fp32")  # extension load, first-call caches
     with SyncCounter() as counter:
         step(loss, inputs, "fp32")
@@ -329,7 +330,7 @@ def print_host_overhead(joints: list[str], num_durations: int = 0) -> None:
         inputs.logit_lengths.fill_(8)
         inputs.target_lengths.fill_(3)
         for budget, label in ((None, "whole sample"), ("2KiB", "2 KiB: T-chunks")):
-            loss = TransducerLoss("samplewise", memory_budget=budget, max_samples_per_group=1, durations=inputs.durations)
+            loss = TransducerLoss("samplewise", inputs.lattice, memory_budget=budget, max_samples_per_group=1)
             step(loss, inputs, "fp32")
             times = []
             for _ in range(5):
@@ -352,13 +353,13 @@ def print_loss_only(repeats: int, num_durations: int = 5) -> None:
     logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
     target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     logit_lengths[0], target_lengths[0] = T, U
-    lattices = {"rnnt": (logits[..., :V].contiguous(), None), f"tdt D={num_durations}": (logits, tuple(range(num_durations)))}
+    lattices = {"rnnt": (logits[..., :V].contiguous(), RNNT()), f"tdt D={num_durations}": (logits, TDT(range(num_durations)))}
     times: dict[str, list[float]] = {name: [] for name in lattices}
     for round_ in range(repeats + 1):
-        for name, (scores, durations) in lattices.items():
+        for name, (scores, lattice) in lattices.items():
             scores = scores.detach().requires_grad_()
             start = time.process_time()
-            transducer_loss(scores, targets, logit_lengths, target_lengths, durations=durations).backward()
+            transducer_loss(scores, targets, logit_lengths, target_lengths, lattice).backward()
             if round_:  # the first round warms up (extension load)
                 times[name].append(time.process_time() - start)
     print(f"{'lattice':<10} {'median CPU s':>12} {'min':>7} {'max':>7}  (B={B}, T={T}, U={U}, V={V}, loss only)")
@@ -379,7 +380,7 @@ def print_plans(num_durations: int = 0) -> None:
     labels = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     frames[0], labels[0] = T, U
     frames, labels = tuple(frames.tolist()), tuple(labels.tolist())
-    values = 6 + num_durations if num_durations else 5  # the lattice's statistics per cell (lattices.py)
+    values = cell_lattice(dict(D=num_durations)).values_per_cell()  # the lattice's statistics per cell
     print(
         f"{'joint':<9} {'D':>2} {'dtype':<6} {'budget':>7} {'cell B':>7} {'groups':>6} {'steps':>6} {'recomputed':>10} "
         f"{'cells %':>7} {'step MiB':>9} {'inputs+grads GiB':>16} {'est. peak GiB':>13}"

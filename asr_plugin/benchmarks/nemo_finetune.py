@@ -77,7 +77,7 @@ def measure_in_process(args: dict, mode: str) -> dict:
     device = torch.device(args["device"])
     model, frontend = build(args, device)
     batch = make_batch(args, model.vocab_size, device)
-    loss_fn = TransducerLoss(mode=mode, memory_budget=args["memory_budget"])
+    loss_fn = TransducerLoss(mode=mode, lattice=model.lattice, memory_budget=args["memory_budget"])
     step(model, frontend, loss_fn, batch)  # warm-up (extension load, allocator)
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -121,10 +121,11 @@ void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, c
                      const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                      const at::Tensor& targets, const at::Tensor& logit_lengths,
                      const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
-                     const at::Tensor& weights, double clamp, const at::Tensor& grad) {
+                     const at::Tensor& weights, double clamp, const at::Tensor& grad, double fastemit_lambda) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
                          t_offset, weights, grad);
   check_vocab(logits, blank, vocab);
+  check_fastemit(fastemit_lambda);
   TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
               "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
   const int64_t U1 = logits.size(2), W = logits.size(3), V = vocab;
@@ -137,13 +138,16 @@ void logits_grad_cpu(const at::Tensor& logits, const at::Tensor& denominators, c
     const acc_t* beta_all = betas.data_ptr<acc_t>();
     const acc_t* nll_all = nll.data_ptr<acc_t>();
     const acc_t clamp_value = static_cast<acc_t>(clamp);
+    const acc_t fastemit = static_cast<acc_t>(fastemit_lambda);
     for_each_grad_row<scalar_t, acc_t>(
         logits, grad, alphas, nll, targets, logit_lengths, target_lengths, weights, t_offset,
         [&](const cpu::GradRow<scalar_t, acc_t>& row) {
           std::fill(row.g + V, row.g + W, scalar_t(0));  // columns the lattice does not score
           const int64_t c = row.cell;
-          const CellFlows<acc_t> flows = cell_flows(lp_all + 2 * c, alpha_all + c, beta_all + c, U1, row.r.t, row.r.u,
-                                                    row.T_n, row.U_n, -nll_all[row.r.n]);
+          const CellFlows<acc_t> flows = with_fastemit(
+              cell_flows(lp_all + 2 * c, alpha_all + c, beta_all + c, U1, row.r.t, row.r.u, row.T_n, row.U_n,
+                         -nll_all[row.r.n]),
+              fastemit);
           token_row_grad(row.x, row.g, V, blank, row.label, den_all[c], flows.occupancy, flows.blank_flow,
                          flows.label_flow, clamp_value, row.weight);
         });
@@ -164,7 +168,7 @@ TORCH_LIBRARY(asr_plugin, m) {
   m.def(
       "transducer_logits_grad(Tensor logits, Tensor denominators, Tensor log_probs, Tensor alphas, "
       "Tensor betas, Tensor nll, Tensor targets, Tensor logit_lengths, Tensor target_lengths, int blank, "
-      "int vocab, int t_offset, Tensor weights, float clamp, Tensor(a!) grad) -> ()");
+      "int vocab, int t_offset, Tensor weights, float clamp, Tensor(a!) grad, float fastemit_lambda) -> ()");
   m.def(
       "tdt_log_probs(Tensor logits, Tensor targets, Tensor logit_lengths, Tensor target_lengths, int blank, "
       "int num_durations, float sigma, int t_offset, Tensor(a!) bad) -> (Tensor, Tensor)");

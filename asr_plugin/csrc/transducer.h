@@ -93,6 +93,17 @@ ASR_HOST_DEVICE CellFlows<acc_t> cell_flows(const acc_t* lp, const acc_t* alpha,
   return flows;
 }
 
+// FastEmit (Yu et al. 2021), as NeMo's numba loss and warp-transducer define it: the gradient w.r.t. the label
+// log-prob of every arc is scaled by (1 + lambda), the blank arcs' is not. Through the log-softmax that adds
+// lambda * label_flow to the occupancy (the softmax term) and scales the label term by (1 + lambda). The loss
+// value is scaled by (1 + lambda) outside the kernels (lattices.RNNT.loss_values).
+template <typename acc_t>
+ASR_HOST_DEVICE CellFlows<acc_t> with_fastemit(CellFlows<acc_t> flows, acc_t fastemit_lambda) {
+  flows.occupancy += fastemit_lambda * flows.label_flow;
+  flows.label_flow *= acc_t(1) + fastemit_lambda;
+  return flows;
+}
+
 // Clamp like torchaudio (before the upstream weight), then weight.
 template <typename acc_t>
 ASR_HOST_DEVICE acc_t clamp_and_weight(acc_t g, acc_t clamp, acc_t weight) {

@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <initializer_list>
+#include <limits>
 #include <utility>
 
 #include "tdt.h"
@@ -118,6 +119,12 @@ inline void check_logits_grad_args(const at::Tensor& logits, const at::Tensor& d
   }
   TORCH_CHECK(grad.sizes() == logits.sizes() && grad.scalar_type() == logits.scalar_type(),
               "transducer op: grad must have the logits' shape and dtype");
+}
+
+// transducer_logits_grad: FastEmit's lambda is a finite number >= 0 (0: off).
+inline void check_fastemit(double fastemit_lambda) {
+  TORCH_CHECK(fastemit_lambda >= 0.0 && fastemit_lambda < std::numeric_limits<double>::infinity(),
+              "transducer op: fastemit_lambda must be finite and >= 0, got ", fastemit_lambda);
 }
 
 // The TDT ops' durations: 0 and 1 first, then sorted and distinct, at most kMaxDurations; D trailing scores

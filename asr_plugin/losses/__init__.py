@@ -1,5 +1,6 @@
-"""Transducer losses (RNN-T, and TDT with ``durations=``) backed by fused C++/CUDA kernels (built on first use or
-ahead of time with ``python -m asr_plugin.losses.build``, see docs/loss.md).
+"""Transducer losses over a lattice value (``RNNT(clamp, fastemit_lambda)``, ``TDT(durations, sigma, clamp)``) backed
+by fused C++/CUDA kernels (built on first use or ahead of time with ``python -m asr_plugin.losses.build``, see
+docs/loss.md).
 
 - ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits (TDT: V token + D duration scores).
 - ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
@@ -7,18 +8,20 @@ ahead of time with ``python -m asr_plugin.losses.build``, see docs/loss.md).
 - ``TransducerLoss``: nn.Module serving both modes with one call signature (``last_plan``, ``plan(...)``).
 - ``StandardJoint``: the joint interface the sample-wise loss runs fused (``asr_plugin.models.Joint`` has it);
   ``JointShape``: what any joint may declare (hidden size, extra outputs such as TDT's duration scores).
-- ``lattices``: the RNN-T and TDT lattices (``RNNT``, ``TDT``) and their ops; ``planning``: budgets and plans.
+- ``RNNT``, ``TDT`` (``lattices``): the lattices with their parameters and ops, stored as plain data
+  (``record()``, ``lattice_from_record``); ``planning``: budgets and plans.
 """
 
 from .batched import transducer_loss
 from .engine import SamplewiseState
-from .lattices import RNNT, TDT, TransducerLattice
+from .lattices import LATTICES, RNNT, TDT, TransducerLattice, lattice_from_record
 from .module import MODES, TransducerLoss
 from .planning import Group, Plan, parse_memory_budget
 from .runners import JointShape, StandardJoint
 from .samplewise import plan_samplewise, samplewise_transducer_loss
 
 __all__ = [
+    "LATTICES",
     "MODES",
     "RNNT",
     "SamplewiseState",
@@ -29,6 +32,7 @@ __all__ = [
     "StandardJoint",
     "TransducerLattice",
     "TransducerLoss",
+    "lattice_from_record",
     "parse_memory_budget",
     "plan_samplewise",
     "samplewise_transducer_loss",

@@ -47,47 +47,11 @@ class Sequences:
         )
 
 
-def check_options(blank: int, reduction: str, clamp: float | None) -> None:
+def check_options(blank: int, reduction: str) -> None:
     if isinstance(blank, bool) or not isinstance(blank, int):
         raise TypeError(f"blank must be an int token id, got {blank!r}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if clamp is not None and not clamp > 0:
-        raise ValueError(f"clamp must be None (no clamping) or > 0, got {clamp!r}")
-
-
-def check_tdt_options(durations, sigma, omega) -> tuple[int, ...] | None:
-    """The TDT durations as a tuple (None: the RNN-T loss), after checking them, sigma and omega."""
-    for name, value in (("sigma", sigma), ("omega", omega)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise TypeError(f"{name} must be a finite float, got {value!r}")
-    if durations is None:
-        for name, value in (("sigma", sigma), ("omega", omega)):
-            if value != 0:
-                raise ValueError(
-                    f"{name} = {value} applies to the TDT loss only: pass durations (e.g. [0, 1, 2, 3, 4]) or {name}=0.0"
-                )
-        return None
-    if isinstance(durations, (str, bytes, torch.Tensor)) or not hasattr(durations, "__iter__"):
-        raise TypeError(f"durations must be None (RNN-T) or a list of ints such as [0, 1, 2, 3, 4], got {durations!r}")
-    values = tuple(durations)
-    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in values):
-        raise TypeError(f"durations must be ints, got {list(values)!r}")
-    values = tuple(int(d) for d in values)
-    if any(d < 0 for d in values) or list(values) != sorted(set(values)):
-        raise ValueError(f"durations must be sorted, distinct and non-negative, got {list(values)}")
-    if values[:2] != (0, 1):
-        raise ValueError(
-            f"durations must contain 0 and 1 (a label may stay in its frame; a blank must be able to advance one "
-            f"frame), got {list(values)}"
-        )
-    if len(values) > MAX_DURATIONS:
-        raise ValueError(f"durations: at most {MAX_DURATIONS} values, got {len(values)}")
-    if sigma < 0:
-        raise ValueError(f"sigma (logit under-normalisation, subtracted from the token log-probs) must be >= 0, got {sigma}")
-    if not 0 <= omega <= 1:
-        raise ValueError(f"omega (the probability of the RNN-T loss instead of TDT) must be in [0, 1], got {omega}")
-    return values
 
 
 def _check_tensor(name: str, value, ndim: int, shape_text: str) -> None:

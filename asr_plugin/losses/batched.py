@@ -5,16 +5,8 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import (
-    Sequences,
-    check_finite,
-    check_float_input,
-    check_sequences,
-    check_options,
-    check_tdt_options,
-    check_vocabulary,
-)
-from .lattices import LatticeStats, TransducerLattice, loss_lattice
+from ._validation import Sequences, check_finite, check_float_input, check_options, check_sequences, check_vocabulary
+from .lattices import LatticeStats, TransducerLattice, check_omega, loss_lattice
 
 
 def reduce_losses(nll: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -26,10 +18,8 @@ def reduce_losses(nll: torch.Tensor, reduction: str) -> torch.Tensor:
     return nll
 
 
-def check_logits_inputs(
-    logits, targets, logit_lengths, target_lengths, blank: int, durations: tuple[int, ...] | None
-) -> Sequences:
-    check_float_input("logits", logits, 4, "(B, T, U+1, V)" if durations is None else "(B, T, U+1, V + D)")
+def check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank: int, extra_outputs: int) -> Sequences:
+    check_float_input("logits", logits, 4, "(B, T, U+1, V + D)" if extra_outputs else "(B, T, U+1, V)")
     batch, frames, labels_plus_one, width = logits.shape
     sequences = check_sequences(
         targets,
@@ -41,7 +31,7 @@ def check_logits_inputs(
         device=logits.device,
         source="logits",
     )
-    check_vocabulary(sequences, width, blank, len(durations or ()))
+    check_vocabulary(sequences, width, blank, extra_outputs)
     return sequences
 
 
@@ -50,26 +40,22 @@ class _BatchedTransducerLoss(torch.autograd.Function):
     multiplied by the upstream gradient, so only one logits-sized buffer (the gradient) is ever allocated."""
 
     @staticmethod
-    def forward(
-        ctx, logits: torch.Tensor, sequences: Sequences, lattice: TransducerLattice, blank: int, clamp: float | None
-    ) -> torch.Tensor:
+    def forward(ctx, logits: torch.Tensor, sequences: Sequences, lattice: TransducerLattice, blank: int) -> torch.Tensor:
         bad = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
         log_probs, denominators = lattice.log_probs(logits, sequences, blank, bad)
         check_finite(bad)
         stats = lattice.recursions(log_probs, denominators, sequences)
         ctx.save_for_backward(logits, *stats)
-        ctx.sequences, ctx.lattice, ctx.blank, ctx.clamp = sequences, lattice, blank, clamp
-        return stats.nll.clone()
+        ctx.sequences, ctx.lattice, ctx.blank = sequences, lattice, blank
+        return lattice.loss_values(stats.nll).clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_nll: torch.Tensor):
         logits, *stats = ctx.saved_tensors
         weights = grad_nll.to(stats[-1].dtype).contiguous()
-        grad = ctx.lattice.logits_grad(
-            logits, LatticeStats(*stats), ctx.sequences, ctx.blank, weights, ctx.clamp, inplace=False
-        )
-        return grad, None, None, None, None
+        grad = ctx.lattice.logits_grad(logits, LatticeStats(*stats), ctx.sequences, ctx.blank, weights, inplace=False)
+        return grad, None, None, None
 
 
 @torch.compiler.disable
@@ -78,14 +64,12 @@ def transducer_loss(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
+    lattice: TransducerLattice | None = None,
     blank: int = 0,
     reduction: str = "mean",
-    clamp: float | None = None,
-    durations: list[int] | tuple[int, ...] | None = None,
-    sigma: float = 0.0,
     omega: float = 0.0,
 ) -> torch.Tensor:
-    """Transducer negative log-likelihood from full joint-network scores: RNN-T, or TDT with `durations`.
+    """Transducer negative log-likelihood from full joint-network scores over `lattice` (RNN-T, or TDT).
 
     Args:
         logits: (B, T, U+1, V) raw scores (TDT: (B, T, U+1, V + D), V token scores then D duration scores),
@@ -94,19 +78,17 @@ def transducer_loss(
         targets: (B, U) label ids, any integer dtype; positions past ``target_lengths[b]`` are ignored.
         logit_lengths: (B,) frames T_b per sample, 1 <= T_b <= T.
         target_lengths: (B,) labels U_b per sample, 0 <= U_b <= U.
+        lattice: ``RNNT(clamp=None, fastemit_lambda=0.0)`` (None: ``RNNT()``) or ``TDT(durations, sigma=0.0,
+            clamp=None)``; the last dimension of `logits` holds V token scores, then the lattice's
+            ``num_extra_outputs`` (TDT: D duration scores).
         blank: blank token id.
         reduction: "none" -> (B,) float32 losses; "sum"; "mean" (over the batch, as torchaudio).
-        clamp: if set, each element of the logits gradient (TDT: of the token scores) is clamped to
-            [-clamp, clamp] before the upstream gradient is applied (torchaudio's and NeMo's semantics).
-        durations: None for the RNN-T loss; for TDT the D durations of the joint's duration head, sorted,
-            distinct, containing 0 and 1 (e.g. [0, 1, 2, 3, 4]).
-        sigma: TDT logit under-normalisation, subtracted from every token log-prob (NeMo: 0.02-0.05).
         omega: TDT only: the probability that this call computes the standard RNN-T loss over the token
-            scores instead (``lattices.loss_lattice``); 0 makes the loss deterministic.
+            scores instead (``TDT.for_call``); 0 makes the loss deterministic.
     """
-    check_options(blank, reduction, clamp)
-    durations = check_tdt_options(durations, sigma, omega)
-    sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, durations)
-    lattice = loss_lattice(durations, sigma, omega)
-    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice, blank, clamp)
+    check_options(blank, reduction)
+    lattice = loss_lattice(lattice)
+    omega = check_omega(lattice, omega)
+    sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, lattice.num_extra_outputs)
+    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice.for_call(omega), blank)
     return reduce_losses(nll, reduction)

@@ -49,7 +49,6 @@ class Problem:
     plan: Plan
     lattice: TransducerLattice
     blank: int
-    clamp: float | None
     acc_dtype: torch.dtype
     logits_dtype: torch.dtype
     state: SamplewiseState
@@ -169,7 +168,7 @@ def _run_group(
     stats = problem.lattice.recursions(*whole, sequences)
     del whole
     if not gradient:
-        return stats.nll
+        return problem.lattice.loss_values(stats.nll)
     group_weights = weights[group.start : stop]
     for t0, t1 in chunks[-1:] + chunks[:-1]:
         if kept is None:
@@ -177,14 +176,14 @@ def _run_group(
         else:
             step, kept = kept, None
         grad = problem.lattice.logits_grad(
-            step.logits, stats, sequences, problem.blank, group_weights, problem.clamp, problem.runner.inplace, t0
+            step.logits, stats, sequences, problem.blank, group_weights, problem.runner.inplace, t0
         )
         step_grads = step.backprop(grad)
         del step, grad
         _accumulate(grads, group, index, t0, step_grads)
         del step_grads  # not alive during the next step's backprop
     _accumulate(grads, group, index, 0, joint.finish())
-    return stats.nll
+    return problem.lattice.loss_values(stats.nll)
 
 
 def run(problem: Problem, weights: torch.Tensor | None, needs: Needs) -> tuple[torch.Tensor, Grads | None]:

@@ -7,9 +7,10 @@ import logging
 import torch
 from torch import nn
 
-from ._validation import check_options, check_tdt_options
+from ._validation import check_options
 from .batched import transducer_loss
 from .engine import SamplewiseState
+from .lattices import TransducerLattice, check_omega, loss_lattice
 from .planning import Plan, parse_max_samples, parse_memory_budget
 from .runners import Joint, check_extra_outputs
 from .samplewise import plan_samplewise, samplewise_transducer_loss
@@ -19,13 +20,15 @@ _logger = logging.getLogger(__name__)
 
 
 class TransducerLoss(nn.Module):
-    """Transducer loss over (encoder_out, predictor_out, joint): RNN-T, or TDT with ``durations``.
+    """Transducer loss over (encoder_out, predictor_out, joint) on `lattice`: ``RNNT(...)`` (None: ``RNNT()``) or
+    ``TDT(durations, ...)``, whose parameters (clamp, FastEmit, durations, sigma) are the lattice's own.
 
     mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and calls
     ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
     (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
-    ``max_samples_per_group`` (both ignored in batched mode). ``durations`` (None: RNN-T; TDT: e.g.
-    [0, 1, 2, 3, 4], containing 0 and 1), ``sigma`` and ``omega`` are as in ``transducer_loss``.
+    ``max_samples_per_group`` (both ignored in batched mode). ``omega`` (TDT only: the probability of a call
+    computing the RNN-T loss instead) is as in ``transducer_loss``. A model's loss takes the model's lattice
+    (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it).
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
@@ -35,30 +38,23 @@ class TransducerLoss(nn.Module):
     def __init__(
         self,
         mode: str = "batched",
+        lattice: TransducerLattice | None = None,
         blank: int = 0,
         reduction: str = "mean",
-        clamp: float | None = None,
+        omega: float = 0.0,
         memory_budget: int | str | None = None,
         max_samples_per_group: int | None = None,
-        durations: list[int] | tuple[int, ...] | None = None,
-        sigma: float = 0.0,
-        omega: float = 0.0,
     ) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        check_options(blank, reduction, clamp)
-        self.durations = check_tdt_options(durations, sigma, omega)
-        self.sigma, self.omega = float(sigma), float(omega)
-        self.mode, self.blank, self.reduction, self.clamp = mode, blank, reduction, clamp
+        check_options(blank, reduction)
+        self.lattice = loss_lattice(lattice)
+        self.omega = check_omega(self.lattice, omega)
+        self.mode, self.blank, self.reduction = mode, blank, reduction
         self.memory_budget = parse_memory_budget(memory_budget)
         self.max_samples_per_group = parse_max_samples(max_samples_per_group)
         self.samplewise_state = SamplewiseState()
-
-    @property
-    def num_durations(self) -> int:
-        """D, the duration scores the joint must emit after its V token scores (0: RNN-T)."""
-        return len(self.durations or ())
 
     @property
     def last_plan(self) -> Plan | None:
@@ -66,10 +62,9 @@ class TransducerLoss(nn.Module):
         return self.samplewise_state.last_plan
 
     def extra_repr(self) -> str:
-        tdt = "" if self.durations is None else f", durations={list(self.durations)}, sigma={self.sigma}, omega={self.omega}"
         return (
-            f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
-            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}{tdt}"
+            f"mode={self.mode!r}, lattice={self.lattice!r}, blank={self.blank}, reduction={self.reduction!r}, "
+            f"omega={self.omega}, memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}"
         )
 
     def plan(
@@ -83,9 +78,8 @@ class TransducerLoss(nn.Module):
     ) -> Plan:
         """The plan a sample-wise call with these inputs would run (whatever the module's mode), not running it."""
         return plan_samplewise(
-            encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank=self.blank,
-            memory_budget=self.memory_budget, max_samples_per_group=self.max_samples_per_group,
-            durations=self.durations, sigma=self.sigma,
+            encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice=self.lattice,
+            blank=self.blank, memory_budget=self.memory_budget, max_samples_per_group=self.max_samples_per_group,
         )
 
     def forward(
@@ -97,12 +91,9 @@ class TransducerLoss(nn.Module):
         logit_lengths: torch.Tensor,  # (B,)
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        options = dict(
-            blank=self.blank, reduction=self.reduction, clamp=self.clamp, durations=self.durations, sigma=self.sigma,
-            omega=self.omega,
-        )
+        options = dict(lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega)
         if self.mode == "batched":
-            check_extra_outputs(joint, self.durations)
+            check_extra_outputs(joint, self.lattice)
             logits = joint(encoder_out, predictor_out)
             return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)
         first = self.last_plan is None

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .lattices import TransducerLattice
+
 Joint = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _Result = TypeVar("_Result")
 
@@ -42,7 +44,7 @@ class JointShape(Protocol):
 
     ``hidden_dim``: H, the size of the per-cell hidden activation (the planner's estimate; without it the loss
     assumes max(H_e, H_p)). ``num_extra_outputs``: the scores each cell emits after its V token scores, e.g. a
-    TDT joint's D duration scores (0 for RNN-T); the loss checks it against its ``durations``.
+    TDT joint's D duration scores (0 for RNN-T); the loss checks it against its lattice's.
     """
 
     @property
@@ -81,15 +83,11 @@ def joint_hidden_size(joint: Joint, encoder_dim: int, predictor_dim: int) -> int
     return joint.hidden_dim if isinstance(joint, JointShape) else max(encoder_dim, predictor_dim)
 
 
-def check_extra_outputs(joint: Joint, durations: tuple[int, ...] | None) -> None:
-    """A joint that declares its extra outputs (``JointShape``) must emit one score per duration of the loss."""
-    expected = len(durations or ())
-    if isinstance(joint, JointShape) and joint.num_extra_outputs != expected:
-        if durations is None:
-            loss = "the RNN-T loss (durations=None) expects none"
-        else:
-            loss = f"the TDT loss's durations {list(durations)} need D = {expected}"
-        raise ValueError(f"joint.num_extra_outputs = {joint.num_extra_outputs} scores after the token scores, but {loss}")
+def check_extra_outputs(joint: Joint, lattice: TransducerLattice) -> None:
+    """A joint that declares its extra outputs (``JointShape``) must emit the lattice's (TDT: one per duration)."""
+    if isinstance(joint, JointShape) and joint.num_extra_outputs != lattice.num_extra_outputs:
+        raise ValueError(f"joint.num_extra_outputs = {joint.num_extra_outputs} scores after the token scores, but the "
+                         f"loss's lattice {lattice!r} needs {lattice.num_extra_outputs}")
 
 
 @dataclass(frozen=True)

@@ -29,18 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import (
-    Sequences,
-    check_float_input,
-    check_options,
-    check_same_device,
-    check_sequences,
-    check_tdt_options,
-    check_vocabulary,
-)
+from ._validation import Sequences, check_float_input, check_options, check_same_device, check_sequences, check_vocabulary
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
-from .lattices import accumulation_dtype, loss_lattice
+from .lattices import TransducerLattice, accumulation_dtype, check_omega, loss_lattice
 from .planning import Plan, cell_bytes, default_budget, parse_max_samples, parse_memory_budget, plan_groups
 from .runners import FusedRunner, GraphRunner, Joint, Needs, check_extra_outputs, joint_hidden_size, make_runner
 
@@ -137,15 +129,17 @@ class _Setup:
     runner: GraphRunner | FusedRunner
     probe: torch.Tensor  # (1, 1, 1, W) the joint's output for one cell
     plan: Plan
-    durations: tuple[int, ...] | None
+    lattice: TransducerLattice
+    omega: float
 
 
 def _set_up(
-    encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank, reduction, clamp,
-    memory_budget, max_samples_per_group, durations, sigma, omega,
+    encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, reduction, omega,
+    memory_budget, max_samples_per_group,
 ) -> _Setup:
-    check_options(blank, reduction, clamp)
-    durations = check_tdt_options(durations, sigma, omega)
+    check_options(blank, reduction)
+    lattice = loss_lattice(lattice)
+    omega = check_omega(lattice, omega)
     budget = parse_memory_budget(memory_budget)
     max_samples = parse_max_samples(max_samples_per_group)
     check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
@@ -168,11 +162,12 @@ def _set_up(
         labels_source="predictor_out",
     )
     runner = make_runner(joint)
-    check_extra_outputs(joint, durations)
+    check_extra_outputs(joint, lattice)
     probe = _probe_joint(joint, encoder_out, predictor_out)
-    check_vocabulary(sequences, probe.shape[-1], blank, len(durations or ()))
-    # the TDT lattice's statistics, also for a call that omega turns into RNN-T: the plan does not depend on the draw
-    values_per_cell = loss_lattice(durations, sigma, 0.0).values_per_cell()
+    check_vocabulary(sequences, probe.shape[-1], blank, lattice.num_extra_outputs)
+    # the configured lattice's statistics, also for a call that omega turns into RNN-T: the plan does not depend on
+    # the draw
+    values_per_cell = lattice.values_per_cell()
     fixed = 2 * (encoder_out.nbytes + predictor_out.nbytes) + 2 * sum(p.nbytes for p in runner.params)
     plan = plan_groups(
         sequences.frames,
@@ -182,7 +177,7 @@ def _set_up(
         max_samples,
         fixed,
     )
-    return _Setup(sequences, runner, probe, plan, durations)
+    return _Setup(sequences, runner, probe, plan, lattice, omega)
 
 
 def plan_samplewise(
@@ -192,17 +187,16 @@ def plan_samplewise(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
+    lattice: TransducerLattice | None = None,
     blank: int = 0,
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
-    durations: list[int] | tuple[int, ...] | None = None,
-    sigma: float = 0.0,
 ) -> Plan:
     """The plan ``samplewise_transducer_loss`` would run with these arguments (groups, T-chunks, the estimated
     bytes), after the same checks; computes nothing but the joint on one lattice cell."""
     return _set_up(
-        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank, "mean", None,
-        memory_budget, max_samples_per_group, durations, sigma, 0.0,
+        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, "mean", 0.0,
+        memory_budget, max_samples_per_group,
     ).plan
 
 
@@ -214,17 +208,15 @@ def samplewise_transducer_loss(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
+    lattice: TransducerLattice | None = None,
     blank: int = 0,
     reduction: str = "mean",
-    clamp: float | None = None,
+    omega: float = 0.0,
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
-    durations: list[int] | tuple[int, ...] | None = None,
-    sigma: float = 0.0,
-    omega: float = 0.0,
     state: SamplewiseState | None = None,
 ) -> torch.Tensor:
-    """Transducer loss (RNN-T, or TDT with `durations`) computed sample-group by sample-group; same values and
+    """Transducer loss over `lattice` (RNN-T, or TDT) computed sample-group by sample-group; same values and
     gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
 
     Args:
@@ -235,8 +227,7 @@ def samplewise_transducer_loss(
             ``asr_plugin.models.Joint``) is run fused. Recomputations (T-chunks, non-uniform "none" upstream)
             replay the RNG state, so dropout masks match between passes. Gradients reach every parameter of an
             ``nn.Module`` joint; tensors captured by a plain callable get none.
-        targets, logit_lengths, target_lengths, blank, reduction, clamp, durations, sigma, omega: as in
-            ``transducer_loss``.
+        targets, logit_lengths, target_lengths, lattice, blank, reduction, omega: as in ``transducer_loss``.
         memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
             None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
         max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
@@ -246,8 +237,8 @@ def samplewise_transducer_loss(
     """
     state = SamplewiseState() if state is None else state
     setup = _set_up(
-        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank, reduction, clamp,
-        memory_budget, max_samples_per_group, durations, sigma, omega,
+        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, reduction, omega,
+        memory_budget, max_samples_per_group,
     )
     plan, runner = setup.plan, setup.runner
     state.last_plan = plan
@@ -259,9 +250,8 @@ def samplewise_transducer_loss(
         sequences=setup.sequences.permuted(order, plan.order),
         order=order,
         plan=plan,
-        lattice=loss_lattice(setup.durations, sigma, omega),
+        lattice=setup.lattice.for_call(setup.omega),
         blank=blank,
-        clamp=clamp,
         acc_dtype=accumulation_dtype(setup.probe.dtype),
         logits_dtype=setup.probe.dtype,
         state=state,

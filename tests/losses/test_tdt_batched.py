@@ -6,7 +6,7 @@ import torch
 from loss_lattices import make_tdt_problem
 from tdt_reference import tdt_reference_nll
 
-from asr_plugin.losses import TransducerLoss, transducer_loss
+from asr_plugin.losses import TDT, TransducerLoss, transducer_loss
 
 
 def values_and_grad(loss_fn, logits, upstream):
@@ -32,7 +32,7 @@ def test_matches_float64_reference(durations, sigma, shape, blank):
     logits, *lattice = make_tdt_problem(batch, frames, labels, vocab, durations, blank=blank, seed=sum(shape))
     upstream = torch.rand(batch, dtype=torch.float64) + 0.5
     ours = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, blank=blank, reduction="none", durations=durations, sigma=sigma), logits, upstream
+        lambda: transducer_loss(logits, *lattice, blank=blank, reduction="none", lattice=TDT(durations, sigma)), logits, upstream
     )
     expected = values_and_grad(lambda: tdt_reference_nll(logits, *lattice, blank, durations, sigma), logits, upstream)
     torch.testing.assert_close(ours[0], expected[0], rtol=1e-10, atol=1e-10)
@@ -45,7 +45,7 @@ def test_float32_matches_reference(reduction):
     logits, *lattice = make_tdt_problem(5, 12, 5, 9, durations, seed=3)
     single = logits.detach().float().requires_grad_()
     upstream = torch.linspace(0.5, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
-    ours = values_and_grad(lambda: transducer_loss(single, *lattice, reduction=reduction, durations=durations, sigma=0.02), single, upstream)
+    ours = values_and_grad(lambda: transducer_loss(single, *lattice, reduction=reduction, lattice=TDT(durations, 0.02)), single, upstream)
     losses = tdt_reference_nll(logits, *lattice, 0, durations, 0.02)
     reduced = {"none": losses, "sum": losses.sum(), "mean": losses.mean()}[reduction]
     expected = values_and_grad(lambda: reduced, logits, upstream.double())
@@ -57,15 +57,15 @@ def test_float32_matches_reference(reduction):
 def test_gradcheck_float64():
     logits, *lattice = make_tdt_problem(2, 4, 2, 4, [0, 1, 2], blank=1, seed=4)
     assert torch.autograd.gradcheck(
-        lambda x: transducer_loss(x, *lattice, blank=1, reduction="none", durations=[0, 1, 2], sigma=0.03), (logits,)
+        lambda x: transducer_loss(x, *lattice, blank=1, reduction="none", lattice=TDT([0, 1, 2], 0.03)), (logits,)
     )
 
 
 def test_the_duration_head_changes_the_loss_but_not_an_rnnt_call():
-    """durations=None is today's RNN-T loss: over all W scores, no duration head."""
+    """The default lattice, RNNT(), is the RNN-T loss over all W scores, no duration head."""
     logits, *lattice = make_tdt_problem(3, 6, 3, 6, [0, 1, 2], dtype=torch.float32, seed=5)
     rnnt = transducer_loss(logits, *lattice, reduction="none")
-    tdt = transducer_loss(logits, *lattice, reduction="none", durations=[0, 1, 2])
+    tdt = transducer_loss(logits, *lattice, reduction="none", lattice=TDT([0, 1, 2]))
     assert rnnt.shape == tdt.shape == (3,) and not torch.allclose(rnnt, tdt)
 
 
@@ -76,7 +76,7 @@ def test_omega_draws_rnnt_over_the_token_scores_per_call():
     logits, *lattice = make_tdt_problem(3, 7, 3, vocab, durations, seed=6)
     rnnt = values_and_grad(lambda: transducer_loss(logits[..., :vocab], *lattice, reduction="sum"), logits, torch.tensor(1.0))
     tdt = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, reduction="sum", durations=durations, sigma=0.05), logits, torch.tensor(1.0)
+        lambda: transducer_loss(logits, *lattice, reduction="sum", lattice=TDT(durations, 0.05)), logits, torch.tensor(1.0)
     )
     branches = []
     for seed in range(12):
@@ -84,7 +84,7 @@ def test_omega_draws_rnnt_over_the_token_scores_per_call():
         takes_rnnt = torch.rand(()).item() < 0.4
         torch.manual_seed(seed)
         ours = values_and_grad(
-            lambda: transducer_loss(logits, *lattice, reduction="sum", durations=durations, sigma=0.05, omega=0.4),
+            lambda: transducer_loss(logits, *lattice, reduction="sum", lattice=TDT(durations, 0.05), omega=0.4),
             logits,
             torch.tensor(1.0),
         )
@@ -94,7 +94,7 @@ def test_omega_draws_rnnt_over_the_token_scores_per_call():
         branches.append(takes_rnnt)
     assert any(branches) and not all(branches)
     assert (rnnt[1][..., vocab:] == 0).all()
-    always = transducer_loss(logits, *lattice, reduction="sum", durations=durations, sigma=0.05, omega=1.0)
+    always = transducer_loss(logits, *lattice, reduction="sum", lattice=TDT(durations, 0.05), omega=1.0)
     torch.testing.assert_close(always.detach(), rnnt[0])
 
 
@@ -104,7 +104,7 @@ def test_clamp_applies_to_the_token_scores_only():
     logits, *lattice = make_tdt_problem(3, 6, 3, vocab, durations, seed=7)
     upstream = torch.tensor([0.5, 2.0, 1.0], dtype=torch.float64)
     ours = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, reduction="none", clamp=clamp, durations=durations), logits, upstream
+        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations, clamp=clamp)), logits, upstream
     )
     losses = tdt_reference_nll(logits, *lattice, 0, durations)
     (per_sample,) = torch.autograd.grad(losses.sum(), logits)  # each sample's own gradient, upstream 1
@@ -127,8 +127,8 @@ def test_padding_is_ignored():
     padded[2, :, 1:] = float("nan")
     padded.requires_grad_()
     lattice = (targets, logit_lengths, target_lengths)
-    ours = values_and_grad(lambda: transducer_loss(padded, *lattice, reduction="none", durations=durations), padded, torch.ones(3))
-    expected = values_and_grad(lambda: transducer_loss(logits, *lattice, reduction="none", durations=durations), logits, torch.ones(3))
+    ours = values_and_grad(lambda: transducer_loss(padded, *lattice, reduction="none", lattice=TDT(durations)), padded, torch.ones(3))
+    expected = values_and_grad(lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations)), logits, torch.ones(3))
     torch.testing.assert_close(ours[0], expected[0])
     torch.testing.assert_close(ours[1], expected[1])
     assert (ours[1][1, 3:] == 0).all() and (ours[1][2, :, 1:] == 0).all()
@@ -141,7 +141,7 @@ def test_half_precision(dtype, tolerance):
     half = logits.detach().to(dtype).requires_grad_()
     exact = logits.detach().to(dtype).float().requires_grad_()
     upstream = torch.tensor([1.0, 0.5, 2.0])
-    options = dict(reduction="none", durations=durations, sigma=0.02)
+    options = dict(reduction="none", lattice=TDT(durations, 0.02))
     ours = values_and_grad(lambda: transducer_loss(half, *lattice, **options), half, upstream)
     expected = values_and_grad(lambda: transducer_loss(exact, *lattice, **options), exact, upstream)
     assert ours[0].dtype == torch.float32 and ours[1].dtype == dtype
@@ -152,9 +152,9 @@ def test_half_precision(dtype, tolerance):
 def test_module_in_batched_mode(make_joint_problem):
     """TransducerLoss(durations=...) over a joint with V + D outputs equals the functional form."""
     problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7, num_extra_outputs=3, seed=10)
-    module = TransducerLoss("batched", reduction="sum", durations=(0, 1, 2), sigma=0.05)
-    assert module.num_durations == 3 and "durations=[0, 1, 2], sigma=0.05, omega=0.0" in repr(module)
+    module = TransducerLoss("batched", reduction="sum", lattice=TDT((0, 1, 2), 0.05))
+    assert "lattice=TDT(durations=(0, 1, 2), sigma=0.05, clamp=None), blank=0" in repr(module)
     args = (problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())
     logits = problem.joint(problem.encoder_out, problem.predictor_out)
-    expected = transducer_loss(logits, *problem.lattice(), reduction="sum", durations=[0, 1, 2], sigma=0.05)
+    expected = transducer_loss(logits, *problem.lattice(), reduction="sum", lattice=TDT([0, 1, 2], 0.05))
     torch.testing.assert_close(module(*args), expected)

@@ -7,7 +7,7 @@ import torch
 from loss_joints import TanhJoint
 from loss_lattices import make_tdt_problem
 
-from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import TDT, samplewise_transducer_loss, transducer_loss
 from asr_plugin.models import Joint
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
 def test_batched_cuda_matches_cpu(durations, sigma, blank, dtype, tolerance, clamp):
     logits, *lattice = make_tdt_problem(5, 40, 12, 70, durations, blank=blank, dtype=torch.float64, seed=51)
     upstream = torch.linspace(0.5, 2.0, 5, dtype=torch.float64)
-    options = dict(blank=blank, reduction="none", clamp=clamp, durations=durations, sigma=sigma)
+    options = dict(blank=blank, reduction="none", lattice=TDT(durations, sigma, clamp=clamp))
     cpu_logits = logits.detach().to(dtype).requires_grad_()
     expected = transducer_loss(cpu_logits, *lattice, **options)
     (expected_grad,) = torch.autograd.grad(expected, cpu_logits, upstream.to(expected.dtype))
@@ -40,7 +40,7 @@ def test_omega_rnnt_branch_on_cuda():
     logits, *lattice = make_tdt_problem(4, 20, 6, vocab, durations, dtype=torch.float32, seed=52)
     cuda_logits = logits.detach().cuda().requires_grad_()
     lattice = [t.cuda() for t in lattice]
-    loss = transducer_loss(cuda_logits, *lattice, reduction="sum", durations=durations, omega=1.0)
+    loss = transducer_loss(cuda_logits, *lattice, reduction="sum", lattice=TDT(durations), omega=1.0)
     (grad,) = torch.autograd.grad(loss, cuda_logits)
     expected = transducer_loss(cuda_logits[..., :vocab], *lattice, reduction="sum")
     (expected_grad,) = torch.autograd.grad(expected, cuda_logits)
@@ -65,7 +65,7 @@ def test_samplewise_cuda_matches_batched(joint_kind, reduction, memory_budget):
     lengths = (torch.randint(10, 31, (6,), device="cuda"), torch.randint(0, 9, (6,), device="cuda"))
     inputs = [enc, pred, *joint.parameters()]
     upstream = torch.linspace(0.5, 2.0, 6, device="cuda") if reduction == "none" else torch.tensor(1.0, device="cuda")
-    options = dict(reduction=reduction, durations=durations, sigma=0.05)
+    options = dict(reduction=reduction, lattice=TDT(durations, 0.05))
     batched = transducer_loss(joint(enc, pred), targets, *lengths, **options)
     expected = torch.autograd.grad(batched, inputs, upstream)
     loss = samplewise_transducer_loss(enc, pred, joint, targets, *lengths, memory_budget=memory_budget, **options)
@@ -81,4 +81,4 @@ def test_non_finite_flag_on_cuda(column):
     logits = logits.detach().clone()
     logits[2, 1, 1, column] = float("nan")
     with pytest.raises(ValueError, match="logits of sample 2 are not finite"):
-        transducer_loss(logits.cuda(), *(t.cuda() for t in lattice), durations=[0, 1, 2, 3, 4])
+        transducer_loss(logits.cuda(), *(t.cuda() for t in lattice), lattice=TDT([0, 1, 2, 3, 4]))

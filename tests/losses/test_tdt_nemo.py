@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss
+from asr_plugin.losses import TDT, TransducerLoss
 from asr_plugin.models import Joint
 
 pytestmark = pytest.mark.nemo
@@ -59,7 +59,7 @@ def test_matches_nemo_tdt_pytorch_per_sample(mode, sigma):
         with mock.patch.object(torch.Tensor, "cuda", lambda self, *args, **kwargs: self):
             return nemo_loss(acts=acts, labels=lattice[0], act_lens=lattice[1], label_lens=lattice[2])
 
-    ours = TransducerLoss(mode, reduction="none", durations=DURATIONS, sigma=sigma, memory_budget="8KiB")
+    ours = TransducerLoss(mode, reduction="none", lattice=TDT(DURATIONS, sigma), memory_budget="8KiB")
     expected = losses_and_grads(theirs, inputs)
     got = losses_and_grads(lambda: ours(encoder_out, predictor_out, joint, *lattice), inputs)
     assert_close_relative(got, expected)
@@ -77,7 +77,7 @@ def test_matches_nemo_tdt_numba_on_cuda(mode):
     def theirs():
         return nemo_loss(joint(encoder_out, predictor_out), *lattice)
 
-    ours = TransducerLoss(mode, reduction="none", durations=DURATIONS, sigma=0.05, memory_budget="64KiB")
+    ours = TransducerLoss(mode, reduction="none", lattice=TDT(DURATIONS, 0.05), memory_budget="64KiB")
     expected = losses_and_grads(theirs, inputs)
     got = losses_and_grads(lambda: ours(encoder_out, predictor_out, joint, *lattice), inputs)
     assert_close_relative(got, expected)

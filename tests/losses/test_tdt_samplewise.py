@@ -7,7 +7,7 @@ import torch
 from loss_checks import assert_gradient_is_the_finite_difference
 from loss_joints import TanhJoint
 
-from asr_plugin.losses import TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import TDT, TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
 from asr_plugin.models import Joint
 
 DURATIONS = (0, 1, 2, 3, 4)
@@ -41,7 +41,7 @@ def loss_and_grads(loss_fn, joint, encoder_out, predictor_out, upstream):
 def budget_for(case, cells, **options):
     """A budget holding `cells` lattice cells of the case's joint (the planner's own bytes per cell)."""
     joint, encoder_out, predictor_out, lattice = case
-    one_cell = plan_samplewise(encoder_out, predictor_out, joint, *lattice, durations=DURATIONS, **options).bytes_per_cell.total
+    one_cell = plan_samplewise(encoder_out, predictor_out, joint, *lattice, lattice=TDT(DURATIONS), **options).bytes_per_cell.total
     return cells * one_cell
 
 
@@ -52,7 +52,7 @@ def test_matches_batched(joint_kind, grouping, reduction):
     case = make_case(joint_kind, seed=1)
     joint, encoder_out, predictor_out, lattice = case
     budget = {"single group": None, "several groups": budget_for(case, 2 * 11 * 5), "T-chunks": budget_for(case, 9)}[grouping]
-    plan = plan_samplewise(encoder_out, predictor_out, joint, *lattice, durations=DURATIONS, memory_budget=budget)
+    plan = plan_samplewise(encoder_out, predictor_out, joint, *lattice, lattice=TDT(DURATIONS), memory_budget=budget)
     chunked = any(len(group.chunks()) > 1 for group in plan.groups)
     if grouping == "single group":
         assert len(plan.groups) == 1
@@ -61,7 +61,7 @@ def test_matches_batched(joint_kind, grouping, reduction):
     else:
         assert chunked
     upstream = torch.linspace(0.3, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
-    options = dict(reduction=reduction, durations=DURATIONS, sigma=0.05)
+    options = dict(reduction=reduction, lattice=TDT(DURATIONS, 0.05))
     expected = loss_and_grads(
         lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, upstream
     )
@@ -76,7 +76,7 @@ def test_matches_batched(joint_kind, grouping, reduction):
 def test_float64_with_clamp_matches_batched():
     case = make_case("fused", dtype=torch.float64, seed=2)
     joint, encoder_out, predictor_out, lattice = case
-    options = dict(reduction="sum", durations=DURATIONS, sigma=0.02, clamp=0.1)
+    options = dict(reduction="sum", lattice=TDT(DURATIONS, 0.02, clamp=0.1))
     expected = loss_and_grads(
         lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64)
     )
@@ -93,9 +93,9 @@ def test_omega_takes_the_same_branch_in_both_modes(mode):
     """One draw per call, before the first group; seeded, both modes take the same branch (and the draw does not
     change the plan)."""
     joint, encoder_out, predictor_out, lattice = make_case("fused", seed=3)
-    rnnt = TransducerLoss(mode, reduction="sum", durations=DURATIONS, sigma=0.05, omega=1.0, memory_budget="4KiB")
-    tdt = TransducerLoss(mode, reduction="sum", durations=DURATIONS, sigma=0.05, memory_budget="4KiB")
-    mixed = TransducerLoss(mode, reduction="sum", durations=DURATIONS, sigma=0.05, omega=0.5, memory_budget="4KiB")
+    rnnt = TransducerLoss(mode, reduction="sum", lattice=TDT(DURATIONS, 0.05), omega=1.0, memory_budget="4KiB")
+    tdt = TransducerLoss(mode, reduction="sum", lattice=TDT(DURATIONS, 0.05), memory_budget="4KiB")
+    mixed = TransducerLoss(mode, reduction="sum", lattice=TDT(DURATIONS, 0.05), omega=0.5, memory_budget="4KiB")
     args = (encoder_out, predictor_out, joint, *lattice)
     upstream = torch.tensor(1.0)
     branches = {True: loss_and_grads(lambda: rnnt(*args), joint, encoder_out, predictor_out, upstream),
@@ -127,7 +127,7 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
     def seeded_loss():
         torch.manual_seed(0)
         loss = samplewise_transducer_loss(
-            encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget, durations=DURATIONS, sigma=0.05
+            encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget, lattice=TDT(DURATIONS, 0.05)
         )
         return (loss * upstream).sum()
 
@@ -139,7 +139,7 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
 
 def test_bf16_autocast_matches_batched():
     joint, encoder_out, predictor_out, lattice = make_case("fused", vocab=16, seed=5)
-    options = dict(durations=DURATIONS, sigma=0.02)
+    options = dict(lattice=TDT(DURATIONS, 0.02))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = loss_and_grads(
             lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, torch.tensor(1.0)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torchaudio
 
-from asr_plugin.losses import transducer_loss
+from asr_plugin.losses import RNNT, transducer_loss
 
 
 def torchaudio_loss(problem, reduction="none", clamp=None, logits=None):
@@ -79,7 +79,7 @@ def test_output_dtype_and_integer_dtypes(make_problem):
 def test_clamp_matches_torchaudio(make_problem, clamp):
     problem = make_problem(batch=3, frames=8, labels=4, vocab=6, seed=5)
     upstream = torch.tensor([0.5, 2.0, 1.0])
-    ours = values_and_grad(lambda: transducer_loss(*problem.args(), reduction="none", clamp=clamp), problem.logits, upstream)
+    ours = values_and_grad(lambda: transducer_loss(*problem.args(), RNNT(clamp=clamp), reduction="none"), problem.logits, upstream)
     theirs = values_and_grad(lambda: torchaudio_loss(problem, "none", clamp), problem.logits, upstream)
     torch.testing.assert_close(ours[0], theirs[0])
     torch.testing.assert_close(ours[1], theirs[1], rtol=1e-5, atol=1e-6)

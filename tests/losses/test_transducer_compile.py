@@ -71,7 +71,7 @@ def test_fake_kernels_match_the_ops(make_problem):
     log_probs, denominators = ops.transducer_log_probs(logits, *lengths, 0, 5, 0, bad)
     torch.library.opcheck(ops.transducer_alphas_betas.default, (log_probs, *lengths[1:]), test_utils=checks)
     alphas, betas, nll = ops.transducer_alphas_betas(log_probs, *lengths[1:])
-    grad_args = (logits, denominators, log_probs, alphas, betas, nll, *lengths, 0, 5, 0, torch.ones(2), 0.0, torch.empty_like(logits))
+    grad_args = (logits, denominators, log_probs, alphas, betas, nll, *lengths, 0, 5, 0, torch.ones(2), 0.0, torch.empty_like(logits), 0.01)
     torch.library.opcheck(ops.transducer_logits_grad.default, grad_args, test_utils=checks)
 
 

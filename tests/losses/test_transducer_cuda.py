@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import RNNT, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses.extension import load_libraries
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -30,15 +30,15 @@ def on_cuda(problem, dtype):
 # float32: the CUDA kernels sum in another order than the CPU ones (H200, 2026-11-30: one gradient of 182,000
 # off by 1.5e-5), so 5e-5
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
-@pytest.mark.parametrize("clamp", [None, 0.1])
-def test_batched_cuda_matches_cpu(make_problem, dtype, tolerance, clamp):
+@pytest.mark.parametrize("lattice", [RNNT(), RNNT(clamp=0.1), RNNT(fastemit_lambda=0.01)], ids=["plain", "clamp", "fastemit"])
+def test_batched_cuda_matches_cpu(make_problem, dtype, tolerance, lattice):
     problem = make_problem(batch=5, frames=40, labels=12, vocab=70, blank=3, seed=41)
     upstream = torch.linspace(0.5, 2.0, 5, dtype=torch.float64)
     cpu_logits = problem.logits.detach().to(dtype).requires_grad_()
-    expected = transducer_loss(cpu_logits, *problem.args()[1:], blank=3, reduction="none", clamp=clamp)
+    expected = transducer_loss(cpu_logits, *problem.args()[1:], lattice, blank=3, reduction="none")
     (expected_grad,) = torch.autograd.grad(expected, cpu_logits, upstream.to(expected.dtype))
-    logits, *lattice = on_cuda(problem, dtype)
-    loss = transducer_loss(logits, *lattice, blank=3, reduction="none", clamp=clamp)
+    logits, *sequences = on_cuda(problem, dtype)
+    loss = transducer_loss(logits, *sequences, lattice, blank=3, reduction="none")
     (grad,) = torch.autograd.grad(loss, logits, upstream.to("cuda", loss.dtype))
     torch.testing.assert_close(loss.cpu(), expected.detach(), rtol=tolerance, atol=tolerance)
     torch.testing.assert_close(grad.cpu().double(), expected_grad.double(), rtol=tolerance, atol=tolerance)

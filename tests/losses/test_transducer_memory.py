@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from asr_plugin.losses import samplewise_transducer_loss
+from asr_plugin.losses import RNNT, TDT, samplewise_transducer_loss
 from asr_plugin.models import Joint
 from loss_joints import TanhJoint
 
@@ -61,19 +61,19 @@ class PeakHeap(TorchDispatchMode):
 
 
 LATTICES = [
-    pytest.param(None, id="rnnt"),
-    pytest.param((0, 1, 2, 3, 4), id="tdt"),  # D = 5 duration scores per cell, 6 + D statistics
+    pytest.param(RNNT(), id="rnnt"),
+    pytest.param(TDT((0, 1, 2, 3, 4)), id="tdt"),  # D = 5 duration scores per cell, 6 + D statistics
 ]
 
 
 @pytest.mark.parametrize("joint_kind", ["standard", "standard+dropout", "graph"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 @pytest.mark.parametrize("budget_mib", [2, 8])  # T-chunks of ~10 / ~40 frames, whole samples
-@pytest.mark.parametrize("durations", LATTICES)
-def test_step_stays_within_budget(joint_kind, autocast, budget_mib, durations):
+@pytest.mark.parametrize("lattice", LATTICES)
+def test_step_stays_within_budget(joint_kind, autocast, budget_mib, lattice):
     torch.manual_seed(0)
     batch, frames, labels, hidden, vocab = 3, 200, 50, 256, 512
-    extra = len(durations or ())
+    extra = lattice.num_extra_outputs
     if joint_kind == "graph":
         joint = TanhJoint(hidden, hidden, hidden, vocab, extra)  # run through its autograd graph
     else:  # fused; with dropout it also keeps a bool mask per hidden unit of a step
@@ -90,7 +90,7 @@ def test_step_stays_within_budget(joint_kind, autocast, budget_mib, durations):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = samplewise_transducer_loss(
                 encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, memory_budget=budget,
-                durations=durations,
+                lattice=lattice,
             )
         loss.backward()
         for tensor in (encoder_out, predictor_out, *joint.parameters()):

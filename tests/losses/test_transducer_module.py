@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss, parse_memory_budget, transducer_loss
+from asr_plugin.losses import RNNT, TransducerLoss, parse_memory_budget, transducer_loss
 
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
@@ -22,9 +22,9 @@ def test_modes_agree(make_joint_problem, reduction):
 
 
 def test_module_options_and_repr():
-    module = TransducerLoss("samplewise", blank=0, reduction="sum", clamp=1.0, memory_budget="2GB")
+    module = TransducerLoss("samplewise", RNNT(clamp=1.0), blank=0, reduction="sum", memory_budget="2GB")
     assert module.memory_budget == 2 * 10**9
-    assert "mode='samplewise'" in repr(module) and "memory_budget=2000000000" in repr(module)
+    assert "mode='samplewise', lattice=RNNT(clamp=1.0, fastemit_lambda=0.0)" in repr(module) and "memory_budget=2000000000" in repr(module)
     with pytest.raises(ValueError, match=r"mode must be one of \('batched', 'samplewise'\), got 'sample'"):
         TransducerLoss("sample")
     with pytest.raises(ValueError, match="reduction must be one of"):

@@ -6,7 +6,7 @@ import logging
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import TDT, TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses.planning import default_budget, plan_groups
 
 
@@ -100,15 +100,15 @@ def test_the_plan_counts_the_duration_outputs(make_joint_problem):
     rnnt_joint, tdt_joint = Joint(6, 7, hidden, vocab), Joint(6, 7, hidden, vocab, num_extra_outputs=5)
     args = (problem.encoder_out, problem.predictor_out)
     rnnt = plan_samplewise(*args, rnnt_joint, *problem.lattice())
-    tdt = plan_samplewise(*args, tdt_joint, *problem.lattice(), durations=durations)
+    tdt = plan_samplewise(*args, tdt_joint, *problem.lattice(), lattice=TDT(durations))
     assert rnnt.bytes_per_cell == cell_bytes(vocab, torch.float32, hidden, torch.float32, 2, 0, 5)
     assert tdt.bytes_per_cell == cell_bytes(vocab + 5, torch.float32, hidden, torch.float32, 2, 0, 6 + 5)
     assert tdt.bytes_per_cell.step - rnnt.bytes_per_cell.step == 5 * 4  # D float32 scores
     assert tdt.bytes_per_cell.lattice - rnnt.bytes_per_cell.lattice == 6 * 4  # 1 + D more statistics
-    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 5 .* the RNN-T loss \(durations=None\) expects none"):
+    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 5 .* lattice RNNT\(clamp=None, fastemit_lambda=0.0\) needs 0"):
         plan_samplewise(*args, tdt_joint, *problem.lattice())
-    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 0 .* durations \[0, 1, 2, 3, 4\] need D = 5"):
-        TransducerLoss("batched", durations=durations)(*args, rnnt_joint, *problem.lattice())
+    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 0 .* lattice TDT\(durations=\(0, 1, 2, 3, 4\), .*\) needs 5"):
+        TransducerLoss("batched", lattice=TDT(durations))(*args, rnnt_joint, *problem.lattice())
 
 
 @pytest.mark.parametrize("max_samples", [None, 1])

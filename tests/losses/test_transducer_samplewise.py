@@ -5,7 +5,7 @@ import torch
 from loss_checks import assert_gradient_is_the_finite_difference
 from torch import nn
 
-from asr_plugin.losses import samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import RNNT, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 
 
@@ -23,7 +23,7 @@ def losses_and_grads(loss_fn, problem, upstream):
 
 def batched(problem, reduction="mean", clamp=None):
     logits = problem.joint(problem.encoder_out, problem.predictor_out)
-    return transducer_loss(logits, *problem.lattice(), blank=problem.blank, reduction=reduction, clamp=clamp)
+    return transducer_loss(logits, *problem.lattice(), RNNT(clamp=clamp), blank=problem.blank, reduction=reduction)
 
 
 def samplewise(problem, reduction="mean", clamp=None, memory_budget=None):
@@ -32,9 +32,9 @@ def samplewise(problem, reduction="mean", clamp=None, memory_budget=None):
         problem.predictor_out,
         problem.joint,
         *problem.lattice(),
+        RNNT(clamp=clamp),
         blank=problem.blank,
         reduction=reduction,
-        clamp=clamp,
         memory_budget=memory_budget,
     )
 

@@ -1,10 +1,11 @@
 """Bad inputs raise ValueError/TypeError naming the argument and the sample, before any kernel runs: the same
-catalogue for the RNN-T and the TDT loss, plus TDT's durations, sigma and omega."""
+catalogue for the RNN-T and the TDT loss, plus the lattices' own parameters (checked once, when a lattice is built)
+and omega."""
 
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import RNNT, TDT, TransducerLoss, samplewise_transducer_loss, transducer_loss
 
 
 TDT_DURATIONS = [0, 1, 2]
@@ -22,7 +23,7 @@ def call(problem, durations=None, **changes):
         logit_lengths=problem.logit_lengths,
         target_lengths=problem.target_lengths,
         blank=problem.blank,
-        durations=durations,
+        lattice=None if durations is None else TDT(durations),
     )
     args.update(changes)
     return transducer_loss(**args)
@@ -52,8 +53,6 @@ def call(problem, durations=None, **changes):
         (lambda p: dict(blank=-1), ValueError, "blank = -1 is out of range"),
         (lambda p: dict(blank=1.0), TypeError, "blank must be an int"),
         (lambda p: dict(reduction="avg"), ValueError, "reduction must be one of"),
-        (lambda p: dict(clamp=0.0), ValueError, "clamp must be None"),
-        (lambda p: dict(clamp=-1), ValueError, "clamp must be None"),
         (lambda p: dict(logits=p.logits.detach().to("meta")), ValueError, "targets is on cpu but logits is on meta"),
     ],
 )
@@ -79,31 +78,47 @@ def test_too_few_token_scores(make_problem):
 
 
 @pytest.mark.parametrize(
-    "options, error, match",
+    "build, error, match",
     [
-        (dict(durations=[1, 2]), ValueError, r"durations must contain 0 and 1 .* got \[1, 2\]"),
-        (dict(durations=[0, 2, 3]), ValueError, "durations must contain 0 and 1"),
-        (dict(durations=[]), ValueError, "durations must contain 0 and 1"),
-        (dict(durations=[0, 1, 1]), ValueError, r"sorted, distinct and non-negative, got \[0, 1, 1\]"),
-        (dict(durations=[1, 0, 2]), ValueError, "sorted, distinct and non-negative"),
-        (dict(durations=[-1, 0, 1]), ValueError, "sorted, distinct and non-negative"),
-        (dict(durations=[0, 1.0]), TypeError, r"durations must be ints, got \[0, 1.0\]"),
-        (dict(durations=[0, True]), TypeError, "durations must be ints"),
-        (dict(durations="0,1"), TypeError, "durations must be None .* or a list of ints"),
-        (dict(durations=4), TypeError, "durations must be None .* or a list of ints"),
-        (dict(durations=torch.tensor([0, 1])), TypeError, "durations must be None .* or a list of ints"),
-        (dict(durations=list(range(33))), ValueError, "at most 32 values, got 33"),
-        (dict(durations=[0, 1], sigma=-0.1), ValueError, "sigma .* must be >= 0, got -0.1"),
-        (dict(durations=[0, 1], sigma=float("nan")), TypeError, "sigma must be a finite float"),
-        (dict(durations=[0, 1], sigma="0.05"), TypeError, "sigma must be a finite float"),
-        (dict(durations=[0, 1], omega=1.5), ValueError, r"omega .* must be in \[0, 1\], got 1.5"),
-        (dict(sigma=0.05), ValueError, "sigma = 0.05 applies to the TDT loss only: pass durations"),
-        (dict(omega=0.1), ValueError, "omega = 0.1 applies to the TDT loss only"),
+        (lambda: TDT([1, 2]), ValueError, r"TDT: durations must contain 0 and 1 .* got \[1, 2\]"),
+        (lambda: TDT([0, 2, 3]), ValueError, "durations must contain 0 and 1"),
+        (lambda: TDT([]), ValueError, "durations must contain 0 and 1"),
+        (lambda: TDT([0, 1, 1]), ValueError, r"sorted, distinct and non-negative, got \[0, 1, 1\]"),
+        (lambda: TDT([1, 0, 2]), ValueError, "sorted, distinct and non-negative"),
+        (lambda: TDT([-1, 0, 1]), ValueError, "sorted, distinct and non-negative"),
+        (lambda: TDT([0, 1.0]), TypeError, r"durations must be ints, got \[0, 1.0\]"),
+        (lambda: TDT([0, True]), TypeError, "durations must be ints"),
+        (lambda: TDT("0,1"), TypeError, "durations must be a list of ints"),
+        (lambda: TDT(4), TypeError, "durations must be a list of ints"),
+        (lambda: TDT(torch.tensor([0, 1])), TypeError, "durations must be a list of ints"),
+        (lambda: TDT(list(range(33))), ValueError, "at most 32 values, got 33"),
+        (lambda: TDT([0, 1], sigma=-0.1), ValueError, "sigma .* must be >= 0, got -0.1"),
+        (lambda: TDT([0, 1], sigma=float("nan")), TypeError, "TDT: sigma must be a finite float"),
+        (lambda: TDT([0, 1], sigma="0.05"), TypeError, "sigma must be a finite float"),
+        (lambda: TDT([0, 1], clamp=0.0), ValueError, "TDT: clamp must be None"),
+        (lambda: RNNT(clamp=0.0), ValueError, "RNNT: clamp must be None"),
+        (lambda: RNNT(clamp=-1), ValueError, "clamp must be None"),
+        (lambda: RNNT(fastemit_lambda=-0.01), ValueError, "RNNT: fastemit_lambda must be >= 0"),
+        (lambda: RNNT(fastemit_lambda=float("inf")), TypeError, "fastemit_lambda must be a finite float"),
     ],
 )
-def test_tdt_option_errors(make_problem, options, error, match):
+def test_lattice_parameter_errors(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(lattice=TDT([0, 1]), omega=1.5), ValueError, r"omega .* must be in \[0, 1\], got 1.5"),
+        (dict(omega=0.1), ValueError, r"omega = 0.1 applies to the TDT lattice only, the loss's lattice is RNNT\("),
+        (dict(lattice=dict(kind="tdt", durations=[0, 1])), TypeError, "lattice must be a lattice such as RNNT()"),
+        (dict(durations=[0, 1]), TypeError, "unexpected keyword argument 'durations'"),
+    ],
+)
+def test_loss_option_errors(make_problem, options, error, match):
     problem = make_problem(batch=3, frames=6, labels=4, vocab=7, seed=21)
-    logits = torch.cat([problem.logits, torch.zeros(3, 6, 5, 3)], -1)
+    logits = torch.cat([problem.logits, torch.zeros(3, 6, 5, 2)], -1)
     with pytest.raises(error, match=match):
         transducer_loss(logits, problem.targets, problem.logit_lengths, problem.target_lengths, **options)
     with pytest.raises(error, match=match):

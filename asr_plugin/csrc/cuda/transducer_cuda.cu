@@ -92,7 +92,8 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
                                    const int64_t* __restrict__ targets, const int64_t* __restrict__ T_len,
                                    const int64_t* __restrict__ U_len, const acc_t* __restrict__ weights,
                                    scalar_t* grad, int64_t rows, int64_t Tc, int64_t U1, int64_t W, int64_t V,
-                                   int64_t T, int64_t U, int64_t blank, int64_t t_offset, acc_t clamp) {
+                                   int64_t T, int64_t U, int64_t blank, int64_t t_offset, acc_t clamp,
+                                   acc_t fastemit_lambda) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
@@ -106,8 +107,9 @@ __global__ void logits_grad_kernel(const scalar_t* logits, const acc_t* __restri
   }
   for (int64_t v = V + lane; v < W; v += kWarp) g[v] = scalar_t(0);  // columns the lattice does not score
   const int64_t cell = (r.n * T + r.t) * U1 + r.u;
-  const CellFlows<acc_t> flows = cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u,
-                                            T_len[r.n], U_len[r.n], -nll[r.n]);
+  const CellFlows<acc_t> flows = with_fastemit(
+      cell_flows(log_probs + 2 * cell, alphas + cell, betas + cell, U1, r.t, r.u, T_len[r.n], U_len[r.n], -nll[r.n]),
+      fastemit_lambda);
   const acc_t den = denominators[cell];
   const acc_t w = weights[r.n];
   const int64_t label = r.u < U_len[r.n] ? targets[r.n * U + r.u] : -1;
@@ -169,10 +171,11 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
                       const at::Tensor& alphas, const at::Tensor& betas, const at::Tensor& nll,
                       const at::Tensor& targets, const at::Tensor& logit_lengths,
                       const at::Tensor& target_lengths, int64_t blank, int64_t vocab, int64_t t_offset,
-                      const at::Tensor& weights, double clamp, const at::Tensor& grad) {
+                      const at::Tensor& weights, double clamp, const at::Tensor& grad, double fastemit_lambda) {
   check_logits_grad_args(logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
                          t_offset, weights, grad);
   check_vocab(logits, blank, vocab);
+  check_fastemit(fastemit_lambda);
   TORCH_CHECK(denominators.dim() == 3 && log_probs.size(3) == 2,
               "transducer op: denominators must be (N, T, U+1) and log_probs (N, T, U+1, 2)");
   const c10::cuda::CUDAGuard guard(logits.device());
@@ -187,7 +190,7 @@ void logits_grad_cuda(const at::Tensor& logits, const at::Tensor& denominators, 
         alphas.data_ptr<acc_t>(), betas.data_ptr<acc_t>(), nll.data_ptr<acc_t>(), targets.data_ptr<int64_t>(),
         logit_lengths.data_ptr<int64_t>(), target_lengths.data_ptr<int64_t>(), weights.data_ptr<acc_t>(),
         grad.data_ptr<scalar_t>(), rows, Tc, U1, W, V, alphas.size(1), targets.size(1), blank, t_offset,
-        static_cast<acc_t>(clamp));
+        static_cast<acc_t>(clamp), static_cast<acc_t>(fastemit_lambda));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
