@@ -29,6 +29,7 @@ import torch
 
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.validation import check_encoder_output
+from asr_plugin.losses import RNNT
 from asr_plugin.models import Transducer
 from asr_plugin.models.predictor import LSTMState
 
@@ -211,8 +212,8 @@ def modified_beam_search(
         the best hypothesis of each utterance, in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
-    if getattr(model, "durations", None):
-        raise ValueError(f"modified_beam_search does not decode TDT models (durations {list(model.durations)}): "
+    if type(model.lattice) is not RNNT:
+        raise ValueError(f"modified_beam_search decodes RNN-T models only, not this model's lattice {model.lattice!r}: "
                          "use greedy search (decoding method 'greedy')")
     if beam < 1:
         raise ValueError(f"beam={beam} must be >= 1")

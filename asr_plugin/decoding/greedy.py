@@ -6,6 +6,7 @@ import torch
 
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.validation import check_encoder_output
+from asr_plugin.losses import RNNT, TDT
 from asr_plugin.models import Transducer
 
 
@@ -17,21 +18,14 @@ def greedy_search(
     max_symbols_per_frame: int = 4,
     tokenizer: TokenDecoder | None = None,
 ) -> list[Hypothesis]:
-    """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame.
-
-    RNN-T: at every frame the joint's argmax is taken; a blank moves to the next frame, a token is
-    emitted and the predictor advances on it. The score is the sum of the chosen symbols'
-    log-probabilities, i.e. the standard RNN-T path log-probability (tokens and the closing blank of
-    each frame). When a frame reaches `max_symbols_per_frame` emitted tokens the search moves on
-    without a blank and adds no blank term, the convention `modified_beam_search` shares: its tokens,
-    timestamps and score equal ``modified_beam_search(..., beam=1)`` with the same `max_symbols_per_frame`.
-
-    TDT models (``model.durations``): `tdt_greedy_search`, NeMo's TDT ``greedy_batch``.
+    """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy
+    step of the model's lattice (``GREEDY_SEARCHES[type(model.lattice)]``): `rnnt_greedy_search` for ``RNNT``,
+    `tdt_greedy_search` (NeMo's TDT ``greedy_batch``) for ``TDT``.
 
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 
     Args:
-        model: the transducer (its predictor and joint are used).
+        model: the transducer (its lattice, predictor and joint are used).
         encoder_out: (B, T, H_e) float encoder frames.
         encoder_lengths: (B,) int64 valid frames per utterance.
         max_symbols_per_frame: >= 1, cap on tokens emitted at one frame.
@@ -42,8 +36,30 @@ def greedy_search(
     check_encoder_output(encoder_out, encoder_lengths)
     if max_symbols_per_frame < 1:
         raise ValueError(f"max_symbols_per_frame={max_symbols_per_frame} must be >= 1")
-    if getattr(model, "durations", None):
-        return tdt_greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
+    search = GREEDY_SEARCHES.get(type(model.lattice))
+    if search is None:
+        raise ValueError(f"greedy search has no step for the lattice {model.lattice!r} (it decodes "
+                         f"{sorted(kind.__name__ for kind in GREEDY_SEARCHES)})")
+    return search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
+
+
+@torch.no_grad()
+def rnnt_greedy_search(
+    model: Transducer,
+    encoder_out: torch.Tensor,
+    encoder_lengths: torch.Tensor,
+    max_symbols_per_frame: int = 4,
+    tokenizer: TokenDecoder | None = None,
+) -> list[Hypothesis]:
+    """Greedy search of an RNN-T model: at every frame the joint's argmax is taken; a blank moves to the next frame, a token is
+    emitted and the predictor advances on it. The score is the sum of the chosen symbols'
+    log-probabilities, i.e. the standard RNN-T path log-probability (tokens and the closing blank of
+    each frame). When a frame reaches `max_symbols_per_frame` emitted tokens the search moves on
+    without a blank and adds no blank term, the convention `modified_beam_search` shares: its tokens,
+    timestamps and score equal ``modified_beam_search(..., beam=1)`` with the same `max_symbols_per_frame`.
+
+    Args and returns as `greedy_search` (which checks them).
+    """
     predictor, joint, blank = model.predictor, model.joint, model.blank_id
     batch_size, num_frames, _ = encoder_out.shape
     device = encoder_out.device
@@ -100,14 +116,14 @@ def tdt_greedy_search(
     (no blank is scored). Score: the sum over the chosen steps of log softmax(tokens)[token] +
     log softmax(durations)[duration] (the duration taken: 1 for a blank whose best was 0).
 
-    Args and returns as `greedy_search`.
+    Args and returns as `greedy_search` (which checks them).
     """
     predictor, joint, blank = model.predictor, model.joint, model.blank_id
     batch_size, num_frames, _ = encoder_out.shape
     device = encoder_out.device
     lengths = encoder_lengths.to(device)
     vocab = model.vocab_size
-    durations = torch.tensor(model.durations, dtype=torch.long, device=device)  # (D,)
+    durations = torch.tensor(model.lattice.durations, dtype=torch.long, device=device)  # (D,)
     # a blank whose best duration is 0 advances one frame, scored with duration 1's log-prob (when there is one)
     ones = (durations == 1).nonzero().squeeze(1)
     rows = torch.arange(batch_size, device=device)
@@ -167,3 +183,7 @@ def tdt_greedy_search(
     for hyp, score in zip(hyps, scores.tolist()):
         hyp.score = score
     return attach_text(hyps, tokenizer)
+
+
+# The greedy step of each lattice the models use (adding a lattice adds its step here).
+GREEDY_SEARCHES = {RNNT: rnnt_greedy_search, TDT: tdt_greedy_search}

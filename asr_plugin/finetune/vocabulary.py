@@ -32,8 +32,8 @@ def vocabulary_changed(model: Transducer, source: Mapping[str, torch.Tensor], ne
     if new_vocabulary not in (True, False, "auto"):
         raise ValueError(f"new_vocabulary={new_vocabulary!r} must be true, false or auto")
     size = source_vocab_size(source)
-    if size is not None:  # a TDT joint's duration rows follow the tokens (the model's durations)
-        size -= len(getattr(model, "durations", None) or ())
+    if size is not None:  # a TDT joint's duration rows follow the tokens (the model's lattice's extra outputs)
+        size -= model.lattice.num_extra_outputs
     if new_vocabulary == "auto":
         return size is not None and size != model.vocab_size
     if not new_vocabulary and size is not None and size != model.vocab_size:

@@ -25,8 +25,8 @@ class Joint(nn.Module):
         vocab_size: V, including blank.
         activation: "tanh" (default, as NeMo and torchaudio), "relu" or "gelu".
         dropout: dropout on the joint hidden activations.
-        num_extra_outputs: D scores per cell after the V token scores: a TDT joint's duration scores
-            (``len(durations)`` of its ``TransducerLoss``), 0 for RNN-T.
+        num_extra_outputs: D scores per cell after the V token scores: the model's lattice's
+            (``num_extra_outputs``; TDT: its D duration scores), 0 for RNN-T.
     """
 
     def __init__(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
+from asr_plugin.losses import RNNT, TransducerLattice, lattice_from_record
 from asr_plugin.models.encoder import ConformerEncoder
 from asr_plugin.models.joint import Joint
 from asr_plugin.models.predictor import LSTMPredictor
@@ -21,29 +22,31 @@ class Transducer(nn.Module):
     The model never materialises the (B, T, U+1, V) lattice itself: it hands the encoder and
     predictor outputs and the joint to the loss, which runs the joint batched or sample by sample.
 
-    A TDT model (token-and-duration transducer, ``durations`` given) has a joint that emits V token scores
-    followed by ``len(durations)`` duration scores per cell; its loss is ``TransducerLoss(durations=...)``
-    and greedy search skips frames by the predicted durations.
+    The model owns its lattice (``asr_plugin.losses.RNNT`` or ``TDT``): its loss is
+    ``TransducerLoss(mode, lattice=model.lattice)`` and decoding runs the lattice's greedy step. A TDT model's
+    joint emits V token scores followed by ``len(lattice.durations)`` duration scores per cell, and greedy
+    search skips frames by the predicted durations.
 
     Args:
-        durations: the TDT durations in frames (sorted, containing 0 and 1), None for RNN-T.
+        lattice: the transducer lattice (default ``RNNT()``); the joint's ``num_extra_outputs`` must be its.
     """
 
     def __init__(self, encoder: ConformerEncoder, predictor: LSTMPredictor, joint: Joint,
-                 durations: Sequence[int] | None = None) -> None:
+                 lattice: TransducerLattice | None = None) -> None:
         super().__init__()
+        lattice = RNNT() if lattice is None else lattice
+        if not isinstance(lattice, TransducerLattice):
+            raise TypeError(f"lattice must be RNNT(...) or TDT(...) (asr_plugin.losses), got {lattice!r}")
         extra = getattr(joint, "num_extra_outputs", 0)
-        if durations is not None and (len(set(durations)) != len(durations) or min(durations, default=-1) < 0):
-            raise ValueError(f"durations={list(durations)} must be distinct frame counts >= 0")
-        if len(durations or ()) != extra:
-            raise ValueError(f"durations={durations} needs a joint with {len(durations or ())} extra outputs, the "
-                             f"joint has {extra}")
+        if lattice.num_extra_outputs != extra:
+            raise ValueError(f"the lattice {lattice!r} needs a joint with {lattice.num_extra_outputs} extra outputs, "
+                             f"the joint has {extra}")
         self.encoder = encoder
         self.predictor = predictor
         self.joint = joint
         self.blank_id = predictor.blank_id
         self.vocab_size = joint.vocab_size  # V token scores (a TDT joint's durations come after them)
-        self.durations = tuple(int(d) for d in durations) if durations else None
+        self.lattice = lattice
 
     def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T_feat, F), (B,) -> (B, T, H_e) encoder frames, (B,) int64 frame counts."""
@@ -113,7 +116,7 @@ def build_transducer(
     joint_activation: str = "tanh",
     joint_dropout: float = 0.0,
     blank_id: int = 0,
-    durations: list[int] | None = None,
+    lattice: Mapping[str, Any] | None = None,
 ) -> Transducer:
     """Builds a Conformer-transducer from flat sizes (what `conf/model/*.yaml` hold).
 
@@ -121,8 +124,11 @@ def build_transducer(
     ``encoder_bias`` = the encoder's ``bias``) are `ConformerEncoder`'s; their defaults are the original
     small model (torchaudio blocks, unpadded 64-channel subsampling). ``predictor_blank_as_pad`` is the
     predictor's ``blank_as_pad`` (NeMo's convention: the start symbol's embedding is a zero padding row).
-    ``durations`` makes a TDT model (the joint gets ``len(durations)`` extra outputs; see `Transducer`).
+    ``lattice`` is the lattice's record (``asr_plugin.losses.lattice_from_record``: ``{"kind": "rnnt",
+    "clamp": None, "fastemit_lambda": 0.0}``, or ``{"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.02}``,
+    whose joint gets ``len(durations)`` extra outputs; see `Transducer`); None is RNN-T.
     """
+    built_lattice = RNNT() if lattice is None else lattice_from_record(lattice, "model.lattice")
     encoder = ConformerEncoder(
         input_dim=input_dim,
         d_model=d_model,
@@ -148,5 +154,5 @@ def build_transducer(
         blank_as_pad=predictor_blank_as_pad,
     )
     joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout,
-                  num_extra_outputs=len(durations or ()))
-    return Transducer(encoder, predictor, joint, durations)
+                  num_extra_outputs=built_lattice.num_extra_outputs)
+    return Transducer(encoder, predictor, joint, built_lattice)

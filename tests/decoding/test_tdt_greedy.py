@@ -14,7 +14,7 @@ DURATIONS = [0, 1, 2, 3, 4]
 
 def tdt_model(seed: int):
     """A tiny TDT model whose joint often predicts duration 0 for tokens (several tokens per frame)."""
-    model = tiny_transducer(seed=seed, durations=DURATIONS)
+    model = tiny_transducer(seed=seed, lattice={"kind": "tdt", "durations": DURATIONS})
     with torch.no_grad():
         vocab = model.vocab_size
         model.joint.output.bias[vocab:] = torch.tensor([0.8, 0.5, 0.0, -0.2, -0.4])  # duration scores
@@ -92,9 +92,9 @@ def test_max_symbols_caps_tokens_per_frame() -> None:
 def test_beam_search_refuses_tdt_models() -> None:
     model = tdt_model(0)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=6, seed=0)
-    with pytest.raises(ValueError, match="does not decode TDT models .*use greedy"):
+    with pytest.raises(ValueError, match=r"decodes RNN-T models only, not this model's lattice TDT\(durations=.*use greedy"):
         modified_beam_search(model, encoder_out, lengths)
-    with pytest.raises(ValueError, match="does not decode TDT models"):
+    with pytest.raises(ValueError, match="decodes RNN-T models only"):
         decode(model, encoder_out, lengths, "beam")
     assert [h.tokens for h in decode(model, encoder_out, lengths, "greedy")] == \
         [h.tokens for h in greedy_search(model, encoder_out, lengths)]
