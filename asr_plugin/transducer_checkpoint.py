@@ -4,8 +4,11 @@ running anything from it.
 A checkpoint carries everything needed to reload, decode, evaluate, export and resume its model:
 
 - ``hyper_parameters.model``: the architecture as plain ``asr_plugin.models.build_transducer`` keyword
-  arguments (``_target_: asr_plugin.models.build_transducer``); a run built from a ``.nemo`` stores the
-  architecture it read there, so the ``.nemo`` is never read again;
+  arguments (``_target_: asr_plugin.models.build_transducer``), its lattice as a record
+  (``model.lattice``: ``asr_plugin.losses.lattice_from_record``); a run built from a ``.nemo`` stores the
+  architecture it read there, so the ``.nemo`` is never read again. Checkpoints written before the model owned
+  its lattice (TDT ``durations`` in the model node; ``clamp``, ``durations``, ``sigma`` in the loss node) are
+  read in today's layout (`with_model_lattice`);
 - ``state_dict``: weights, the Transducer's under ``model.``;
 - ``asr_plugin``: the run's records: ``tokenizer`` (``Tokenizer.record()``: the SentencePiece model's bytes,
   sha256, size, blank id, convention, normalisation), ``frontend`` (the complete front-end spec, global
@@ -37,10 +40,49 @@ MODEL_TARGETS = AllowList({BUILD_TRANSDUCER: build_transducer})
 RECORDS_KEY = "asr_plugin"
 
 
+# What a loss node held before the model owned its lattice (now model.lattice's parameters).
+LEGACY_LOSS_LATTICE_KEYS = ("clamp", "durations", "sigma")
+
+
+def with_model_lattice(model: Mapping[str, Any], loss: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
+    """A checkpoint's (model node, loss node) in today's layout: a checkpoint written before the model owned its
+    lattice has the TDT ``durations`` in its model node and ``clamp``, ``durations``, ``sigma`` in its loss node;
+    they become ``model.lattice`` (a record) and leave the loss node. Nodes that have ``model.lattice`` are
+    returned as they are. ValueError when the two nodes name different durations (a run that trained one
+    lattice and decoded another cannot be converted: train it again)."""
+    model, loss = dict(model), dict(loss or {})
+    if "lattice" in model:
+        return model, loss
+    legacy = {key: loss.pop(key) for key in LEGACY_LOSS_LATTICE_KEYS if key in loss}
+    model_durations, loss_durations = model.pop("durations", None), legacy.get("durations")
+    if model_durations and loss_durations and list(model_durations) != list(loss_durations):
+        raise ValueError(f"the checkpoint's model.durations {list(model_durations)} and loss.durations "
+                         f"{list(loss_durations)} differ: it trained one lattice and decodes another and cannot be "
+                         "converted; train it again")
+    durations, clamp = model_durations or loss_durations, legacy.get("clamp")
+    if durations:
+        model["lattice"] = {"kind": "tdt", "durations": list(durations), "sigma": float(legacy.get("sigma") or 0.0),
+                            "clamp": clamp}
+    else:
+        model["lattice"] = {"kind": "rnnt", "clamp": clamp, "fastemit_lambda": 0.0}
+    return model, loss
+
+
+def current_hyper_parameters(hyper_parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``hyper_parameters`` with its model and loss nodes in today's layout (`with_model_lattice`)."""
+    hyper = dict(hyper_parameters)
+    if isinstance(hyper.get("model"), Mapping):
+        hyper["model"], loss = with_model_lattice(hyper["model"], hyper.get("loss"))
+        if isinstance(hyper.get("loss"), Mapping):
+            hyper["loss"] = loss
+    return hyper
+
+
 def build_model(node: Mapping[str, Any], key: str = "hyper_parameters.model") -> Transducer:
-    """The Transducer of a checkpoint's model node (plain ``build_transducer`` arguments); any other
-    target is refused naming `key`."""
-    return MODEL_TARGETS.build(node, key)
+    """The Transducer of a checkpoint's model node (plain ``build_transducer`` arguments; one written before the
+    model owned its lattice is read as `with_model_lattice` converts it); any other target is refused naming
+    `key`."""
+    return MODEL_TARGETS.build(with_model_lattice(node)[0], key)
 
 
 def model_node(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,7 +125,8 @@ class CheckpointInfo:
     @classmethod
     def of(cls, checkpoint: Mapping[str, Any], path: str | os.PathLike) -> CheckpointInfo:
         hparams = checkpoint.get("hyper_parameters", {})
-        return cls(Path(path), dict(hparams) if isinstance(hparams, Mapping) else {}, checkpoint_records(checkpoint))
+        hparams = current_hyper_parameters(hparams) if isinstance(hparams, Mapping) else {}
+        return cls(Path(path), hparams, checkpoint_records(checkpoint))
 
     @property
     def has_data_records(self) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -64,7 +67,7 @@ def transducer_loss(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
-    lattice: TransducerLattice | None = None,
+    lattice: TransducerLattice | Mapping[str, Any] | None = None,
     blank: int = 0,
     reduction: str = "mean",
     omega: float = 0.0,
@@ -79,7 +82,7 @@ def transducer_loss(
         logit_lengths: (B,) frames T_b per sample, 1 <= T_b <= T.
         target_lengths: (B,) labels U_b per sample, 0 <= U_b <= U.
         lattice: ``RNNT(clamp=None, fastemit_lambda=0.0)`` (None: ``RNNT()``) or ``TDT(durations, sigma=0.0,
-            clamp=None)``; the last dimension of `logits` holds V token scores, then the lattice's
+            clamp=None)``, or its record (``lattice_from_record``); the last dimension of `logits` holds V token scores, then the lattice's
             ``num_extra_outputs`` (TDT: D duration scores).
         blank: blank token id.
         reduction: "none" -> (B,) float32 losses; "sum"; "mean" (over the batch, as torchaudio).

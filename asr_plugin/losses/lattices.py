@@ -313,14 +313,9 @@ class TDT(TransducerLattice):
 LATTICES: dict[str, type[TransducerLattice]] = {"rnnt": RNNT, "tdt": TDT}
 
 
-def loss_lattice(lattice: TransducerLattice | None) -> TransducerLattice:
-    """A loss's `lattice` argument checked: None is ``RNNT()``."""
-    if lattice is None:
-        return RNNT()
-    if not isinstance(lattice, TransducerLattice):
-        raise TypeError(f"lattice must be a lattice such as RNNT() or TDT(durations=[0, 1, 2, 3, 4]) (a record: "
-                        f"lattice_from_record), got {lattice!r}")
-    return lattice
+def loss_lattice(lattice: TransducerLattice | Mapping[str, Any] | None) -> TransducerLattice:
+    """A loss's `lattice` argument: a lattice, its record (a config node's) or None (``RNNT()``)."""
+    return RNNT() if lattice is None else lattice_from_record(lattice, "lattice")
 
 
 def check_omega(lattice: TransducerLattice, omega: Any) -> float:
@@ -342,7 +337,8 @@ def lattice_from_record(record: Mapping[str, Any] | TransducerLattice, key: str 
     if isinstance(record, TransducerLattice):
         return record
     if not isinstance(record, Mapping):
-        raise TypeError(f"{key} must be a lattice record such as {{'kind': 'rnnt'}}, got {record!r}")
+        raise TypeError(f"{key} must be a lattice such as RNNT() or TDT([0, 1, 2, 3, 4]), or its record such as "
+                        f"{{'kind': 'rnnt'}}, got {record!r}")
     values = dict(record)
     kind = values.pop("kind", None)
     if kind not in LATTICES:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import logging
 
 import torch
@@ -38,7 +41,7 @@ class TransducerLoss(nn.Module):
     def __init__(
         self,
         mode: str = "batched",
-        lattice: TransducerLattice | None = None,
+        lattice: TransducerLattice | Mapping[str, Any] | None = None,
         blank: int = 0,
         reduction: str = "mean",
         omega: float = 0.0,

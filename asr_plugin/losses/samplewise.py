@@ -24,6 +24,9 @@ check whether the upstream is uniform; none inside the group loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from dataclasses import dataclass
 
 import torch
@@ -187,7 +190,7 @@ def plan_samplewise(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
-    lattice: TransducerLattice | None = None,
+    lattice: TransducerLattice | Mapping[str, Any] | None = None,
     blank: int = 0,
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
@@ -208,7 +211,7 @@ def samplewise_transducer_loss(
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
-    lattice: TransducerLattice | None = None,
+    lattice: TransducerLattice | Mapping[str, Any] | None = None,
     blank: int = 0,
     reduction: str = "mean",
     omega: float = 0.0,

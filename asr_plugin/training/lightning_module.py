@@ -13,12 +13,12 @@ from asr_plugin.data import SpecAugment
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
-from asr_plugin.losses import TransducerLoss
+from asr_plugin.losses import TransducerLattice, TransducerLoss, lattice_from_record
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
 from asr_plugin.training.memory import PeakMemoryMeter
 from asr_plugin.training.resume_checks import check_resumable
 from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
-from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoint_records
+from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoint_records, with_model_lattice
 
 # What the module builds from its (checkpointed) config nodes: the project's own classes, torch's optimizers.
 LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
@@ -29,6 +29,16 @@ SCHEDULER_TARGETS = AllowList({"asr_plugin.training.schedulers.warmup_noam": war
 # {config key: what its node may name}
 NODE_TARGETS = {"loss": LOSS_TARGETS, "spec_augment": SPEC_AUGMENT_TARGETS, "optim.optimizer": OPTIMIZER_TARGETS,
                 "optim.scheduler": SCHEDULER_TARGETS}
+
+
+def build_loss(node: dict[str, Any], lattice: TransducerLattice) -> TransducerLoss:
+    """The loss of config node `node` over the model's `lattice`: the model owns it (decoding reads it there), so
+    a ``loss.lattice`` that differs from it is refused, naming both."""
+    given = node.get("lattice")
+    if given is not None and lattice_from_record(given, "loss.lattice") != lattice:
+        raise ValueError(f"loss.lattice = {dict(given)} contradicts model.lattice = {lattice.record()}: the loss "
+                         "trains the model's lattice and decoding reads it there; set it in model.lattice only")
+    return LOSS_TARGETS.build({**node, "lattice": lattice.record()}, "loss")
 
 
 class TransducerModule(L.LightningModule):
@@ -44,7 +54,9 @@ class TransducerModule(L.LightningModule):
         model: ``asr_plugin.models.build_transducer`` node (its keyword arguments; ``train(cfg)`` turns
             ``conf/model/nemo.yaml`` into one, so the checkpoint holds the architecture itself).
         loss: ``asr_plugin.losses.TransducerLoss`` node; its ``mode`` (batched or samplewise) changes
-            memory, never the loss value.
+            memory, never the loss value. Its lattice is the model's (``model.lattice``; a ``loss.lattice``
+            that differs is an error). Nodes of checkpoints written before the model owned its lattice are
+            converted (``transducer_checkpoint.with_model_lattice``).
         optim: ``optimizer`` (a ``torch.optim`` optimizer) and ``scheduler`` (``warmup_noam`` or
             ``warmup_cosine``) ``_partial_`` nodes (``conf/optim/*.yaml``); the scheduler is called with the
             optimizer and ``total_steps`` and stepped every optimizer step.
@@ -70,9 +82,10 @@ class TransducerModule(L.LightningModule):
         super().__init__()
         if not 0.0 <= ctc_weight < 1.0:
             raise ValueError(f"ctc_weight must lie in [0, 1), got {ctc_weight}")
+        model, loss = with_model_lattice(model, loss)  # before save_hyperparameters: checkpoints store today's layout
         self.save_hyperparameters()
         self.model = build_model(model, "model")
-        self.loss_fn = LOSS_TARGETS.build(loss, "loss")
+        self.loss_fn = build_loss(loss, self.model.lattice)
         self.spec_augment = SPEC_AUGMENT_TARGETS.build(spec_augment, "spec_augment") if spec_augment else None
         # partials, built (and type-checked) now so that a bad optimiser node fails before training starts
         self.optimizer_factory = OPTIMIZER_TARGETS.build(optim["optimizer"], "optim.optimizer")

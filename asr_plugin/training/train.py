@@ -157,14 +157,15 @@ def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None
     return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
 
 
-# The TDT options a .nemo's own loss gives a fine-tuning run (where the loss config does not set them).
-NEMO_LOSS_OPTIONS = ("durations", "sigma", "omega")
+# The loss options a .nemo's own loss gives a fine-tuning run (where the loss config does not set them); its
+# lattice (durations, sigma, clamp, FastEmit) is the model's, in the architecture (model_architecture).
+NEMO_LOSS_OPTIONS = ("omega",)
 
 
 def loss_node(loss_cfg: dict[str, Any], model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
     """The loss node a checkpoint stores. Fine-tuning a ``.nemo`` (``model: nemo``), the checkpoint's own TDT
-    ``durations``, ``sigma`` and ``omega`` fill in what the loss config leaves unset; they are read here, once,
-    and a resumed run takes them from its checkpoint."""
+    ``omega`` fills in what the loss config leaves unset; it is read here, once, and a resumed run takes it
+    from its checkpoint."""
     if model_cfg[TARGET] != NEMO_TRANSDUCER:
         return loss_cfg
     saved = (resumed or {}).get("hyper_parameters", {}).get("loss")

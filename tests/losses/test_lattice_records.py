@@ -30,7 +30,7 @@ def test_omitted_parameters_take_their_defaults():
         ({"kind": "tdt"}, TypeError, "model.lattice: .*durations"),
         ({"kind": "tdt", "durations": [1, 2]}, ValueError, "model.lattice: TDT: durations must contain 0 and 1"),
         ({"kind": "rnnt", "fastemit_lambda": -1.0}, ValueError, "model.lattice: RNNT: fastemit_lambda must be >= 0"),
-        ([0, 1, 2], TypeError, "model.lattice must be a lattice record"),
+        ([0, 1, 2], TypeError, "model.lattice must be a lattice such as RNNT()"),
     ],
 )
 def test_bad_records_name_the_key(record, error, match):

@@ -112,7 +112,8 @@ def test_lattice_parameter_errors(build, error, match):
     [
         (dict(lattice=TDT([0, 1]), omega=1.5), ValueError, r"omega .* must be in \[0, 1\], got 1.5"),
         (dict(omega=0.1), ValueError, r"omega = 0.1 applies to the TDT lattice only, the loss's lattice is RNNT\("),
-        (dict(lattice=dict(kind="tdt", durations=[0, 1])), TypeError, "lattice must be a lattice such as RNNT()"),
+        (dict(lattice=dict(kind="ctc")), ValueError, r"lattice.kind = 'ctc': one of \['rnnt', 'tdt'\]"),
+        (dict(lattice=[0, 1]), TypeError, r"lattice must be a lattice such as RNNT\(\) or TDT"),
         (dict(durations=[0, 1]), TypeError, "unexpected keyword argument 'durations'"),
     ],
 )

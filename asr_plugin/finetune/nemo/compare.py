@@ -20,7 +20,7 @@ import torch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.finetune.nemo.importer import NemoImport, import_nemo
 from asr_plugin.finetune.nemo.weights import blank_first_to_last
-from asr_plugin.losses import TransducerLoss
+from asr_plugin.losses import TDT, TransducerLoss
 
 SHARPEN = 6.0  # joint output scale for the greedy comparison, so that random weights emit tokens
 
@@ -78,7 +78,7 @@ def compare(nemo, ours: NemoImport, audio: torch.Tensor, lengths: torch.Tensor, 
     end_to_end, _ = ours.model.encode(our_features, our_feature_lengths)
     result["encoder_end_to_end"] = _max_diff(end_to_end, enc.transpose(1, 2), enc_lengths)
 
-    durations = ours.loss_options.get("durations")
+    lattice = ours.model.lattice
     vocab = ours.model.vocab_size  # tokens and the blank; a TDT joint's D duration scores follow
     targets, target_lengths = random_targets(vocab - 1, target_lengths)
     decoder_out, _, _ = nemo.decoder(targets=targets, target_length=target_lengths)
@@ -90,18 +90,17 @@ def compare(nemo, ours: NemoImport, audio: torch.Tensor, lengths: torch.Tensor, 
         float((nemo_order[b, :n, : u + 1] - reference[b, :n, : u + 1]).abs().max())
         for b, (n, u) in enumerate(zip(enc_lengths.tolist(), target_lengths.tolist()))
     )
-    if durations:
-        nemo_losses = nemo_tdt_losses(reference, targets, enc_lengths, target_lengths, vocab - 1, durations,
-                                      ours.loss_options["sigma"])
+    if isinstance(lattice, TDT):
+        nemo_losses = nemo_tdt_losses(reference, targets, enc_lengths, target_lengths, vocab - 1,
+                                      list(lattice.durations), lattice.sigma)
     else:
         reduction, nemo.loss.reduction = nemo.loss.reduction, None  # per sample: NeMo's RNNTLoss reduces otherwise
         nemo_losses = nemo.loss(log_probs=reference, targets=targets, input_lengths=enc_lengths,
                                 target_lengths=target_lengths)
         nemo.loss.reduction = reduction
     result["loss_nemo"] = nemo_losses.tolist()
-    tdt = {"durations": durations, "sigma": ours.loss_options["sigma"]} if durations else {}
     for mode in ("batched", "samplewise"):
-        loss_fn = TransducerLoss(mode=mode, reduction="none", **tdt)
+        loss_fn = TransducerLoss(mode=mode, lattice=lattice, reduction="none")
         result[f"loss_{mode}"] = ours.model.loss_from_encoder(encoded, enc_lengths, targets + 1, target_lengths,
                                                               loss_fn).tolist()
 

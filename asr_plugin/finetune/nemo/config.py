@@ -84,10 +84,10 @@ PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
 }
 RNNT_LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
 TDT_LOSS_NAMES = ("tdt", "tdt_pytorch")
-# <loss_name>_kwargs of NeMo's loss section: what the objective depends on (fastemit_lambda must be 0: our loss
-# has no FastEmit; clamp <= 0 is NeMo's "off"); other keys are refused by name
+# <loss_name>_kwargs of NeMo's loss section: what the objective depends on (clamp <= 0 is NeMo's "off"; FastEmit
+# for RNN-T only); other keys are refused by name
 LOSS_KWARGS: dict[str, Callable[[Any], bool]] = {
-    "fastemit_lambda": _equals(0, 0.0, None), "clamp": _any, "durations": _any, "sigma": _any, "omega": _any,
+    "fastemit_lambda": _any, "clamp": _any, "durations": _any, "sigma": _any, "omega": _any,
 }
 
 
@@ -115,7 +115,7 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     for section in ("encoder", "decoder", "joint"):
         if section not in config:
             raise ValueError(f"NeMo config: no {section} section; only (Fast)Conformer transducers can be imported")
-    loss = loss_kwargs(config)
+    lattice = lattice_record(config)
     enc = _check("encoder", config["encoder"], ENCODER_KEYS)
     dec = _check("decoder", config["decoder"], DECODER_KEYS)
     prednet = _check("decoder.prednet", _required("decoder", dec, "prednet"), PREDNET_KEYS)
@@ -152,14 +152,12 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "joint_activation": jointnet.get("activation", "relu"),
         "joint_dropout": float(jointnet.get("dropout", 0.0)),
         "blank_id": 0,
-        **({"durations": loss["durations"]} if "durations" in loss else {}),
+        "lattice": lattice,
     }
 
 
-def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
-    """`TransducerLoss` keyword arguments of the checkpoint's own loss: ``clamp`` for RNN-T, plus
-    ``durations``, ``sigma`` and ``omega`` for TDT (``loss_name: tdt``). ValueError names a loss we cannot
-    compute (another loss_name, FastEmit) or a TDT model whose joint, loss and decoding disagree."""
+def _loss_section(config: Mapping[str, Any]) -> tuple[bool, str, dict[str, Any]]:
+    """(whether the loss is TDT, the name of its <loss_name>_kwargs section, that section checked)."""
     loss = config.get("loss") or {}
     name = loss.get("loss_name", "default")
     if name not in RNNT_LOSS_NAMES + TDT_LOSS_NAMES:
@@ -167,14 +165,26 @@ def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
                          f"nor TDT {TDT_LOSS_NAMES}")
     tdt = name in TDT_LOSS_NAMES
     section = f"{'warprnnt_numba' if name == 'default' else name}_kwargs"  # where NeMo reads them
-    options = _check(f"loss.{section}", loss.get(section) or {}, LOSS_KWARGS)
+    return tdt, section, _check(f"loss.{section}", loss.get(section) or {}, LOSS_KWARGS)
+
+
+def lattice_record(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's lattice (``asr_plugin.losses.lattice_from_record``'s record) from the checkpoint's own loss:
+    RNN-T with its ``clamp`` and ``fastemit_lambda``, or TDT (``loss_name: tdt``) with its ``durations``,
+    ``sigma`` and ``clamp``. ValueError names a loss we cannot compute (another loss_name, FastEmit with TDT) or
+    a TDT model whose joint, loss and decoding disagree."""
+    tdt, section, options = _loss_section(config)
     clamp = options.get("clamp")
-    kwargs: dict[str, Any] = {"clamp": float(clamp) if clamp is not None and clamp > 0 else None}
+    clamp = float(clamp) if clamp is not None and clamp > 0 else None
+    fastemit_lambda = float(options.get("fastemit_lambda") or 0.0)
     extra = int((config.get("joint") or {}).get("num_extra_outputs") or 0)
     if not tdt:
         if extra:
             raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} needs a TDT loss (loss.loss_name: tdt)")
-        return kwargs
+        return {"kind": "rnnt", "clamp": clamp, "fastemit_lambda": fastemit_lambda}
+    if fastemit_lambda:
+        raise ValueError(f"NeMo config: loss.{section}.fastemit_lambda={fastemit_lambda}: our TDT loss has no FastEmit "
+                         "(the RNN-T loss has); set it to 0.0")
     durations = [int(d) for d in _required(f"loss.{section}", options, "durations")]
     if extra != len(durations):
         raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} but loss.{section}.durations={durations}")
@@ -182,8 +192,14 @@ def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     if decoding.get("model_type", "tdt") != "tdt" or [int(d) for d in decoding.get("durations", durations)] != durations:
         raise ValueError(f"NeMo config: decoding.model_type={decoding.get('model_type')!r}, decoding.durations="
                          f"{decoding.get('durations')} do not decode the TDT loss' durations {durations}")
-    return {**kwargs, "durations": durations, "sigma": float(options.get("sigma") or 0.0),
-            "omega": float(options.get("omega") or 0.0)}
+    return {"kind": "tdt", "durations": durations, "sigma": float(options.get("sigma") or 0.0), "clamp": clamp}
+
+
+def loss_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`TransducerLoss` keyword arguments of the checkpoint's own loss besides its lattice (the model's,
+    `lattice_record`): ``omega`` for TDT (``loss_name: tdt``), none for RNN-T."""
+    tdt, _, options = _loss_section(config)
+    return {"omega": float(options.get("omega") or 0.0)} if tdt else {}
 
 
 def num_classes(config: Mapping[str, Any]) -> int:

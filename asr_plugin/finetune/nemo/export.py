@@ -38,6 +38,7 @@ from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.finetune.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
 from asr_plugin.finetune.nemo.importer import NemoImport
 from asr_plugin.finetune.nemo.weights import blank_first_to_last, to_nemo_state_dict
+from asr_plugin.losses import TDT, TransducerLattice
 from asr_plugin.models import NemoMelFrontend, Transducer
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
 
@@ -61,8 +62,8 @@ class NemoExportSource:
             makes the export a hybrid RNNT-CTC model; None for a plain transducer.
         ctc_weight: the hybrid's ``aux_ctc.ctc_loss_weight``.
         max_symbols: NeMo's greedy ``max_symbols`` (our ``max_symbols_per_frame``).
-        loss_options: its `TransducerLoss` options NeMo's loss section keeps: ``clamp``, and for a TDT model
-            ``durations`` (the model's), ``sigma`` and ``omega``.
+        loss_options: its `TransducerLoss` options besides the lattice (the model's: NeMo's loss section gets
+            its clamp, fastemit_lambda or durations and sigma) that NeMo's loss section keeps: ``omega`` (TDT).
     """
 
     model: Transducer
@@ -89,10 +90,10 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
     tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
-    from asr_plugin.transducer_checkpoint import build_model, checkpoint_records, peek_checkpoint
+    from asr_plugin.transducer_checkpoint import build_model, checkpoint_records, current_hyper_parameters, peek_checkpoint
 
     checkpoint = peek_checkpoint(path)
-    hyper = checkpoint.get("hyper_parameters") or {}
+    hyper = current_hyper_parameters(checkpoint.get("hyper_parameters") or {})
     records = checkpoint_records(checkpoint)
     missing = [key for key in ("tokenizer", "frontend") if key not in records]
     if "model" not in hyper or missing:
@@ -104,7 +105,7 @@ def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     ctc = {k[len("ctc."):]: v for k, v in state.items() if k.startswith("ctc.")} or None
     architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
     loss = hyper.get("loss") or {}
-    options = {key: loss[key] for key in ("clamp", "durations", "sigma", "omega") if loss.get(key) is not None}
+    options = {key: loss[key] for key in ("omega",) if loss.get(key) is not None}
     return NemoExportSource(model.eval(), architecture, Tokenizer.from_record(records["tokenizer"]),
                             dict(records["frontend"]), ctc, float(hyper.get("ctc_weight") or 0.3),
                             int(hyper.get("max_symbols_per_frame") or 10), options)
@@ -153,6 +154,18 @@ def _num_classes(tokenizer: Tokenizer) -> int:
     return tokenizer.vocab_size - (1 if tokenizer.convention == "nemo" else 0)
 
 
+def nemo_loss_section(lattice: TransducerLattice, omega: float = 0.0) -> dict[str, Any]:
+    """NeMo's ``loss`` section for our lattice (and a TDT loss's omega): its numba RNN-T loss with clamp and
+    fastemit_lambda, or its TDT loss with durations, sigma and clamp (NeMo's clamp <= 0: off)."""
+    clamp = float(lattice.clamp) if lattice.clamp else -1.0
+    if isinstance(lattice, TDT):
+        return {"loss_name": "tdt", "tdt_kwargs": {"fastemit_lambda": 0.0, "clamp": clamp,
+                                                   "durations": list(lattice.durations), "sigma": lattice.sigma,
+                                                   "omega": float(omega)}}
+    return {"loss_name": "default", "warprnnt_numba_kwargs": {"fastemit_lambda": lattice.fastemit_lambda,
+                                                               "clamp": clamp}}
+
+
 def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[str, Any]:
     """The ``model_config.yaml`` of the export (see the module docstring)."""
     arch = source.architecture
@@ -193,20 +206,11 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
     }
-    clamp = source.loss_options.get("clamp")
-    nemo_loss = {"fastemit_lambda": 0.0, "clamp": float(clamp) if clamp else -1.0}  # NeMo's clamp <= 0: off
-    durations = list(source.model.durations or ())
-    if list(source.loss_options.get("durations") or durations) != durations:
-        raise ValueError(f"export_nemo: the loss' durations {source.loss_options['durations']} are not the "
-                         f"model's {durations}")
-    if durations:  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree on them
+    config["loss"] = nemo_loss_section(source.model.lattice, float(source.loss_options.get("omega", 0.0)))
+    if isinstance(source.model.lattice, TDT):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
+        durations = list(source.model.lattice.durations)
         config["joint"]["num_extra_outputs"] = len(durations)
         config["decoding"].update(model_type="tdt", durations=durations)
-        config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {
-            **nemo_loss, "durations": durations, "sigma": float(source.loss_options.get("sigma", 0.0)),
-            "omega": float(source.loss_options.get("omega", 0.0))}}
-    else:
-        config["loss"] = {"loss_name": "default", "warprnnt_numba_kwargs": nemo_loss}
     config["sample_rate"] = sample_rate = config["preprocessor"]["sample_rate"]  # transcribe resamples to it
     # NeMo's transcribe reads validation_ds; the manifests are the NeMo user's to fill in for training
     for name, shuffle in (("train_ds", True), ("validation_ds", False)):
@@ -235,7 +239,7 @@ def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
     state = {key: value.detach().clone() for key, value in source.model.state_dict().items()}
     # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows (a TDT joint's duration rows
     # stay after them); the blank moves to the end of the tokens in to_nemo_state_dict
-    vocab, extra = source.model.vocab_size, len(source.model.durations or ())
+    vocab, extra = source.model.vocab_size, source.model.lattice.num_extra_outputs
     for key, filler in (("predictor.embedding.weight", 0.0), ("joint.output.weight", 0.0),
                         ("joint.output.bias", NEVER_EMITTED)):
         rows = state[key]

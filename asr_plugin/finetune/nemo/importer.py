@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from asr_plugin.finetune.nemo.archive import NemoArchive, read_nemo
-from asr_plugin.finetune.nemo.config import frontend_kwargs, loss_kwargs, num_classes, transducer_kwargs
+from asr_plugin.finetune.nemo.config import frontend_kwargs, lattice_record, loss_kwargs, num_classes, transducer_kwargs
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
 from asr_plugin.finetune.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
 from asr_plugin.losses import TransducerLoss
@@ -33,15 +33,18 @@ class NemoImport:
         frontend: 16 kHz audio (B, S) and (B,) lengths -> (B, T, F) features, (B,) lengths (eval mode:
             no dither; ``.train()`` turns NeMo's training dither on).
         report: NeMo tensors mapped and not imported (with reasons).
-        model_kwargs: the `build_transducer` arguments (a ``conf/model`` node without ``vocab_size``).
+        model_kwargs: the `build_transducer` arguments (a ``conf/model`` node without ``vocab_size``), the
+            lattice's record among them (``model.lattice``: RNN-T with NeMo's clamp and fastemit_lambda, or TDT
+            with its durations, sigma and clamp).
         config: NeMo's model config as read from the archive.
         frontend_spec: ``frontend``'s front-end spec (``{"kind": "nemo", "options": ...}``).
         auxiliary_ctc: a hybrid RNNT-CTC model's CTC decoder as the state dict of an
             ``asr_plugin.training.AuxiliaryCTC`` head (``output.weight`` (V, H_e), ``output.bias``; blank 0),
             None for a plain transducer.
-        loss: the checkpoint's own loss as a batched `TransducerLoss` (RNN-T, or TDT with its durations, sigma
-            and omega); ``TransducerLoss("samplewise", **loss_options)`` is the same loss sample by sample.
-        loss_options: its keyword arguments (``clamp``; TDT: ``durations``, ``sigma``, ``omega``).
+        loss: the checkpoint's own loss as a batched `TransducerLoss` over the model's lattice (TDT: with its
+            omega); ``TransducerLoss("samplewise", model.lattice, **loss_options)`` is the same loss sample by
+            sample.
+        loss_options: its keyword arguments besides the lattice (TDT: ``omega``; RNN-T: none).
     """
 
     model: Transducer
@@ -60,7 +63,7 @@ def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) ->
     """Our vocabulary size (NeMo's num_classes + blank), checked against the weights (a TDT joint has its
     duration rows after the tokens)."""
     vocab_size = num_classes(archive.config) + 1
-    extra = len(loss_kwargs(archive.config).get("durations", ()))
+    extra = len(lattice_record(archive.config).get("durations", ()))
     rows = state.get("joint.output.weight")
     if rows is None or rows.shape[0] != vocab_size + extra:
         found = None if rows is None else rows.shape[0]
@@ -70,7 +73,7 @@ def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) ->
 
 
 def _converted(archive: NemoArchive) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
-    return convert_state_dict(archive.state_dict, len(loss_kwargs(archive.config).get("durations", ())))
+    return convert_state_dict(archive.state_dict, len(lattice_record(archive.config).get("durations", ())))
 
 
 def split_auxiliary_ctc(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
@@ -104,8 +107,8 @@ def nemo_tokenizer(path: str | os.PathLike) -> NemoTokenizer:
 
 
 def nemo_loss_kwargs(path: str | os.PathLike) -> dict[str, Any]:
-    """The `TransducerLoss` keyword arguments of the ``.nemo`` file's own loss (``clamp``; TDT: ``durations``,
-    ``sigma``, ``omega``), for a recipe run fine-tuning it."""
+    """The `TransducerLoss` keyword arguments of the ``.nemo`` file's own loss besides its lattice (TDT:
+    ``omega``), for a recipe run fine-tuning it (the lattice is the model's: `nemo_transducer_kwargs`)."""
     return loss_kwargs(read_nemo(path, weights=False).config)
 
 
@@ -137,7 +140,7 @@ def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **ov
 
 def import_nemo(path: str | os.PathLike) -> NemoImport:
     """Reads a NeMo ``EncDecRNNTBPEModel`` or ``EncDecHybridRNNTCTCBPEModel`` checkpoint (no NeMo needed) into
-    our classes: (Fast)Conformer RNN-T or TDT (``loss_name: tdt``; the model gets its durations), hybrids with
+    our classes: (Fast)Conformer RNN-T or TDT (``loss_name: tdt``; the model gets its lattice), hybrids with
     their CTC decoder as ``auxiliary_ctc``.
 
     Raises ValueError naming the config key when the model uses something we cannot express
@@ -166,4 +169,4 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
     log.log(logging.WARNING if report.lost else logging.INFO, "%s", report.summary())
     options = loss_kwargs(archive.config)
     return NemoImport(model.eval(), tokenizer, frontend, report, model_kwargs, archive.config, frontend_spec,
-                      auxiliary_ctc, TransducerLoss("batched", **options), options)
+                      auxiliary_ctc, TransducerLoss("batched", model.lattice, **options), options)
