@@ -32,7 +32,7 @@ from asr_plugin.finetune.nemo.examples import train_nemo_style_tokenizer  # noqa
 from asr_plugin.integrations.nemo import SampleWiseRNNTJoint, allow_in_nemo_configs, use_samplewise  # noqa: E402
 from asr_plugin.integrations.nemo.joint import TARGET  # noqa: E402
 from asr_plugin.integrations.nemo.network import JointNetwork  # noqa: E402
-from asr_plugin.losses import StandardJoint, TransducerLoss  # noqa: E402
+from asr_plugin.losses import RNNT, TDT, StandardJoint, TransducerLoss  # noqa: E402
 
 SMALL_BUDGET = "32KiB"  # a few hundred lattice cells: several groups, longer samples split over T
 
@@ -265,16 +265,20 @@ def test_config_way_in_saves_and_restores(tokenizer_dir, allowed, tmp_path, monk
         EncDecRNNTBPEModel.restore_from(str(path), map_location="cpu")
 
 
-def test_fastemit_is_refused_by_name(tokenizer_dir, allowed):
+def test_fastemit_training_step_equals_nemo(tokenizer_dir, allowed):
+    """NeMo's fastemit_lambda is passed through: the step (loss value and every gradient) is NeMo's numba loss's."""
     config = shrunk_config("conformer_transducer", tokenizer_dir)
-    config["loss"]["warprnnt_numba_kwargs"]["fastemit_lambda"] = 0.001
-    model = build_model(config)
-    with pytest.raises(ValueError, match=r"loss\.warprnnt_numba_kwargs\.fastemit_lambda = 0\.001"):
-        use_samplewise(model)
-    assert type(model.joint) is RNNTJoint and not model.joint.fuse_loss_wer  # unchanged
-    configured = build_model(samplewise(config))
-    with pytest.raises(ValueError, match="fastemit_lambda"):
-        training_step(configured, batch_for(configured))
+    config["loss"]["warprnnt_numba_kwargs"]["fastemit_lambda"] = 0.01
+    reference = build_model(config)
+    expected = training_step(reference, batch_for(reference))
+    plain = build_model(shrunk_config("conformer_transducer", tokenizer_dir))
+    assert abs(training_step(plain, batch_for(plain))[0] - expected[0]) > 1e-4 * abs(expected[0])  # FastEmit is on
+    configured = build_model(samplewise(config, memory_budget=SMALL_BUDGET))
+    configured.train()
+    assert_same_step(training_step(configured, batch_for(configured)), expected)
+    swapped = use_samplewise(build_model(config))
+    assert_same_step(training_step(swapped, batch_for(swapped)), expected)
+    assert swapped.joint.samplewise_loss.lattice == RNNT(fastemit_lambda=0.01)
 
 
 TDT_DURATIONS = [0, 1, 2, 3]
@@ -311,7 +315,16 @@ def test_tdt_training_step_equals_nemo(tokenizer_dir, allowed):
     assert_same_step(training_step(configured, batch_for(configured)), expected)
     swapped = use_samplewise(build_model(config))
     assert_same_step(training_step(swapped, batch_for(swapped)), expected)
-    assert swapped.joint.samplewise_loss.durations == tuple(TDT_DURATIONS)
+    assert swapped.joint.samplewise_loss.lattice == TDT(TDT_DURATIONS, 0.02)
+
+
+def test_tdt_fastemit_is_refused_by_name(tokenizer_dir, allowed):
+    config = tdt_config(tokenizer_dir)
+    config["loss"]["tdt_kwargs"]["fastemit_lambda"] = 0.001
+    model = build_model(config)
+    with pytest.raises(ValueError, match=r"loss\.tdt_kwargs\.fastemit_lambda = 0\.001: FastEmit is implemented for the RNN-T"):
+        use_samplewise(model)
+    assert type(model.joint) is RNNTJoint and not model.joint.fuse_loss_wer  # unchanged
 
 
 def test_hybrid_tdt_ctc_model_equals_nemo(tokenizer_dir):

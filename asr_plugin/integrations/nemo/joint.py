@@ -83,14 +83,12 @@ class SampleWiseRNNTJoint(RNNTJoint):
         if self.samplewise_loss is None or settings != self.samplewise_settings:
             self.samplewise_loss = TransducerLoss(
                 mode="samplewise",
+                lattice=settings.lattice,
                 blank=settings.blank,
                 reduction="none",  # NeMo's own reduction follows
-                clamp=settings.clamp,
+                omega=settings.omega,
                 memory_budget=self.memory_budget,
                 max_samples_per_group=self.max_samples_per_group,
-                durations=settings.durations,
-                sigma=settings.sigma,
-                omega=settings.omega,
             )
             self.samplewise_settings = settings
         return self.samplewise_loss

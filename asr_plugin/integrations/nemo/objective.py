@@ -1,15 +1,18 @@
-"""What NeMo's configured transducer loss asks of the sample-wise loss (blank, clamp, TDT's durations, sigma and
-omega), or a refusal naming the setting it cannot compute.
+"""What NeMo's configured transducer loss asks of the sample-wise loss (blank, its lattice: RNN-T with clamp and
+FastEmit or TDT with durations, sigma and clamp, and TDT's omega), or a refusal naming the setting it cannot
+compute.
 
 NeMo's ``RNNTLoss`` wraps one implementation chosen by ``model.loss.loss_name`` with its
 ``model.loss.<loss_name>_kwargs``. The sample-wise loss (``asr_plugin.losses``) computes the RNN-T negative
-log-likelihood (Graves 2012) and the TDT one (Xu et al. 2023), with an optional gradient clamp, so:
+log-likelihood (Graves 2012) and the TDT one (Xu et al. 2023), with an optional gradient clamp and, for RNN-T,
+FastEmit (Yu et al. 2021) as NeMo's numba loss defines it, so:
 
 - ``warprnnt_numba`` (NeMo's default), ``pytorch``, ``warprnnt`` and ``graph_rnnt`` compute the RNN-T loss;
   ``tdt`` and ``tdt_pytorch`` the TDT loss with their ``durations``, ``sigma`` and ``omega`` (NeMo's joint then
   has one extra output per duration, after the token scores);
-- ``clamp`` is honoured (see below) and ``fastemit_lambda`` other than 0 refused: FastEmit changes the label
-  emissions' gradients, which the sample-wise kernels do not implement;
+- ``clamp`` is honoured (see below), and so is ``fastemit_lambda`` of the RNN-T losses (``RNNT(fastemit_lambda=...)``:
+  NeMo's numba definition, value and gradients); a TDT loss's ``fastemit_lambda`` other than 0 is refused (the
+  TDT kernels have no FastEmit);
 - ``multiblank_rnnt``, ``multiblank_rnnt_pytorch`` and ``graph_w_transducer`` are other objectives and are
   refused, as is an unknown implementation.
 
@@ -27,6 +30,8 @@ from dataclasses import dataclass
 
 from nemo.collections.asr.losses.rnnt import RNNTLoss
 from nemo.collections.asr.modules import RNNTJoint
+
+from asr_plugin.losses import RNNT, TDT, TransducerLattice
 
 # NeMo's implementations, by (module prefix, class name): the loss_name that selects them and their objective.
 _NUMBA = "nemo.collections.asr.parts.numba."
@@ -50,10 +55,8 @@ class LossSettings:
     """The sample-wise loss's arguments that NeMo's loss determines."""
 
     blank: int  # NeMo's blank: the last token score
-    clamp: float | None  # None: no clamping
-    durations: tuple[int, ...] | None = None  # TDT; None: RNN-T
-    sigma: float = 0.0
-    omega: float = 0.0
+    lattice: TransducerLattice  # RNNT(clamp, fastemit_lambda) or TDT(durations, sigma, clamp)
+    omega: float = 0.0  # TDT only
 
 
 def _implementation(loss: RNNTLoss) -> tuple[object, str, str | None]:
@@ -84,10 +87,10 @@ def loss_settings(loss: RNNTLoss, joint: RNNTJoint) -> LossSettings:
             "joint computes; train this model with NeMo's RNNTJoint"
         )
     fastemit = float(getattr(implementation, "fastemit_lambda", 0.0) or 0.0)
-    if fastemit != 0.0:
+    if fastemit != 0.0 and objective == "tdt":
         raise ValueError(
-            f"loss.{loss_name}_kwargs.fastemit_lambda = {fastemit}: FastEmit regularisation is not implemented "
-            "by the sample-wise loss; set it to 0.0 or train with NeMo's RNNTJoint"
+            f"loss.{loss_name}_kwargs.fastemit_lambda = {fastemit}: FastEmit is implemented for the RNN-T loss, not "
+            "the sample-wise TDT loss; set it to 0.0 or train with NeMo's RNNTJoint"
         )
     durations = tuple(implementation.durations) if objective == "tdt" else None
     extra = len(durations or ())
@@ -103,10 +106,8 @@ def loss_settings(loss: RNNTLoss, joint: RNNTJoint) -> LossSettings:
             f"NeMo's loss has blank = {implementation.blank} but the joint's blank (its last token score) is {blank}"
         )
     clamp = float(getattr(implementation, "clamp", 0.0) or 0.0)
-    return LossSettings(
-        blank=blank,
-        clamp=clamp if clamp > 0 else None,
-        durations=durations,
-        sigma=float(getattr(implementation, "sigma", 0.0)) if durations else 0.0,
-        omega=float(getattr(implementation, "omega", 0.0)) if durations else 0.0,
-    )
+    clamp = clamp if clamp > 0 else None
+    if durations is None:
+        return LossSettings(blank=blank, lattice=RNNT(clamp=clamp, fastemit_lambda=fastemit))
+    lattice = TDT(durations, float(getattr(implementation, "sigma", 0.0)), clamp=clamp)
+    return LossSettings(blank=blank, lattice=lattice, omega=float(getattr(implementation, "omega", 0.0)))
