@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -30,6 +31,8 @@ class ExportMetadata:
     predictor_layers: int
     predictor_dim: int
     min_feature_frames: int
+    # the model's lattice record (greedy search runs its step); exports written before it was recorded: RNN-T
+    lattice: dict[str, Any] = field(default_factory=lambda: {"kind": "rnnt"})
 
 
 def export_pieces(model: Transducer, feature_dim: int) -> tuple[dict[str, ExportedProgram], ExportMetadata]:
@@ -50,6 +53,7 @@ def export_pieces(model: Transducer, feature_dim: int) -> tuple[dict[str, Export
         predictor_layers=model.predictor.num_layers,
         predictor_dim=model.predictor.hidden_dim,
         min_feature_frames=model.encoder.subsampling.min_input_length(),
+        lattice=model.lattice.record(),
     )
     device = next(model.parameters()).device
     frames = max(64, 4 * meta.min_feature_frames)  # the example size must not be special (0/1) for Dim.AUTO

@@ -7,7 +7,8 @@ import os
 import torch
 from torch import nn
 
-from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces
+from asr_plugin.export.programs import METADATA_FILE, ExportMetadata, export_pieces, load_pieces
+from asr_plugin.losses import lattice_from_record
 from asr_plugin.models import LSTMPredictor, LSTMState, Transducer
 
 
@@ -55,7 +56,8 @@ class _Joint:
 
 
 class ExportedTransducer:
-    """Duck-types `Transducer` for decoding: ``encode``, ``predictor``, ``joint``, ``blank_id``, ``vocab_size``.
+    """Duck-types `Transducer` for decoding: ``encode``, ``predictor``, ``joint``, ``blank_id``, ``vocab_size``,
+    ``lattice``.
 
     ``greedy_search(exported, *exported.encode(features, lengths))`` gives the eager model's tokens.
     """
@@ -67,6 +69,7 @@ class ExportedTransducer:
         self.meta = meta
         self.blank_id = meta.blank_id
         self.vocab_size = meta.vocab_size
+        self.lattice = lattice_from_record(meta.lattice, f"{METADATA_FILE}: lattice")
 
     @classmethod
     def from_model(cls, model: Transducer, feature_dim: int) -> "ExportedTransducer":

@@ -14,6 +14,7 @@ from nemo_models import OUR_FRONTEND, our_model_and_tokenizer, write_synthetic_n
 
 from asr_plugin.finetune.nemo import import_nemo
 from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo
+from asr_plugin.losses import TDT
 from asr_plugin.models import build_transducer
 
 def assert_same_weights(model, imported_model) -> None:
@@ -106,7 +107,7 @@ def test_a_tdt_model_exports_with_its_durations_and_loss(tmp_path):
     path, reference = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
     imported = import_nemo(path)
     again = import_nemo(export_nemo(imported, tmp_path / "tdt.nemo"))
-    assert again.model.durations == imported.model.durations == (0, 1, 2, 3, 4)
+    assert again.model.lattice == imported.model.lattice == TDT((0, 1, 2, 3, 4), 0.05)
     assert again.loss_options == imported.loss_options
     assert again.config["decoding"]["model_type"] == "tdt" and again.config["joint"]["num_extra_outputs"] == 5
     assert_same_weights(reference, again.model)

@@ -20,6 +20,7 @@ from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_
 from asr_plugin.finetune.nemo import nemo_transducer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
 from asr_plugin.finetune.nemo.examples import nemo_config
+from asr_plugin.losses import RNNT, TDT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +103,6 @@ def _edit(section, key, value):
         ("preprocessor", "exact_pad", True, "preprocessor.exact_pad=True is not supported"),
         ("preprocessor", "log_zero_guard_value", "huge", "preprocessor.log_zero_guard_value=.huge. is not supported"),
         ("loss", "loss_name", "multiblank_rnnt", "loss.loss_name='multiblank_rnnt' is neither a plain RNN-T loss"),
-        ("loss", "warprnnt_numba_kwargs", {"fastemit_lambda": 0.001}, "fastemit_lambda=0.001 is not supported"),
         ("tokenizer", "type", "wpe", "tokenizer.type='wpe'"),
     ],
 )
@@ -110,6 +110,15 @@ def test_unsupported_config_names_the_key(tmp_path, section, key, value, message
     path, _ = write_synthetic_nemo(tmp_path, config_edit=_edit(section, key, value))
     with pytest.raises(ValueError, match=message):
         import_nemo(path)
+
+
+def test_the_rnnt_loss_options_become_the_models_lattice(tmp_path):
+    """NeMo's clamp and fastemit_lambda are the model's lattice's (and the import's loss's)."""
+    options = {"fastemit_lambda": 0.001, "clamp": 0.5}
+    path, _ = write_synthetic_nemo(tmp_path, config_edit=_edit("loss", "warprnnt_numba_kwargs", options))
+    imported = import_nemo(path)
+    assert imported.model.lattice == RNNT(clamp=0.5, fastemit_lambda=0.001)
+    assert imported.loss.lattice == imported.model.lattice and imported.loss_options == {}
 
 
 def test_tensors_without_counterpart_are_reported(tmp_path):
@@ -239,9 +248,9 @@ def test_tdt_and_hybrid_tdt_ctc_import_with_their_own_loss(tmp_path):
            "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator)}
     path, reference = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", extra_weights=ctc)
     imported = import_nemo(path)
-    assert imported.model.durations == (0, 1, 2, 3, 4) and imported.model.joint.num_extra_outputs == 5
-    assert imported.loss_options == {"clamp": None, "durations": [0, 1, 2, 3, 4], "sigma": 0.05, "omega": 0.0}
-    assert imported.loss.durations == (0, 1, 2, 3, 4) and imported.loss.sigma == 0.05
+    assert imported.model.lattice == TDT((0, 1, 2, 3, 4), 0.05) and imported.model.joint.num_extra_outputs == 5
+    assert imported.model_kwargs["lattice"] == {"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.05, "clamp": None}
+    assert imported.loss_options == {"omega": 0.0} and imported.loss.lattice is imported.model.lattice
     for key, value in reference.state_dict().items():
         assert torch.equal(imported.model.state_dict()[key], value), key
     assert imported.auxiliary_ctc["output.weight"].shape == (41, 40) and not imported.report.lost
@@ -250,7 +259,7 @@ def test_tdt_and_hybrid_tdt_ctc_import_with_their_own_loss(tmp_path):
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c["joint"].update(num_extra_outputs=4), r"num_extra_outputs=4 but loss.tdt_kwargs.durations"),
     (lambda c: c["decoding"].update(model_type="rnnt"), "do not decode the TDT loss' durations"),
-    (lambda c: c["loss"]["tdt_kwargs"].update(fastemit_lambda=0.01), "fastemit_lambda=0.01 is not supported"),
+    (lambda c: c["loss"]["tdt_kwargs"].update(fastemit_lambda=0.01), "tdt_kwargs.fastemit_lambda=0.01: our TDT loss has no FastEmit"),
 ])
 def test_inconsistent_tdt_configs_are_refused(tmp_path, edit, message):
     path, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", config_edit=edit)
