@@ -380,7 +380,7 @@ def print_plans(num_durations: int = 0) -> None:
     labels = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     frames[0], labels[0] = T, U
     frames, labels = tuple(frames.tolist()), tuple(labels.tolist())
-    values = cell_lattice(dict(D=num_durations)).values_per_cell()  # the lattice's statistics per cell
+    values = cell_lattice({"D": num_durations}).values_per_cell()  # the lattice's statistics per cell
     print(
         f"{'joint':<9} {'D':>2} {'dtype':<6} {'budget':>7} {'cell B':>7} {'groups':>6} {'steps':>6} {'recomputed':>10} "
         f"{'cells %':>7} {'step MiB':>9} {'inputs+grads GiB':>16} {'est. peak GiB':>13}"

@@ -6,8 +6,8 @@ import json
 import os
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.export import Dim, ExportedProgram

@@ -7,7 +7,12 @@ import os
 import torch
 from torch import nn
 
-from asr_plugin.export.programs import METADATA_FILE, ExportMetadata, export_pieces, load_pieces
+from asr_plugin.export.programs import (
+    METADATA_FILE,
+    ExportMetadata,
+    export_pieces,
+    load_pieces,
+)
 from asr_plugin.losses import lattice_from_record
 from asr_plugin.models import LSTMPredictor, LSTMState, Transducer
 

@@ -150,7 +150,7 @@ def test_half_precision(dtype, tolerance):
 
 
 def test_module_in_batched_mode(make_joint_problem):
-    """TransducerLoss(durations=...) over a joint with V + D outputs equals the functional form."""
+    """TransducerLoss(lattice=TDT(...)) over a joint with V + D outputs equals the functional form."""
     problem = make_joint_problem(batch=3, frames=6, labels=3, vocab=7, num_extra_outputs=3, seed=10)
     module = TransducerLoss("batched", reduction="sum", lattice=TDT((0, 1, 2), 0.05))
     assert "lattice=TDT(durations=(0, 1, 2), sigma=0.05, clamp=None), blank=0" in repr(module)

@@ -1,4 +1,4 @@
-"""TransducerLoss(durations=..., sigma=...) against NeMo's own TDT losses, per sample, in both loss modes.
+"""TransducerLoss(lattice=TDT(durations, sigma)) against NeMo's own TDT losses, per sample, in both loss modes.
 
 On the CPU NeMo has only ``TDTLossPytorch`` (its pure-PyTorch reference, "slow and for debugging purposes
 only"; it hard-codes ``.cuda()``, patched to a no-op here, in the test only); its numba ``TDTLossNumba`` is
