@@ -8,7 +8,14 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import Sequences, check_finite, check_float_input, check_options, check_sequences, check_vocabulary
+from ._validation import (
+    Sequences,
+    check_finite,
+    check_float_input,
+    check_options,
+    check_sequences,
+    check_vocabulary,
+)
 from .lattices import LatticeStats, TransducerLattice, check_omega, loss_lattice
 
 

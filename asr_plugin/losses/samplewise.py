@@ -25,9 +25,8 @@ check whether the upstream is uniform; none inside the group loop.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable

@@ -31,7 +31,7 @@ def use_samplewise(
             its own durations, sigma and omega.
         memory_budget, max_samples_per_group: as in ``SampleWiseRNNTJoint``.
 
-    Raises ValueError for a model whose loss the sample-wise loss does not compute (multi-blank, FastEmit; see
+    Raises ValueError for a model whose loss the sample-wise loss does not compute (multi-blank, TDT FastEmit; see
     ``asr_plugin.integrations.nemo.objective``), TypeError for a model that is not a NeMo transducer.
     """
     if not isinstance(model, EncDecRNNTModel):
