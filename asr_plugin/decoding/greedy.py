@@ -44,15 +44,10 @@ def greedy_search(
 
 
 @torch.no_grad()
-def rnnt_greedy_search(
-    model: Transducer,
-    encoder_out: torch.Tensor,
-    encoder_lengths: torch.Tensor,
-    max_symbols_per_frame: int = 4,
-    tokenizer: TokenDecoder | None = None,
-) -> list[Hypothesis]:
-    """Greedy search of an RNN-T model: at every frame the joint's argmax is taken; a blank moves to the next frame, a token is
-    emitted and the predictor advances on it. The score is the sum of the chosen symbols'
+def rnnt_greedy_search(model: Transducer, encoder_out: torch.Tensor, encoder_lengths: torch.Tensor,
+                       max_symbols_per_frame: int = 4, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
+    """Greedy search of an RNN-T model: at every frame the joint's argmax is taken; a blank moves to the next
+    frame, a token is emitted and the predictor advances on it. The score is the sum of the chosen symbols'
     log-probabilities, i.e. the standard RNN-T path log-probability (tokens and the closing blank of
     each frame). When a frame reaches `max_symbols_per_frame` emitted tokens the search moves on
     without a blank and adds no blank term, the convention `modified_beam_search` shares: its tokens,
