@@ -33,8 +33,8 @@ from unittest import mock
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.errors import MissingConfigException
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import MissingConfigException
 from omegaconf import open_dict
 
 from asr_plugin.training.train import check_config

@@ -4,8 +4,6 @@ script's options fails here, naming the doc file, line and command. Nothing is t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from doc_commands import REPO_ROOT, OptionalPluginMissing, check_command, collect_commands
 
@@ -33,7 +31,7 @@ BROKEN_DOC = """# A doc with broken examples
 ```bash
 cd recipes/librispeech
 python train.py +loss=samplewise          # fine
-python train.py spec_augment.time_warp=5  # a new key without +
+python train.py spec_augment.time_stretch=5  # a new key without +
 python eval.py checkpoint=/x/epoch=011-wer0.1234.ckpt
 bash run.sh --data-dir /data --stage 4 --avg 10
 python ../../scripts/export_nemo.py --bogus a.ckpt b.nemo
@@ -52,7 +50,7 @@ def test_a_broken_doc_fails_naming_the_file_line_and_command(tmp_path):
     assert sorted(problems) == [5, 6, 7, 8, 9, 10, 13], [c.where for c in commands]
     assert problems[5] is None
     expected = {
-        6: ("python train.py spec_augment.time_warp=5", "+spec_augment.time_warp=5"),
+        6: ("python train.py spec_augment.time_stretch=5", "use +spec_augment.time_stretch=5"),
         7: ("python eval.py checkpoint=/x/epoch=011-wer0.1234.ckpt", "OverrideParseException"),
         8: ("bash run.sh --data-dir /data --stage 4 --avg 10", "stage 3 keeps 5 checkpoints"),
         9: ("export_nemo.py --bogus a.ckpt b.nemo", "unrecognized arguments: --bogus"),

@@ -106,6 +106,21 @@ def test_a_job_with_an_id_keeps_its_own_lineage(tmp_path, monkeypatch, caplog, v
     assert any("no readable checkpoint of this run" in r.getMessage() for r in caplog.records)
 
 
+def test_a_plain_multirun_job_is_refused_naming_asr_run_id(tmp_path, monkeypatch):
+    """Its sweep directory is new: without ASR_RUN_ID the job could only start from scratch."""
+    for name in JOB_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("asr_plugin.training.ckpt_path.is_multirun_job", lambda: True)
+    run_dir = tmp_path / "multiruns" / "2026-12-01_10-00-00" / "0"
+    cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(run_dir), "runs_dir": str(tmp_path / "runs")}})
+    trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))],
+                              default_root_dir=str(run_dir))
+    with pytest.raises(ValueError, match="multirun job's directory .* is new .*set ASR_RUN_ID="):
+        resolve_ckpt_path(cfg, trainer)
+    monkeypatch.setenv("ASR_RUN_ID", "2026-12-01_10-00-00")
+    assert resolve_ckpt_path(cfg, trainer) is None
+
+
 @pytest.mark.slow  # three train.py processes
 def test_train_py_resumes_the_newest_run_of_the_same_command(data_dir, tmp_path):
     """Through Hydra: the config Hydra saved compares equal to the one a rerun composes."""
