@@ -42,7 +42,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     "last": the newest readable ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
     checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; unreadable files are skipped with a warning
     naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
-    multirun (its sweep directory is new); else None with a warning (a job's first start). Any other
+    multirun whose sweep directory holds no checkpoint (it is new); else None with a warning (a job's first start). Any other
     value must be a readable checkpoint file (ValueError naming it otherwise).
     """
     ckpt_path = cfg.get("ckpt_path")
@@ -73,9 +73,10 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
         here = run_dir.resolve()
         subdirs = [d.resolve().relative_to(here) for d in directories if d.resolve().is_relative_to(here)]
         return str(previous_run_checkpoint(Path(runs_dir), run_dir, subdirs, OmegaConf.to_container(cfg, resolve=False)))
-    if job_run_id() is None and is_multirun_job():
-        raise ValueError(f"ckpt_path=last: this multirun job's directory {run_dir} is new (a plain multirun's is named "
-                         "by its start time) and holds no checkpoint: set ASR_RUN_ID=<the name of the earlier "
+    # a sweep directory without any job's checkpoint is new (a rerun of a sweep has its other jobs' checkpoints)
+    if job_run_id() is None and is_multirun_job() and next(run_dir.parent.rglob("*.ckpt"), None) is None:
+        raise ValueError(f"ckpt_path=last: this multirun's directory {run_dir.parent} is new (a plain multirun's is "
+                         "named by its start time) and holds no checkpoint: set ASR_RUN_ID=<the name of the earlier "
                          "multirun's directory> to resume each of its jobs from its own, or drop ckpt_path=last")
     where = ", ".join(str(d) for d in dict.fromkeys([*directories, Path(trainer.default_root_dir)]))
     log.warning("ckpt_path=last: no readable checkpoint of this run in %s; training from scratch", where)

@@ -115,9 +115,12 @@ def test_a_plain_multirun_job_is_refused_naming_asr_run_id(tmp_path, monkeypatch
     cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(run_dir), "runs_dir": str(tmp_path / "runs")}})
     trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))],
                               default_root_dir=str(run_dir))
-    with pytest.raises(ValueError, match="multirun job's directory .* is new .*set ASR_RUN_ID="):
+    with pytest.raises(ValueError, match="multirun's directory .* is new .*set ASR_RUN_ID="):
         resolve_ckpt_path(cfg, trainer)
     monkeypatch.setenv("ASR_RUN_ID", "2026-12-01_10-00-00")
+    assert resolve_ckpt_path(cfg, trainer) is None
+    monkeypatch.delenv("ASR_RUN_ID")
+    make_run(run_dir.parent, "1", CONFIG, mtime=100)  # a rerun of a sweep: another job saved, this one had not
     assert resolve_ckpt_path(cfg, trainer) is None
 
 
