@@ -22,6 +22,8 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import itertools
+import os
 import re
 import runpy
 import shlex
@@ -32,7 +34,6 @@ from unittest import mock
 
 import yaml
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import MissingConfigException
 from omegaconf import open_dict
@@ -161,14 +162,15 @@ def check_hydra(config_name: str, arguments: list[str]) -> None:
         if argument not in HYDRA_FLAGS:
             overrides.append(argument)
         index += 1
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    for batch in BasicSweeper.split_arguments(parsed, None):
-        for job in batch:
-            cfg = compose_config(config_name, list(job))
-            if config_name == "train":
-                with open_dict(cfg):
-                    cfg.paths.output_dir = "/nonexistent/run"  # ${hydra:runtime.output_dir} outside a run
-                check_config(cfg)
+    # a sweep's jobs: every combination of the swept values, as Hydra's basic sweeper runs them
+    choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()] if o.is_sweep_override()
+               else [o.input_line] for o in OverridesParser.create().parse_overrides(overrides)]
+    for job in itertools.product(*choices):
+        cfg = compose_config(config_name, list(job))
+        if config_name == "train":
+            with open_dict(cfg):
+                cfg.paths.output_dir = "/nonexistent/run"  # ${hydra:runtime.output_dir} outside a run
+            check_config(cfg)
 
 
 def run_sh_options() -> set[str]:
@@ -217,7 +219,9 @@ def check_script(program: str, arguments: list[str]) -> None:
     if "parse_args(" not in path.read_text():
         raise ValueError(f"{program} has no argparse parser to check its arguments (and --help) with")
     stderr = io.StringIO()
-    with mock.patch.object(sys, "argv", [str(path), *arguments]), \
+    # the script's module-level settings (os.environ.setdefault, sys.path) stay in the script
+    with mock.patch.object(sys, "argv", [str(path), *arguments]), mock.patch.dict(os.environ), \
+            mock.patch.object(sys, "path", list(sys.path)), \
             mock.patch.object(argparse.ArgumentParser, "parse_args", strict_parse_args), \
             contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
         try:
