@@ -10,6 +10,7 @@ Exits non-zero, naming the package, when an import or call fails.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.metadata
 import re
@@ -55,6 +56,7 @@ def _lock_differences() -> list[str]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     for module in ("torch", "torchaudio", "lightning", "hydra", "sentencepiece", "soundfile", "jiwer",
                    "torchmetrics", "espeakng_loader", "matplotlib", "asr_plugin.data", "asr_plugin.training"):
         try:

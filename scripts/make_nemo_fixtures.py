@@ -2,7 +2,8 @@
 importer's tests and demos (needs NeMo; `asr_plugin.finetune.nemo.examples` describes the configs).
 
     python scripts/make_nemo_fixtures.py --out /tmp/nemo_fixtures
-    # -> conformer_transducer.nemo, fast_conformer_transducer.nemo (0.75 and 0.65 MB)
+    # -> conformer_transducer.nemo, fast_conformer_transducer.nemo, fast_conformer_tdt.nemo (0.75, 0.65 and
+    #    1.01 MB with NeMo 3.0.0, 2026-12-01)
     python scripts/make_nemo_fixtures.py --out /tmp/nemo_full --full-size
     # the example configs' own (Large, ~120 M parameters) sizes, with a 2-layer LSTM: ~0.5 GB each
 """

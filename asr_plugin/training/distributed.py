@@ -110,15 +110,9 @@ def run_id(parent: str | os.PathLike | None = None) -> str:
     Registered as the ``${run_id:<parent>}`` resolver of ``conf/hydra/default.yaml`` (cached, so a run
     resolves it once): with ``${now:}`` alone every rank of an srun/torchrun job would name its own directory.
     """
-    if os.environ.get("ASR_RUN_ID"):
-        return os.environ["ASR_RUN_ID"]
-    if os.environ.get("SLURM_JOB_ID"):
-        # array task and srun step (shared by the tasks of one srun) keep runs of one allocation apart
-        array_task, step = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_STEP_ID")
-        return (f"slurm{os.environ['SLURM_JOB_ID']}" + (f"_{array_task}" if array_task else "")
-                + (f".{step}" if step and step.isdigit() else ""))
-    if os.environ.get("TORCHELASTIC_RUN_ID", "none") != "none":
-        return f"torchrun{os.environ['TORCHELASTIC_RUN_ID']}"
+    job = job_run_id()
+    if job is not None:
+        return job
     # (Lightning's launcher on one node passes its run directory to the processes it starts: not a conflict)
     torchrun_without_id = "TORCHELASTIC_RUN_ID" in os.environ and _int_variable("WORLD_SIZE") > 1
     if torchrun_without_id or _int_variable("NODE_RANK") > 0:
@@ -128,6 +122,22 @@ def run_id(parent: str | os.PathLike | None = None) -> str:
             "value for all of them (or give torchrun --rdzv-id)")
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return stamp if parent is None else reserve_run_dir(parent, stamp)
+
+
+def job_run_id() -> str | None:
+    """The run directory name a launcher's job id gives (see `run_id`), or None for a plain local run, whose
+    directory is named by its start time: ``ASR_RUN_ID``, else ``slurm<job id>[_<array task>][.<srun step>]``,
+    else ``torchrun<rendezvous id>``. A job with one resumes in the directory of that id (its lineage)."""
+    if os.environ.get("ASR_RUN_ID"):
+        return os.environ["ASR_RUN_ID"]
+    if os.environ.get("SLURM_JOB_ID"):
+        # array task and srun step (shared by the tasks of one srun) keep runs of one allocation apart
+        array_task, step = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_STEP_ID")
+        return (f"slurm{os.environ['SLURM_JOB_ID']}" + (f"_{array_task}" if array_task else "")
+                + (f".{step}" if step and step.isdigit() else ""))
+    if os.environ.get("TORCHELASTIC_RUN_ID", "none") != "none":
+        return f"torchrun{os.environ['TORCHELASTIC_RUN_ID']}"
+    return None
 
 
 def reserve_run_dir(parent: str | os.PathLike, name: str) -> str:

@@ -60,9 +60,11 @@ def plot_learning_curves(metrics_csv: str | Path, png: str | Path) -> Path:
 
 
 def learning_curves_of(trainer: L.Trainer, png: str | Path) -> Path | None:
-    """Plots the run's curves from the trainer's CSVLogger into `png` on global rank 0; None without one."""
+    """Plots the run's curves from the trainer's CSVLogger into `png` on global rank 0; None without one, or
+    when it logged nothing (a run resumed at its last step)."""
     csv_logger = next((logger for logger in trainer.loggers if isinstance(logger, CSVLogger)), None)
     if csv_logger is None or not trainer.is_global_zero:
         return None
     csv_logger.save()
-    return plot_learning_curves(Path(csv_logger.log_dir) / "metrics.csv", png)
+    metrics = Path(csv_logger.log_dir) / "metrics.csv"
+    return plot_learning_curves(metrics, png) if metrics.is_file() else None

@@ -41,12 +41,13 @@ def record_differences(here: Mapping[str, Any], there: Mapping[str, Any]) -> lis
     return sorted(k for k in set(here) | set(there) if here.get(k) != there.get(k))
 
 
-def config_differences(here: Any, there: Any, key: str) -> list[str]:
-    """``key: <this run's value> here, <the checkpoint's> in the checkpoint`` for each leaf that differs."""
+def config_differences(here: Any, there: Any, key: str, where: str = "in the checkpoint") -> list[str]:
+    """``key: <this run's value> here, <the other's> <where>`` for each leaf that differs."""
     if isinstance(here, Mapping) and isinstance(there, Mapping):
         return [line for name in sorted(set(here) | set(there), key=str)
-                for line in config_differences(here.get(name), there.get(name), f"{key}.{name}" if key else str(name))]
-    return [] if here == there else [f"{key}: {here!r} here, {there!r} in the checkpoint"]
+                for line in config_differences(here.get(name), there.get(name),
+                                               f"{key}.{name}" if key else str(name), where)]
+    return [] if here == there else [f"{key}: {here!r} here, {there!r} {where}"]
 
 
 def state_mismatch(expected: Mapping[str, torch.Tensor], saved: Mapping[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from asr_plugin.finetune import apply_finetune
 from asr_plugin.data import Tokenizer
 from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
+from asr_plugin.training.ckpt_path import resolve_ckpt_path
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
@@ -71,43 +72,6 @@ def check_config(cfg: DictConfig) -> None:
                 check_config_node(node, f"{group}.{name}")
     options = {k: plain[k] for k in ("max_symbols_per_frame", "ctc_weight") if k in plain}
     check_arguments(TransducerModule, options, "", partial=True)
-
-
-def resolve_ckpt_path(ckpt_path: str | None, trainer: L.Trainer) -> str | None:
-    """Turns ``ckpt_path`` into a checkpoint file for ``Trainer.fit``.
-
-    "last" means the newest *readable* checkpoint of this run: the ``*.ckpt`` files of this run's checkpoint
-    directories and Lightning's SLURM requeue checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory). The run
-    directory is the lineage: a requeued job names the same one (``ASR_RUN_ID``, the SLURM job id), a new run
-    a new one, so another run's checkpoints (a later multirun job, another experiment) are never taken.
-    Unreadable files are skipped with a warning naming them. Without a readable one it returns None and
-    training starts from scratch, as Lightning does, so a requeued job can always pass ``ckpt_path=last``.
-    Any other value must be a readable checkpoint file (ValueError naming it otherwise).
-    """
-    if ckpt_path is None:
-        return None
-    if ckpt_path != "last":
-        try:
-            peek_checkpoint(ckpt_path)  # missing, empty, truncated, not a checkpoint: say which and why
-        except ValueError as err:
-            raise ValueError(f"ckpt_path: {err}") from None
-        return str(ckpt_path)
-    directories = [Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if getattr(cb, "dirpath", None)]
-    # hidden files are partial writes of a killed run (asr_plugin.data.atomic's temporary names)
-    found = [path for directory in dict.fromkeys(directories) for path in directory.glob("*.ckpt")
-             if not path.name.startswith(".")]
-    found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
-    for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
-        try:
-            peek_checkpoint(path)
-        except ValueError as err:
-            log.warning("ckpt_path=last: skipping %s", err)
-            continue
-        log.info("ckpt_path=last resumes from %s", path)
-        return str(path)
-    where = ", ".join(str(d) for d in dict.fromkeys([*directories, Path(trainer.default_root_dir)]))
-    log.warning("ckpt_path=last: no readable checkpoint of this run in %s; training from scratch", where)
-    return None
 
 
 # Below this a LibriSpeech run is using the CPU demo's schedule (200 warmup steps): the LibriSpeech experiments
@@ -265,7 +229,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
         callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
     trainer = build_trainer(cfg, callbacks, loggers)
-    ckpt_path = resolve_ckpt_path(cfg.get("ckpt_path"), trainer)
+    ckpt_path = resolve_ckpt_path(cfg, trainer)
     resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
 
     data, objects = data_from_checkpoint(cfg, resumed)

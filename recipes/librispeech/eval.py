@@ -1,8 +1,8 @@
 """Decodes test sets with a trained checkpoint (or the average of several):
-``python eval.py checkpoint=../../logs/train/runs/<date>/checkpoints avg=3 decoding.methods=[greedy,beam]``.
+``python eval.py checkpoint=../../logs/train/runs/<date>_<time>/checkpoints avg=3 decoding.methods=[greedy,beam]``.
 
 Writes recogs-<set>-<method>.txt, errs-<set>-<method>.txt and wer-summary.{tsv,json} to the run
-directory (``logs/eval/runs/<date>``); see docs/decoding.md.
+directory (``logs/eval/runs/<date>_<time>``); see docs/decoding.md.
 """
 
 from __future__ import annotations

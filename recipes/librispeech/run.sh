@@ -11,12 +11,12 @@
 # go to --work-dir (default: data.work_dir of conf/data/librispeech.yaml, under this checkout's data/).
 # Stages: 0 manifests (optional download into DATA_DIR), 1 tokenizer, 2 feature stats (all three through
 # scripts/prepare_data.py with the training configuration, so stage 3 finds what they made), 3 train
-# (conf/experiment/<experiment> into --exp-dir), 4 decode --eval-splits with the average of the last --avg
-# checkpoints of that run (into <exp-dir>/decode_avg<avg>). Stages 0-2 reuse what exists (nothing is
+# (conf/experiment/<experiment> into --exp-dir, keeping the --avg best checkpoints, at least 5), 4 decode the
+# --eval-splits with their average (into <exp-dir>/decode_avg<avg>). Stages 0-2 reuse what exists (nothing is
 # overwritten); rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run.
 # Examples (docs/training.md):
 #   bash recipes/librispeech/run.sh --data-dir /data --work-dir /shared/asr/librispeech --train-args "trainer.devices=8"
-#   bash recipes/librispeech/run.sh --stage 4 --avg 10 --eval-args "decoding.methods=[greedy,beam] decoding.beam=8"
+#   bash recipes/librispeech/run.sh --stage 4 --avg 3 --eval-args "decoding.methods=[greedy,beam] decoding.beam=8"
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -105,8 +105,11 @@ fi
 
 if run_stage 3; then
   echo "stage 3: train experiment=$experiment into $exp_dir"
+  # stage 4 averages --avg checkpoints: keep that many best ones when it is more than conf/callbacks/default.yaml's 5
+  keep=()
+  if (( avg > 5 )); then keep=("callbacks.model_checkpoint.save_top_k=$avg"); fi
   python recipes/librispeech/train.py "experiment=$experiment" "${data_overrides[@]}" "hydra.run.dir=$exp_dir" \
-    "${train_overrides[@]}"
+    "${keep[@]}" "${train_overrides[@]}"
 fi
 
 if run_stage 4; then

@@ -1,4 +1,4 @@
-"""Resuming: ``ckpt_path=last`` takes the newest readable checkpoint of this run directory only, an unreadable
+"""Resuming: ``ckpt_path=last`` takes the newest readable checkpoint of this run directory, an unreadable
 ``ckpt_path`` is named, and a checkpoint of another architecture says which config keys differ."""
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def test_last_skips_unreadable_checkpoints_and_names_them(tiny_run, caplog):
     assert any("last.ckpt: not a readable torch checkpoint" in m for m in skipped), skipped
 
 
-def test_last_never_resumes_another_runs_checkpoint(tiny_run, caplog):
-    """Another run of the same task (a later multirun job, another experiment) has its own directory."""
+def test_last_never_resumes_another_runs_checkpoint_in_a_job(tiny_run, caplog, monkeypatch):
+    """A job's run directory (ASR_RUN_ID here, a SLURM job, a torchrun rendezvous) is its lineage: another run
+    of the same task is never taken (a plain local run's case: test_ckpt_path_last.py)."""
+    monkeypatch.setenv("ASR_RUN_ID", "new")
     train(tiny_run([*STEP_CHECKPOINTS, "trainer.max_steps=3"], run="sibling"))
     with caplog.at_level(logging.WARNING):
         result = train(tiny_run([*STEP_CHECKPOINTS, "ckpt_path=last", "trainer.max_steps=2"], run="new"))
