@@ -4,7 +4,7 @@ same steps; greedy WER and RNN-T loss per utterance on the dev set (needs NeMo).
 
     python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_table --steps 30
 
-The reference (`asr_plugin.finetune.nemo.reference`) is trained once into --cache (a few minutes on a CPU) and
+The reference (`asr_plugin.benchmarks.nemo_reference`) is trained once into --cache (a few minutes on a CPU) and
 reused; every recipe run goes to its own directory under --out.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.finetune.nemo.reference import (FineTuneSettings, cached_reference, imported_transcripts,
+from asr_plugin.benchmarks.nemo_reference import (FineTuneSettings, cached_reference, imported_transcripts,
                                                 nemo_finetune, recipe_overrides, word_error_rate)
 from asr_plugin.training import train
 

@@ -68,7 +68,7 @@ def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
     loss, model = saved["hyper_parameters"]["loss"], saved["hyper_parameters"]["model"]
-    # the .nemo's tdt_kwargs (asr_plugin.finetune.nemo.examples: sigma 0.05, omega 0) and its durations
+    # the .nemo's tdt_kwargs (asr_plugin.benchmarks.nemo_examples: sigma 0.05, omega 0) and its durations
     assert (loss["mode"], loss["durations"], loss["sigma"], loss["omega"]) == (mode, [0, 1, 2, 3, 4], 0.05, 0.0)
     assert model["durations"] == [0, 1, 2, 3, 4]
     assert saved["state_dict"]["model.joint.output.weight"].shape == source.joint.output.weight.shape  # V + 5

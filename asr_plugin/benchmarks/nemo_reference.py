@@ -4,7 +4,7 @@ and of docs/finetune.md's table (needs NeMo).
 `train_reference` generates the mini corpus (`asr_plugin.data.make_mini_librispeech`), writes NeMo manifests
 (``audio_filepath``, ``duration``, lower-case ``text``, as NeMo's English recipes train), trains a SentencePiece
 tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
-(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.finetune.nemo.examples` at the sizes of
+(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.benchmarks.nemo_examples` at the sizes of
 `ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
 utterances of the training split, so that fine-tuning on the whole split sees new data. It saves the result
 as a hybrid ``.nemo`` and, with the same weights minus the CTC decoder, as an ``EncDecRNNTBPEModel`` ``.nemo``,
@@ -34,7 +34,7 @@ from torch import nn
 
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.finetune.nemo.examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
+from asr_plugin.benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
 SPLITS = ("train", "dev", "test")
