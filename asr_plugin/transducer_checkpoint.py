@@ -3,6 +3,8 @@ running anything from it.
 
 A checkpoint carries everything needed to reload, decode, evaluate, export and resume its model:
 
+- ``hyper_parameters.max_symbols_per_frame``: the greedy decoding its validation used, and eval, transcription
+  and export decode with (`CheckpointInfo.decoding`) unless told otherwise;
 - ``hyper_parameters.model``: the architecture as plain ``asr_plugin.models.build_transducer`` keyword
   arguments (``_target_: asr_plugin.models.build_transducer``); a run built from a ``.nemo`` stores the
   architecture it read there, so the ``.nemo`` is never read again;
@@ -110,6 +112,13 @@ class CheckpointInfo:
             return complete_frontend_spec(self._record("frontend"))
         except ValueError as err:
             raise ValueError(f"{self.path}: {err}") from None
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """The decoding settings its validation used, which decoding it elsewhere defaults to:
+        ``max_symbols_per_frame`` (``hyper_parameters``; 4, the training module's default, for checkpoints
+        without it). A TDT model's durations are part of its architecture (``hyper_parameters.model``)."""
+        return {"max_symbols_per_frame": int(self.hyper_parameters.get("max_symbols_per_frame") or 4)}
 
     @property
     def feature_dim(self) -> int:

@@ -87,7 +87,7 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
     options = nemo_training_options(imported.config)
     return NemoExportSource(
         imported.model, {**imported.model_kwargs, "vocab_size": imported.model.vocab_size}, imported.tokenizer,
-        imported.frontend_spec, imported.auxiliary_ctc, options["ctc_weight"] or 0.3,
+        imported.frontend_spec, imported.auxiliary_ctc, options["ctc_weight"],
         int(max_symbols or options["max_symbols_per_frame"]), dict(imported.loss_options), options["loss_reduction"],
         options["ctc_reduction"], options["spec_augment"])
 

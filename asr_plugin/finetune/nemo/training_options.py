@@ -25,8 +25,8 @@ from asr_plugin.finetune.nemo.archive import read_nemo
 
 SPEC_AUGMENT_TARGET = "asr_plugin.data.SpecAugment"
 # SpectrogramAugmentation's keys we map, and the ones that must keep NeMo's "off" value
-SPEC_AUGMENT_KEYS = ("_target_", "freq_masks", "time_masks", "freq_width", "time_width", "use_vectorized_code",
-                     "use_numba_spec_augment", "mask_value", "rect_masks", "rect_time", "rect_freq")
+SPEC_AUGMENT_KEYS = ("_target_", "freq_masks", "time_masks", "freq_width", "time_width", "rect_masks", "rect_time",
+                     "rect_freq", "rng", "mask_value", "use_vectorized_spec_augment", "use_numba_spec_augment")
 SPEC_AUGMENT_OFF = {"rect_masks": 0, "mask_value": 0.0}
 
 
@@ -34,7 +34,8 @@ def spec_augment_node(section: Mapping[str, Any] | None) -> dict[str, Any] | Non
     """Our ``SpecAugment`` node for NeMo's ``spec_augment`` section (None for none or no masks).
 
     NeMo's ``time_width`` is a fraction of each utterance's frames when a float and a number of frames when an
-    int; ours are ``max_time_mask_ratio`` and ``time_mask_width``. NeMo's masks are 0, as ours.
+    int; ours are ``max_time_mask_ratio`` and ``time_mask_width``. NeMo's (vectorized, default) masks draw their
+    widths and starts as ours do, and are 0 as ours.
     """
     if not section:
         return None
@@ -62,7 +63,7 @@ def nemo_training_options(config: Mapping[str, Any]) -> dict[str, Any]:
     greedy = (config.get("decoding") or {}).get("greedy") or {}
     return {
         "loss_reduction": str(config.get("rnnt_reduction") or "mean_batch"),
-        "ctc_weight": float(aux_ctc.get("ctc_loss_weight", 0.0)) if aux_ctc else 0.0,
+        "ctc_weight": float(aux_ctc.get("ctc_loss_weight", 0.5)) if aux_ctc else 0.0,  # NeMo's default 0.5
         "ctc_reduction": str(aux_ctc.get("ctc_reduction") or "mean_batch"),
         "max_symbols_per_frame": int(greedy.get("max_symbols") or 10),
         "spec_augment": spec_augment_node(config.get("spec_augment")),
