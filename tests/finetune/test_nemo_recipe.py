@@ -18,7 +18,8 @@ TINY_DATA = [
     "data.mini_corpus.n_train=16", "data.mini_corpus.n_dev=4", "data.mini_corpus.n_test=4", "data.vocab_size=40",
     "data.max_duration=10", "data.num_buckets=2", "data.num_workers=0", "data.prepare_num_workers=1",
 ]
-RUN = ["finetune.pretrained_lr=1e-4", "trainer.max_steps=3", "optim.scheduler.warmup_steps=1", "test=false",
+RUN = ["finetune.pretrained_lr=1e-4", "trainer.max_steps=3", "optim.scheduler.warmup_ratio=null", "optim.scheduler.warmup_steps=1",
+       "test=false",
        "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "callbacks.model_summary=null"]
 
 
