@@ -1,8 +1,8 @@
 """`+finetune=from_nemo` with no optimiser overrides improves a trained checkpoint: a NeMo-layout model that these
 tests train (the recipe from a random `.nemo`, to a plateau, exported with `export_nemo`) gets a lower dev loss
-after a dozen steps of the preset. The from-scratch demo's optimiser (lr 3e-3 after a warmup cut to the run's
-first tenth) raised that dev loss in the same dozen steps (67.88 -> 68.84 nats against the preset's 67.84,
-2026-12-01): a trained model needs a fine-tuning lr from the first step."""
+after a dozen steps of the preset, where the from-scratch demo's optimiser (lr 3e-3 after a warmup cut to the
+run's first tenth, the preset's default before it had one) raises it: a trained model needs a fine-tuning lr from
+the first step (docs/finetune.md, "With the presets")"""
 
 from __future__ import annotations
 
