@@ -95,8 +95,8 @@ def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.
             read them.
         auxiliary_ctc: the training module's auxiliary CTC head (``asr_plugin.training.AuxiliaryCTC``), or
             None; a NeMo hybrid RNNT-CTC checkpoint's CTC decoder (a training checkpoint's own head) is loaded
-            into it (unless the vocabulary
-            changed: then it keeps its fresh initialisation, like the other token-indexed layers).
+            into it (unless the vocabulary changed: then it keeps its fresh initialisation, like the other
+            token-indexed layers).
     Returns:
         names (as in ``model.named_parameters()``) of the parameters loaded from the checkpoint, frozen
         ones included; the training module gives them the ``pretrained_lr`` parameter group.
