@@ -3,6 +3,8 @@ running anything from it.
 
 A checkpoint carries everything needed to reload, decode, evaluate, export and resume its model:
 
+- ``hyper_parameters.max_symbols_per_frame``: the greedy decoding its validation used, and eval, transcription
+  and export decode with (`CheckpointInfo.decoding`) unless told otherwise;
 - ``hyper_parameters.model``: the architecture as plain ``asr_plugin.models.build_transducer`` keyword
   arguments (``_target_: asr_plugin.models.build_transducer``), its lattice as a record
   (``model.lattice``: ``asr_plugin.losses.lattice_from_record``); a run built from a ``.nemo`` stores the
@@ -153,6 +155,13 @@ class CheckpointInfo:
             return complete_frontend_spec(self._record("frontend"))
         except ValueError as err:
             raise ValueError(f"{self.path}: {err}") from None
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """The decoding settings its validation used, which decoding it elsewhere defaults to:
+        ``max_symbols_per_frame`` (``hyper_parameters``; 4, the training module's default, for checkpoints
+        without it). A TDT model's durations are part of its architecture (``hyper_parameters.model``)."""
+        return {"max_symbols_per_frame": int(self.hyper_parameters.get("max_symbols_per_frame") or 4)}
 
     @property
     def feature_dim(self) -> int:

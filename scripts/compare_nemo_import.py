@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from asr_plugin.finetune.nemo.compare import compare_file
-from asr_plugin.finetune.nemo.examples import ARCHITECTURES, save_example_model
+from asr_plugin.benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
 
 def main() -> None:

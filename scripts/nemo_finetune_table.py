@@ -3,8 +3,9 @@ by our import, fine-tuned by the recipe (``+finetune=from_nemo``, both loss mode
 same steps; greedy WER and RNN-T loss per utterance on the dev set (needs NeMo).
 
     python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_table --steps 30
+    python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_preset --steps 60 --preset
 
-The reference (`asr_plugin.finetune.nemo.reference`) is trained once into --cache (a few minutes on a CPU) and
+The reference (`asr_plugin.benchmarks.nemo_reference`) is trained once into --cache (a few minutes on a CPU) and
 reused; every recipe run goes to its own directory under --out.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.finetune.nemo.reference import (FineTuneSettings, cached_reference, imported_transcripts,
+from asr_plugin.benchmarks.nemo_reference import (FineTuneSettings, cached_reference, imported_transcripts,
                                                 nemo_finetune, recipe_overrides, word_error_rate)
 from asr_plugin.training import train
 
@@ -34,8 +35,10 @@ def main() -> None:
     parser.add_argument("--cache", required=True, help="directory of the NeMo-trained reference (reused)")
     parser.add_argument("--out", required=True, help="directory for the recipe runs")
     parser.add_argument("--steps", type=int, default=FineTuneSettings.steps)
+    parser.add_argument("--preset", action="store_true",
+                        help="each side's defaults: the recipe's +finetune=from_nemo as is, NeMo's fine-tuning config")
     args = parser.parse_args()
-    settings = FineTuneSettings(steps=args.steps)
+    settings = FineTuneSettings(steps=args.steps, preset=args.preset)
     reference = cached_reference(args.cache)
     imported = {}
     for split in ("dev", "test"):

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, ListConfig
 
 from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
 from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
+from asr_plugin.evaluation.decoding_settings import decoding_settings
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     The tokenizer and the front end (features, statistics) are the checkpoint's own (its records): the data
     config only says where the audio and the transcripts are. A checkpoint written before checkpoints
-    carried them is decoded with the data config's tokenizer and features, with a warning.
+    carried them is decoded with the data config's tokenizer and features, with a warning. The greedy and beam
+    searches' ``max_symbols_per_frame`` is the checkpoint's (its validation's) unless ``decoding`` sets one
+    (logged as an override).
 
     Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """
@@ -68,16 +71,18 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     frontend = datamodule.frontend
     frame_shift = frontend.hop_length / frontend.sample_rate
     decoding = cfg.decoding
+    max_symbols = decoding_settings(info, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")},
+                                    "decoding.")["max_symbols_per_frame"]
     out_dir = Path(cfg.output_dir)
     rows = []
     for name, manifest in _eval_sets(cfg.get("manifests"), datamodule).items():
         results = decode_batches(
             model, datamodule.eval_dataloader(manifest), list(decoding.methods), tokenizer, frame_shift, device,
-            beam=int(decoding.beam), max_symbols_per_frame=int(decoding.max_symbols_per_frame),
+            beam=int(decoding.beam), max_symbols_per_frame=max_symbols,
         )
         rows += write_set_results(results, name, out_dir)
     weights = describe_weights(paths)
     write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "weights": weights, "beam": int(decoding.beam),
-                                  "max_symbols_per_frame": int(decoding.max_symbols_per_frame)})
+                                  "max_symbols_per_frame": max_symbols})
     log.info("results in %s", out_dir)
     return {"rows": rows, "checkpoints": [str(p) for p in paths], "weights": weights, "output_dir": str(out_dir)}

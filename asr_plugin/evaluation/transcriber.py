@@ -17,6 +17,7 @@ from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.checkpoints import load_model
 from asr_plugin.evaluation.chunking import chunk_bounds
+from asr_plugin.evaluation.decoding_settings import decoding_settings
 
 
 def read_audio(path: str | os.PathLike, sample_rate: int) -> torch.Tensor:
@@ -36,7 +37,8 @@ class Transcriber:
 
     Args:
         checkpoints: one checkpoint, or several to average (of one run: same tokenizer and front end).
-        method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`.
+        method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`; ``max_symbols_per_frame=None``
+            (the default) is the checkpoint's own (its validation's), another value is logged as an override.
         chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
             quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with a progress bar on
             stderr; the default is about LibriSpeech's longest training utterance.
@@ -44,7 +46,7 @@ class Transcriber:
     """
 
     def __init__(self, checkpoints: Sequence[str | os.PathLike], method: str = "beam", beam: int = 4,
-                 max_symbols_per_frame: int = 4, device: str = "cpu", chunk_seconds: float = 30.0,
+                 max_symbols_per_frame: int | None = None, device: str = "cpu", chunk_seconds: float = 30.0,
                  chunks_per_batch: int = 4) -> None:
         if chunk_seconds <= 0 or chunks_per_batch < 1:
             raise ValueError(f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1")
@@ -53,7 +55,8 @@ class Transcriber:
         if self.tokenizer.vocab_size != self.model.vocab_size:
             raise ValueError(f"{info.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}")
         self.frontend = build_frontend(info.frontend_spec()).eval().to(device)  # eval: no dither
-        self.options = {"method": method, "beam": beam, "max_symbols_per_frame": max_symbols_per_frame}
+        decoding = decoding_settings(info, {"max_symbols_per_frame": max_symbols_per_frame})
+        self.options = {"method": method, "beam": beam, **decoding}
         self.chunk_seconds, self.chunks_per_batch = chunk_seconds, chunks_per_batch
         self.device = device
 

@@ -30,8 +30,12 @@ DEFAULTS: dict[str, Any] = {
     "freeze_encoder_layers": 0,
     "source_blank_id": None,
     "pretrained_lr": None,
+    "augmentation": "checkpoint",
 }
 FORMATS = STATE_DICT_FORMATS + ("torchaudio_rnnt", "nemo")
+# finetune.augmentation: the checkpoint's SpecAugment, or the run's spec_augment (train(cfg) applies it)
+AUGMENTATION_SOURCES = ("checkpoint", "config")
+CTC_PREFIX = "ctc."  # the training module's auxiliary CTC head
 
 
 def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,7 +52,7 @@ def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def _source_state(options: dict[str, Any], model: Transducer) -> tuple[dict, dict | None]:
     """The checkpoint's weights under our key names, importing foreign formats, and its CTC head's (a NeMo
-    hybrid model's CTC decoder; None for other checkpoints)."""
+    hybrid model's CTC decoder, a training checkpoint's auxiliary head; None for other checkpoints)."""
     path, fmt = options["path"], options["format"]
     if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
         state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
@@ -64,7 +68,16 @@ def _source_state(options: dict[str, Any], model: Transducer) -> tuple[dict, dic
             log.warning("torchaudio's joiner uses ReLU but this model's joint uses %s: the imported joint.output "
                         "will not reproduce the source (set model.joint_activation=relu)", type(model.joint.activation).__name__)
         return imported.state_dict, None
-    return extract_model_state(obj, str(path), fmt), None
+    return extract_model_state(obj, str(path), fmt), auxiliary_ctc_state(obj)
+
+
+def auxiliary_ctc_state(obj: object) -> dict | None:
+    """A training checkpoint's auxiliary CTC head (``state_dict`` keys ``ctc.*``, relative to the head), or None."""
+    state = obj.get("state_dict") if isinstance(obj, dict) else None
+    if not isinstance(state, dict):
+        return None
+    head = {key[len(CTC_PREFIX):]: value for key, value in state.items() if key.startswith(CTC_PREFIX)}
+    return head or None
 
 
 def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> set[str]:
@@ -78,10 +91,12 @@ def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.
     Args:
         model: the freshly built Transducer (vocabulary size from the new tokenizer).
         cfg: the ``finetune`` node (OmegaConf or dict); keys and defaults in `DEFAULTS`.
-            ``pretrained_lr`` is not used here: the training module reads it.
+            ``pretrained_lr`` and ``augmentation`` are not used here: the training module and ``train(cfg)``
+            read them.
         auxiliary_ctc: the training module's auxiliary CTC head (``asr_plugin.training.AuxiliaryCTC``), or
-            None; a NeMo hybrid RNNT-CTC checkpoint's CTC decoder is loaded into it (unless the vocabulary
-            changed: then it keeps its fresh initialisation, like the other token-indexed layers).
+            None; a NeMo hybrid RNNT-CTC checkpoint's CTC decoder (a training checkpoint's own head) is loaded
+            into it (unless the vocabulary changed: then it keeps its fresh initialisation, like the other
+            token-indexed layers).
     Returns:
         names (as in ``model.named_parameters()``) of the parameters loaded from the checkpoint, frozen
         ones included; the training module gives them the ``pretrained_lr`` parameter group.

@@ -14,32 +14,27 @@ from torch import nn
 
 
 class AuxiliaryCTC(nn.Module):
-    """``Linear(H_e -> V)`` over encoder frames and the CTC loss of the targets, reduced like the transducer loss.
+    """``Linear(H_e -> V)`` over encoder frames and the CTC loss of each utterance's targets (the training module
+    reduces them, ``ctc_reduction``, as NeMo's hybrid models reduce theirs).
 
     Args:
         encoder_dim: H_e, the encoder's output size.
         vocab_size: V, including blank (the transducer's vocabulary: CTC shares its blank id).
         blank: the blank id (0 in this project).
-        reduction: "mean" (sum over utterances / B: the per-utterance mean the transducer loss's "mean" is)
-            or "sum".
     """
 
-    def __init__(self, encoder_dim: int, vocab_size: int, blank: int = 0, reduction: str = "mean") -> None:
+    def __init__(self, encoder_dim: int, vocab_size: int, blank: int = 0) -> None:
         super().__init__()
-        if reduction not in ("mean", "sum"):
-            raise ValueError(f"reduction={reduction!r}: the auxiliary CTC loss supports 'mean' or 'sum'")
         self.output = nn.Linear(encoder_dim, vocab_size)
         self.blank = blank
-        self.reduction = reduction
 
     def forward(self, encoder_out: torch.Tensor, encoder_lengths: torch.Tensor, targets: torch.Tensor,
                 target_lengths: torch.Tensor) -> torch.Tensor:
-        """(B, T, H_e) frames, (B,) int64 frame counts, (B, U) int64 padded targets, (B,) int64 -> scalar loss.
+        """(B, T, H_e) frames, (B,) int64 frame counts, (B, U) int64 padded targets, (B,) int64 -> (B,) losses.
 
         An utterance with more tokens than CTC can emit in its frames contributes 0 (``zero_infinity``)
         instead of an infinite loss; with 4x subsampling that needs over 25 tokens per second.
         """
         log_probs = self.output(encoder_out).float().log_softmax(dim=-1).transpose(0, 1)  # (T, B, V)
-        total = nn.functional.ctc_loss(log_probs, targets, encoder_lengths, target_lengths, blank=self.blank,
-                                       reduction="sum", zero_infinity=True)
-        return total / encoder_out.shape[0] if self.reduction == "mean" else total
+        return nn.functional.ctc_loss(log_probs, targets, encoder_lengths, target_lengths, blank=self.blank,
+                                      reduction="none", zero_infinity=True)

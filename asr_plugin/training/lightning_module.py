@@ -15,6 +15,7 @@ from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.losses import TransducerLattice, TransducerLoss, lattice_from_record
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
+from asr_plugin.training.loss_reduction import LEGACY_REDUCTIONS, check_reduction, reduce_losses, reduction_parts
 from asr_plugin.training.memory import PeakMemoryMeter
 from asr_plugin.training.resume_checks import check_resumable
 from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
@@ -57,6 +58,9 @@ class TransducerModule(L.LightningModule):
             memory, never the loss value. Its lattice is the model's (``model.lattice``; a ``loss.lattice``
             that differs is an error). Nodes of checkpoints written before the model owned its lattice are
             converted (``transducer_checkpoint.with_model_lattice``).
+            It is built with ``reduction="none"``: the module reduces the per-utterance losses itself
+            (`loss_reduction`); a node's own ``reduction`` ("mean" or "sum", as checkpoints of earlier versions
+            hold) is read as ``mean_batch`` or ``sum``.
         optim: ``optimizer`` (a ``torch.optim`` optimizer) and ``scheduler`` (``warmup_noam`` or
             ``warmup_cosine``) ``_partial_`` nodes (``conf/optim/*.yaml``); the scheduler is called with the
             optimizer and ``total_steps`` and stepped every optimizer step.
@@ -65,8 +69,13 @@ class TransducerModule(L.LightningModule):
         pretrained_lr: lr of the parameters loaded by fine-tuning (see :meth:`mark_pretrained`);
             None puts every parameter at the optimizer's lr.
         ctc_weight: w in ``(1 - w) * transducer + w * CTC`` for training (:class:`AuxiliaryCTC` on the encoder
-            frames, its head under ``self.ctc``); 0 trains the transducer loss alone. Validation and test
-            losses are the transducer loss either way.
+            frames, its head under ``self.ctc``), each term reduced by its own reduction, as NeMo's hybrid
+            models combine them; 0 trains the transducer loss alone. Validation and test losses are the
+            transducer loss per utterance (nats per utterance) whatever the reductions.
+        loss_reduction: how the transducer's per-utterance losses become the training loss: NeMo's
+            ``mean_batch`` (per utterance), ``mean_volume`` (per token), ``mean`` or ``sum``
+            (`asr_plugin.training.loss_reduction`); None: the loss node's legacy ``reduction``, else ``mean_batch``.
+        ctc_reduction: the same for the auxiliary CTC loss (NeMo's ``aux_ctc.ctc_reduction``).
     """
 
     def __init__(
@@ -78,6 +87,8 @@ class TransducerModule(L.LightningModule):
         max_symbols_per_frame: int = 4,
         pretrained_lr: float | None = None,
         ctc_weight: float = 0.0,
+        loss_reduction: str | None = None,
+        ctc_reduction: str = "mean_batch",
     ) -> None:
         super().__init__()
         if not 0.0 <= ctc_weight < 1.0:
@@ -85,7 +96,10 @@ class TransducerModule(L.LightningModule):
         model, loss = with_model_lattice(model, loss)  # before save_hyperparameters: checkpoints store today's layout
         self.save_hyperparameters()
         self.model = build_model(model, "model")
-        self.loss_fn = build_loss(loss, self.model.lattice)
+        self.loss_reduction = training_reduction(loss, loss_reduction)
+        self.hparams["loss_reduction"] = self.loss_reduction  # checkpoints record the reduction in effect
+        self.ctc_reduction = check_reduction(ctc_reduction, "ctc_reduction")
+        self.loss_fn = build_loss({**loss, "reduction": "none"}, self.model.lattice)  # (B,) losses, reduced here
         self.spec_augment = SPEC_AUGMENT_TARGETS.build(spec_augment, "spec_augment") if spec_augment else None
         # partials, built (and type-checked) now so that a bad optimiser node fails before training starts
         self.optimizer_factory = OPTIMIZER_TARGETS.build(optim["optimizer"], "optim.optimizer")
@@ -98,8 +112,7 @@ class TransducerModule(L.LightningModule):
         self.memory = PeakMemoryMeter()
         self.ctc = None
         if ctc_weight > 0:
-            self.ctc = AuxiliaryCTC(self.model.encoder.output_dim, self.model.vocab_size, blank=self.model.blank_id,
-                                    reduction=self.loss_fn.reduction)
+            self.ctc = AuxiliaryCTC(self.model.encoder.output_dim, self.model.vocab_size, blank=self.model.blank_id)
 
     def mark_pretrained(self, names: Iterable[str]) -> None:
         """Records the ``self.model`` parameter names loaded from a pretrained checkpoint; they form the
@@ -140,22 +153,30 @@ class TransducerModule(L.LightningModule):
 
     # ---------------------------------------------------------------- steps
 
-    def compute_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Loss of a batch from (B, T_feat, F) features -> (loss, (B, T, H_e) encoder frames, (B,) lengths).
+    def utterance_losses(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, T_feat, F) features -> ((B,) transducer loss per utterance, (B, T, H_e) encoder frames, (B,) lengths).
 
         Encodes once, so evaluation reuses the frames for greedy decoding.
         """
         encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths)
-        loss = self.model.loss_from_encoder(encoder_out, encoder_lengths, batch.targets, batch.target_lengths, self.loss_fn)
-        return loss, encoder_out, encoder_lengths
+        losses = self.model.loss_from_encoder(encoder_out, encoder_lengths, batch.targets, batch.target_lengths,
+                                              self.loss_fn)
+        return losses, encoder_out, encoder_lengths
+
+    def compute_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`utterance_losses` with the losses reduced by `loss_reduction` on this process -> (scalar, frames, lengths)."""
+        losses, encoder_out, encoder_lengths = self.utterance_losses(batch, features)
+        return reduce_losses(losses, batch.target_lengths, self.loss_reduction), encoder_out, encoder_lengths
 
     def training_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The loss to minimise for (B, T_feat, F) features, and its parts to log ({} without auxiliary CTC):
-        ``(1 - w) * transducer + w * ctc`` with w = ``ctc_weight``."""
-        loss, encoder_out, encoder_lengths = self.compute_loss(batch, features)
+        ``(1 - w) * transducer + w * ctc`` with w = ``ctc_weight``, each term reduced by its reduction over the
+        global batch (`_reduce`)."""
+        losses, encoder_out, encoder_lengths = self.utterance_losses(batch, features)
         if self.ctc is None:
-            return loss, {}
-        ctc = self.ctc(encoder_out, encoder_lengths, batch.targets, batch.target_lengths)
+            return self._reduce((losses,), (self.loss_reduction,), batch.target_lengths)[0], {}
+        ctc_losses = self.ctc(encoder_out, encoder_lengths, batch.targets, batch.target_lengths)
+        loss, ctc = self._reduce((losses, ctc_losses), (self.loss_reduction, self.ctc_reduction), batch.target_lengths)
         weight = self.hparams.ctc_weight
         return (1.0 - weight) * loss + weight * ctc, {"transducer_loss": loss.detach(), "ctc_loss": ctc.detach()}
 
@@ -167,29 +188,31 @@ class TransducerModule(L.LightningModule):
         size = len(batch)
         for name, value in parts.items():
             self.log(f"train/{name}", value, on_step=True, on_epoch=True, batch_size=size)
-        loss = self._normalise_by_global_batch(loss, size)
-        # The step value is this rank's (no all-reduce per step); the epoch value, the mean over ranks of the
-        # normalised losses, is the loss per utterance of every rank's utterances (one all-reduce per epoch).
+        # The step value is this rank's share (no extra all-reduce per step); the epoch value, the mean over ranks,
+        # is the reduction over every rank's utterances (one all-reduce per epoch).
         self.log("train/loss_step", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=size)
         self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=size)
         return loss
 
-    def _normalise_by_global_batch(self, loss: torch.Tensor, size: int) -> torch.Tensor:
-        """Turns this rank's mean over its `size` utterances into ``sum * R / B_global`` under DDP.
+    def _reduce(self, losses: tuple[torch.Tensor, ...], reductions: tuple[str, ...],
+                target_lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Each (B,) loss reduced by its reduction, under DDP as ``numerator * R / denominator_global``.
 
-        DDP averages gradients over the R ranks, so the update is then the gradient of the sum over every
-        rank's utterances divided by their number B_global (torchaudio's normalisation): a rank with 3
-        long utterances no longer weighs as much as one with 40 short ones. One all-reduce of a scalar per
-        step (``torch.distributed.all_reduce``, not the strategy's ``reduce``, which adds a barrier) and no
-        host sync; with one process (or reduction "sum"/"none") the loss is returned unchanged.
+        DDP averages gradients over the R ranks, so the update is then the gradient of the reduction over
+        every rank's utterances (B_global utterances, or their tokens for ``mean_volume``; torchaudio's
+        normalisation): a rank with 3 long utterances no longer weighs as much as one with 40 short ones.
+        One all-reduce of the stacked denominators per step (``torch.distributed.all_reduce``, not the
+        strategy's ``reduce``, which adds a barrier) and no host sync; ``sum`` is not normalised.
         """
+        parts = [reduction_parts(loss, target_lengths, reduction) for loss, reduction in zip(losses, reductions)]
         world_size = self.trainer.world_size if self._trainer is not None else 1
-        if world_size == 1 or self.loss_fn.reduction != "mean":
-            return loss
-        local = torch.full((), float(size), device=loss.device)  # a fill kernel: no host-to-device copy
-        total = local.clone()
-        torch.distributed.all_reduce(total)  # B_global
-        return loss * (local * world_size / total)
+        present = [denominator for _, denominator in parts if denominator is not None]
+        if world_size > 1 and present:
+            total = torch.stack(present)
+            torch.distributed.all_reduce(total)  # the global batch's denominators
+            scaled = iter(total / world_size)
+            parts = [(numerator, None if denominator is None else next(scaled)) for numerator, denominator in parts]
+        return [numerator if denominator is None else numerator / denominator for numerator, denominator in parts]
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self.memory.reset(self.device)
@@ -218,7 +241,8 @@ class TransducerModule(L.LightningModule):
 
     def _evaluate(self, batch: Batch, key: str) -> torch.Tensor:
         """Loss and greedy-search WER of one batch of evaluation set `key` ("val", "test" or "test/<split>")."""
-        loss, encoder_out, encoder_lengths = self.compute_loss(batch, batch.features)
+        losses, encoder_out, encoder_lengths = self.utterance_losses(batch, batch.features)
+        loss = losses.mean()  # nats per utterance, logged weighted by the batch size: the set's mean
         hyps = greedy_search(
             self.model, encoder_out, encoder_lengths, self.hparams.max_symbols_per_frame, self._tokenizer()
         )
@@ -284,3 +308,18 @@ class TransducerModule(L.LightningModule):
         # "name": LearningRateMonitor logs it as train/lr (train/lr/new and train/lr/pretrained when fine-tuning)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1, "name": "train/lr"}}
+
+
+def training_reduction(loss: dict[str, Any], loss_reduction: str | None) -> str:
+    """The transducer loss' training reduction: `loss_reduction`, else what the loss node's legacy ``reduction``
+    meant (``mean`` -> ``mean_batch``), else ``mean_batch``; both set and different is a ValueError."""
+    legacy = loss.get("reduction")
+    if legacy not in (None, "none") and legacy not in LEGACY_REDUCTIONS:
+        raise ValueError(f"loss.reduction={legacy!r}: the training reduction is loss_reduction "
+                         "(mean_batch, mean_volume, mean or sum); leave loss.reduction unset")
+    from_node = LEGACY_REDUCTIONS.get(legacy)
+    if loss_reduction is None:
+        return from_node or "mean_batch"
+    if from_node is not None and from_node != loss_reduction:
+        raise ValueError(f"loss.reduction={legacy!r} and loss_reduction={loss_reduction!r} disagree: set loss_reduction only")
+    return check_reduction(loss_reduction, "loss_reduction")

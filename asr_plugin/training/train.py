@@ -18,6 +18,7 @@ from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.ckpt_path import resolve_ckpt_path
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
+from asr_plugin.training.finetune_settings import INHERITED, describe_settings, module_settings
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
@@ -70,7 +71,7 @@ def check_config(cfg: DictConfig) -> None:
         for name, node in (plain.get(group) or {}).items():
             if node is not None:
                 check_config_node(node, f"{group}.{name}")
-    options = {k: plain[k] for k in ("max_symbols_per_frame", "ctc_weight") if k in plain}
+    options = {k: plain[k] for k in INHERITED if plain.get(k) is not None}  # null: the checkpoint's
     check_arguments(TransducerModule, options, "", partial=True)
 
 
@@ -157,21 +158,23 @@ def data_from_checkpoint(cfg: DictConfig, resumed: dict[str, Any] | None) -> tup
     return data, objects
 
 
-def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None) -> TransducerModule:
+def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None,
+                 settings: dict[str, Any] | None = None) -> TransducerModule:
     """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied); `resumed`:
-    the checkpoint the run resumes from (see `model_architecture`)."""
+    the checkpoint the run resumes from (see `model_architecture`); `settings`: `module_settings(cfg, resumed)`
+    (computed here when not given)."""
     with open_dict(cfg):
         cfg.model.vocab_size = vocab_size
     finetune = cfg.get("finetune")
     model = OmegaConf.to_container(cfg.model, resolve=True)
+    if settings is None:
+        settings, _ = module_settings(cfg, resumed)
     return TransducerModule(
         model=model_architecture(model, resumed),
         loss=loss_node(OmegaConf.to_container(cfg.loss, resolve=True), model, resumed),
         optim=OmegaConf.to_container(cfg.optim, resolve=True),
-        spec_augment=OmegaConf.to_container(cfg.spec_augment, resolve=True) if cfg.get("spec_augment") else None,
-        max_symbols_per_frame=cfg.get("max_symbols_per_frame", 4),
         pretrained_lr=finetune.get("pretrained_lr") if finetune else None,
-        ctc_weight=cfg.get("ctc_weight", 0.0),
+        **settings,
     )
 
 
@@ -231,13 +234,16 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer = build_trainer(cfg, callbacks, loggers)
     ckpt_path = resolve_ckpt_path(cfg, trainer)
     resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
+    settings, origins = module_settings(cfg, resumed)
+    for line in describe_settings(cfg, settings, origins):  # the run's first lines: what it trains with
+        log.info("%s", line)
 
     data, objects = data_from_checkpoint(cfg, resumed)
     datamodule = instantiate(data, **objects)
     prepare_data_once(datamodule)  # rank 0 writes manifests, tokenizer, stats; the other ranks wait for them
     datamodule.setup("fit")
 
-    module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed)
+    module = build_module(cfg, datamodule.tokenizer.vocab_size, resumed, settings)
     # saved in every checkpoint (eval, transcribe and export read them) and compared when resuming
     module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec)
     if loggers:

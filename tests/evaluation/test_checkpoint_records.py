@@ -121,3 +121,36 @@ def test_transcribe_script_decodes_ten_minutes_in_chunks(corpus, tmp_path):
     chunks = re.findall(r" (\d+)/\1 \[", done.stderr)  # the progress bar's last state: N/N chunks
     assert chunks and int(chunks[-1]) >= math.ceil(600 / 30), done.stderr[-2000:]
     assert done.stdout.startswith(f"{path}\t")
+
+
+def _recorded_max_symbols(path: Path, max_symbols: int) -> None:
+    """Makes the saved checkpoint's model emit tokens at every frame (so the cap decides the transcripts) and
+    records `max_symbols` as its validation's greedy setting, as training does."""
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["state_dict"]["model.joint.output.bias"][0] -= 6.0  # blank almost never wins
+    checkpoint["hyper_parameters"]["max_symbols_per_frame"] = max_symbols
+    torch.save(checkpoint, path)
+
+
+def _greedy_hypotheses(root: Path, checkpoint: Path, run: str, *overrides: str) -> list[str]:
+    result = evaluate(_eval_cfg(root, checkpoint, f"output_dir={root}/{run}", *overrides))
+    name = result["rows"][0]["set"]
+    lines = (Path(result["output_dir"]) / f"recogs-{name}-greedy.txt").read_text().splitlines()[1:]
+    return [line.split("\t")[2] for line in lines]
+
+
+def test_evaluation_and_transcription_decode_with_the_checkpoints_own_max_symbols(corpus, tmp_path, caplog):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    _recorded_max_symbols(checkpoint, 1)
+    own = _greedy_hypotheses(root, checkpoint, "own")  # decoding.max_symbols_per_frame: null
+    assert own == _greedy_hypotheses(root, checkpoint, "one", "decoding.max_symbols_per_frame=1")
+    with caplog.at_level(logging.WARNING):
+        overridden = _greedy_hypotheses(root, checkpoint, "three", "decoding.max_symbols_per_frame=3")
+    assert overridden != own  # the cap matters for this model, so the default above is the checkpoint's
+    assert any("decoding.max_symbols_per_frame=3 overrides the checkpoint's 1" in r.getMessage() for r in caplog.records)
+    audio = read_manifest(datamodule.split_manifest("test"))[0].path
+    default = Transcriber([checkpoint], method="greedy")
+    assert default.options["max_symbols_per_frame"] == 1
+    assert default.transcribe([audio]) == Transcriber([checkpoint], method="greedy", max_symbols_per_frame=1).transcribe([audio])

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
 from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
-from asr_plugin.finetune.nemo.reference import (FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
+from asr_plugin.benchmarks.nemo_reference import (FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
                                                 nemo_transcripts, read_nemo_manifest, recipe_overrides)
 from asr_plugin.training import train  # noqa: E402
 

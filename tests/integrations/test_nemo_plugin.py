@@ -28,7 +28,7 @@ from nemo_plugin_models import (  # noqa: E402
     training_step,
 )
 
-from asr_plugin.finetune.nemo.examples import train_nemo_style_tokenizer  # noqa: E402
+from asr_plugin.benchmarks.nemo_examples import train_nemo_style_tokenizer  # noqa: E402
 from asr_plugin.integrations.nemo import SampleWiseRNNTJoint, allow_in_nemo_configs, use_samplewise  # noqa: E402
 from asr_plugin.integrations.nemo.joint import TARGET  # noqa: E402
 from asr_plugin.integrations.nemo.network import JointNetwork  # noqa: E402

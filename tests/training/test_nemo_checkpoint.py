@@ -21,7 +21,8 @@ def test_a_nemo_fine_tune_never_reads_the_nemo_again(data_dir, tmp_path):
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_transducer")
     run = [o for o in TINY_RUN if o not in MICRO_MODEL]  # the architecture is the .nemo's
     finetune = [*run, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
-                "optim.scheduler.warmup_steps=1", "callbacks.step_checkpoint.every_n_train_steps=1",
+                "optim.scheduler.warmup_ratio=null", "optim.scheduler.warmup_steps=1",
+                "callbacks.step_checkpoint.every_n_train_steps=1",
                 "trainer.max_epochs=100", "validate_first=false"]
 
     def compose(overrides):

@@ -41,3 +41,15 @@ def test_a_run_shorter_than_the_warmup_warms_up_over_its_first_tenth():
         warmup_cosine(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), 200, total_steps=1)
     with pytest.raises(ValueError, match="total_steps=None"):
         warmup_cosine(optimizer, warmup_steps=10, total_steps=None)
+
+
+def test_warmup_ratio_is_a_fraction_of_the_run_and_excludes_warmup_steps():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = warmup_cosine(optimizer, warmup_steps=None, total_steps=40, warmup_ratio=0.1, min_lr_ratio=0.05)
+    lrs = _lrs(scheduler, 40)  # 4 warmup steps (a tenth of 40), then half a cosine down to 0.05
+    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0]) and lrs[-1] == pytest.approx(0.05)
+    assert lrs[22] == pytest.approx(0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * 19 / 36)))
+    with pytest.raises(ValueError, match="set exactly one of them"):
+        warmup_cosine(optimizer, warmup_steps=10, total_steps=40, warmup_ratio=0.1)
+    with pytest.raises(ValueError, match="warmup_ratio must lie in"):
+        warmup_cosine(optimizer, warmup_steps=None, total_steps=40, warmup_ratio=1.5)

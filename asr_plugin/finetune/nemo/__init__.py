@@ -5,6 +5,7 @@ from asr_plugin.finetune.nemo.importer import (NemoImport, import_nemo, nemo_fro
                                              nemo_state_dict, nemo_tokenizer, nemo_transducer, nemo_transducer_kwargs,
                                              split_auxiliary_ctc)
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
+from asr_plugin.finetune.nemo.training_options import nemo_training_options, read_nemo_training_options
 from asr_plugin.finetune.nemo.weights import NemoWeightReport
 
 __all__ = [
@@ -19,7 +20,9 @@ __all__ = [
     "nemo_state_dict",
     "nemo_tokenizer",
     "nemo_transducer",
+    "nemo_training_options",
     "nemo_transducer_kwargs",
     "read_nemo",
+    "read_nemo_training_options",
     "split_auxiliary_ctc",
 ]

@@ -37,6 +37,7 @@ from asr_plugin.data.atomic import write_atomic
 from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.finetune.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
 from asr_plugin.finetune.nemo.importer import NemoImport
+from asr_plugin.finetune.nemo.training_options import nemo_spec_augment_section, nemo_training_options
 from asr_plugin.finetune.nemo.weights import blank_first_to_last, to_nemo_state_dict
 from asr_plugin.losses import TDT, TransducerLattice
 from asr_plugin.models import NemoMelFrontend, Transducer
@@ -64,6 +65,8 @@ class NemoExportSource:
         max_symbols: NeMo's greedy ``max_symbols`` (our ``max_symbols_per_frame``).
         loss_options: its `TransducerLoss` options besides the lattice (the model's: NeMo's loss section gets
             its clamp, fastemit_lambda or durations and sigma) that NeMo's loss section keeps: ``omega`` (TDT).
+        loss_reduction, ctc_reduction: NeMo's ``rnnt_reduction`` and ``aux_ctc.ctc_reduction``.
+        spec_augment: its ``SpecAugment`` node (NeMo's ``spec_augment`` section), or None.
     """
 
     model: Transducer
@@ -74,17 +77,20 @@ class NemoExportSource:
     ctc_weight: float = 0.3
     max_symbols: int = 10
     loss_options: dict[str, Any] = field(default_factory=dict)
+    loss_reduction: str = "mean_batch"
+    ctc_reduction: str = "mean_batch"
+    spec_augment: dict[str, Any] | None = None
 
 
 def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> NemoExportSource:
     """What `import_nemo` returned, as an export source (its CTC head included; greedy ``max_symbols`` from
     the NeMo config unless given)."""
-    greedy = ((imported.config.get("decoding") or {}).get("greedy") or {})
+    options = nemo_training_options(imported.config)
     return NemoExportSource(
         imported.model, {**imported.model_kwargs, "vocab_size": imported.model.vocab_size}, imported.tokenizer,
-        imported.frontend_spec, imported.auxiliary_ctc,
-        float(((imported.config.get("aux_ctc") or {}).get("ctc_loss_weight", 0.3))),
-        int(max_symbols or greedy.get("max_symbols") or 10), dict(imported.loss_options))
+        imported.frontend_spec, imported.auxiliary_ctc, options["ctc_weight"],
+        int(max_symbols or options["max_symbols_per_frame"]), dict(imported.loss_options), options["loss_reduction"],
+        options["ctc_reduction"], options["spec_augment"])
 
 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
@@ -108,7 +114,9 @@ def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     options = {key: loss[key] for key in ("omega",) if loss.get(key) is not None}
     return NemoExportSource(model.eval(), architecture, Tokenizer.from_record(records["tokenizer"]),
                             dict(records["frontend"]), ctc, float(hyper.get("ctc_weight") or 0.3),
-                            int(hyper.get("max_symbols_per_frame") or 10), options)
+                            int(hyper.get("max_symbols_per_frame") or 10), options,
+                            str(hyper.get("loss_reduction") or "mean_batch"), str(hyper.get("ctc_reduction") or "mean_batch"),
+                            hyper.get("spec_augment"))
 
 
 def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[str, Any]) -> None:
@@ -205,6 +213,8 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
                          "pred_hidden": int(arch["predictor_dim"])},
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
+        "rnnt_reduction": source.loss_reduction,
+        "spec_augment": nemo_spec_augment_section(source.spec_augment),
     }
     config["loss"] = nemo_loss_section(source.model.lattice, float(source.loss_options.get("omega", 0.0)))
     if isinstance(source.model.lattice, TDT):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
@@ -218,7 +228,7 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
                         "use_start_end_token": False}
     if source.auxiliary_ctc is not None:
         config["aux_ctc"] = {
-            "ctc_loss_weight": float(source.ctc_weight), "use_cer": False, "ctc_reduction": "mean_batch",
+            "ctc_loss_weight": float(source.ctc_weight), "use_cer": False, "ctc_reduction": source.ctc_reduction,
             "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": d_model,
                         "num_classes": classes, "vocabulary": vocabulary},
             "decoding": {"strategy": "greedy"},

@@ -4,7 +4,7 @@ and of docs/finetune.md's table (needs NeMo).
 `train_reference` generates the mini corpus (`asr_plugin.data.make_mini_librispeech`), writes NeMo manifests
 (``audio_filepath``, ``duration``, lower-case ``text``, as NeMo's English recipes train), trains a SentencePiece
 tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
-(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.finetune.nemo.examples` at the sizes of
+(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.benchmarks.nemo_examples` at the sizes of
 `ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
 utterances of the training split, so that fine-tuning on the whole split sees new data. It saves the result
 as a hybrid ``.nemo`` and, with the same weights minus the CTC decoder, as an ``EncDecRNNTBPEModel`` ``.nemo``,
@@ -34,7 +34,7 @@ from torch import nn
 
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.finetune.nemo.examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
+from asr_plugin.benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
 SPLITS = ("train", "dev", "test")
@@ -312,12 +312,21 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     return result
 
 
+# NeMo's own fine-tuning optimiser (examples/asr/conf/asr_finetune/speech_to_text_finetune.yaml), with the warmup
+# as a tenth of the run (its 5000 steps would outlast these runs), as conf/finetune/from_checkpoint.yaml has it
+NEMO_FINETUNE_OPTIM = {"name": "adamw", "lr": 1e-4, "betas": [0.9, 0.98], "weight_decay": 1e-3,
+                       "sched": {"name": "CosineAnnealing", "warmup_steps": None, "warmup_ratio": 0.1, "min_lr": 5e-6}}
+
+
 @dataclass(frozen=True)
 class FineTuneSettings:
     """A fine-tuning run of the reference, the same for NeMo (`nemo_finetune`) and the recipe (docs/finetune.md).
 
-    AdamW (betas 0.9/0.98, weight decay 1e-3), linear warmup then cosine decay to ``min_lr_ratio * lr``,
-    gradient norm clipped at 5, no SpecAugment, on the whole training split.
+    Matched settings (``preset=False``): AdamW (betas 0.9/0.98, weight decay 1e-3), linear warmup then cosine
+    decay to ``min_lr_ratio * lr``, gradient norm clipped at 5, no SpecAugment, on the whole training split.
+    ``preset=True``: each side's defaults instead, as a user gets them: the recipe's ``+finetune=from_nemo`` with
+    no optimiser, augmentation or CTC overrides, NeMo with its fine-tuning config's optimiser
+    (`NEMO_FINETUNE_OPTIM`, no gradient clipping) and the model's own config (its SpecAugment and CTC weight).
     """
 
     steps: int = 30
@@ -325,6 +334,7 @@ class FineTuneSettings:
     warmup_steps: int = 5
     min_lr_ratio: float = 0.01
     batch_size: int = 12  # ~30 s of the mini corpus' ~2.3 s utterances: the recipe's data.max_duration=30
+    preset: bool = False
 
 
 def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(),
@@ -339,14 +349,15 @@ def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSetting
     from omegaconf import open_dict
 
     pl.seed_everything(seed, workers=True, verbose=False)
-    trainer = nemo_trainer(settings.steps, gradient_clip_val=5.0)
+    trainer = nemo_trainer(settings.steps, gradient_clip_val=0.0 if settings.preset else 5.0)
     model = ASRModel.restore_from(str(reference.models[form]), map_location="cpu", trainer=trainer)
     with open_dict(model.cfg):
         model.cfg.train_ds.manifest_filepath = str(reference.manifests["train"])
         model.cfg.train_ds.batch_size = settings.batch_size
-        model.cfg.optim = {"name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
-                           "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps,
-                                     "min_lr": settings.lr * settings.min_lr_ratio}}
+        model.cfg.optim = NEMO_FINETUNE_OPTIM if settings.preset else {
+            "name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
+            "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps,
+                      "min_lr": settings.lr * settings.min_lr_ratio}}
     model.setup_training_data(model.cfg.train_ds)
     model.setup_optimization(model.cfg.optim)
     use_torchaudio_rnnt_loss(model)
@@ -361,9 +372,15 @@ def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: 
     """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
     (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's corpus; the run and its
     prepared data go under `directory`. Validation before the first step and after the last; no test.
-    A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight."""
+    A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight. With ``settings.preset``
+    the optimiser, schedule, augmentation and CTC weight are the preset's and the checkpoint's (no overrides)."""
     corpus = reference.settings
     ctc_weight = corpus["ctc_weight"] if form == "hybrid" else 0.0
+    matched = [
+        "spec_augment=null", "finetune.augmentation=config", f"optim.optimizer.lr={settings.lr}",
+        "optim.scheduler.warmup_ratio=null", f"optim.scheduler.warmup_steps={settings.warmup_steps}",
+        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}", f"ctc_weight={ctc_weight}",
+    ]
     return [
         "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
         f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
@@ -372,9 +389,8 @@ def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: 
         f"data.mini_corpus.seed={corpus['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
         f"trainer.max_steps={settings.steps}", f"trainer.val_check_interval={settings.steps}",
         "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs
-        "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null", "spec_augment=null",
-        f"optim.optimizer.lr={settings.lr}", f"optim.scheduler.warmup_steps={settings.warmup_steps}",
-        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}", f"ctc_weight={ctc_weight}",
+        "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null",
+        *([] if settings.preset else matched),
     ]
 
 
@@ -384,10 +400,10 @@ def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: in
     ``max_symbols``) on a manifest's audio, in order."""
     from asr_plugin.data import load_audio
     from asr_plugin.decoding import greedy_search
-    from asr_plugin.finetune.nemo.importer import import_nemo
+    from asr_plugin.finetune.nemo import import_nemo, nemo_training_options
 
     imported = import_nemo(path)
-    max_symbols = int(((imported.config.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10)
+    max_symbols = nemo_training_options(imported.config)["max_symbols_per_frame"]
     entries = read_nemo_manifest(manifest)
     texts = []
     for start in range(0, len(entries), batch_size):
