@@ -22,7 +22,11 @@ import torch
 from asr_plugin.data import build_frontend, load_audio, read_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx
-from asr_plugin.export.sherpa_decode import greedy_on_training_features, sherpa_recognizer, sherpa_transcribe
+from asr_plugin.export.sherpa_decode import (
+    greedy_on_training_features,
+    sherpa_recognizer,
+    sherpa_transcribe,
+)
 from asr_plugin.export.sources import load_export_source
 
 

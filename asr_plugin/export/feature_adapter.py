@@ -132,9 +132,8 @@ def check_sherpa_compatible(spec: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"front end hop of {hop} samples: sherpa-onnx's frames are {sherpa_fbank.HOP_LENGTH} apart")
     if spec["kind"] == "logmel" and spec["mean"] is None:
         raise ValueError("front end of kind 'logmel' has no mean/std: the export needs the training statistics")
-    if spec["kind"] == "nemo":
-        if options["mag_power"] != 2.0:
-            raise ValueError(f"front end option mag_power={options['mag_power']}: sherpa-onnx computes power "
+    if spec["kind"] == "nemo" and options["mag_power"] != 2.0:
+        raise ValueError(f"front end option mag_power={options['mag_power']}: sherpa-onnx computes power "
                              "spectra (2.0)")
     return spec
 

@@ -13,16 +13,16 @@ with "tdt" in it for a TDT model: that is how sherpa tells TDT from RNN-T).
 from __future__ import annotations
 
 import os
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.export import Dim
 
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
+from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.onnx_files import write_onnx, write_quantized
 from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
 from asr_plugin.export.sherpa_tokens import PieceTable, sherpa_token_lines
 from asr_plugin.models import ConformerEncoder, Joint, LSTMPredictor, Transducer
@@ -74,39 +74,6 @@ def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
     }
 
 
-def _export(module: torch.nn.Module, args: tuple, path: Path, names: Sequence[str], outputs: Sequence[str],
-            dynamic: tuple[dict[int, Any], ...]) -> None:
-    """``torch.onnx.export`` through ``torch.export`` (the dynamo exporter), so that every axis in `dynamic` stays
-    symbolic (the TorchScript exporter freezes nn.MultiheadAttention's reshapes at the example's length)."""
-    with torch.no_grad(), warnings.catch_warnings():
-        # nn.LSTM re-assigns its flat weight list while tracing; the exporter's progress notes
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, str(path), input_names=list(names), output_names=list(outputs),
-                          dynamic_shapes=dynamic, opset_version=OPSET, dynamo=True, external_data=False,
-                          verbose=False)
-
-
-def _with_metadata(path: Path, metadata: Mapping[str, str]) -> None:
-    import onnx
-
-    model = onnx.load(str(path))
-    del model.metadata_props[:]
-    for key, value in metadata.items():
-        model.metadata_props.add(key=key, value=value)
-    onnx.save(model, str(path))
-
-
-def _quantized(source: Path, target: Path, weight_type: str, metadata: Mapping[str, str] | None) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    def write(tmp: Path) -> None:
-        quantize_dynamic(str(source), str(tmp), weight_type=getattr(QuantType, weight_type))
-        if metadata is not None:
-            _with_metadata(tmp, metadata)
-
-    write_atomic(target, write)
-
-
 def export_onnx(model: Transducer, frontend_spec: Mapping[str, Any], tokenizer: PieceTable,
                 out_dir: str | os.PathLike, int8: bool = False, overwrite: bool = False) -> dict[str, Path]:
     """Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (and with `int8` also the *.int8.onnx
@@ -154,15 +121,10 @@ def export_onnx(model: Transducer, frontend_spec: Mapping[str, Any], tokenizer: 
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (module, args, inputs, outputs, dynamic) in exports.items():
-        def write(tmp: Path, module=module, args=args, inputs=inputs, outputs=outputs, dynamic=dynamic,
-                  name=name) -> None:
-            _export(module, args, tmp, inputs, outputs, dynamic)
-            if name == "encoder":
-                _with_metadata(tmp, metadata)
-
-        write_atomic(paths[name], write)
+        piece_metadata = metadata if name == "encoder" else {}
+        write_onnx(paths[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
         if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
-            _quantized(paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8",
-                       metadata if name == "encoder" else None)
+            write_quantized(paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8",
+                            piece_metadata)
     write_text_atomic(paths["tokens"], "\n".join(lines) + "\n")  # last: its presence means complete
     return paths

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import CharTokenizer, tiny_transducer
+from onnx_fixtures import LetterPieces
+from tiny_models import tiny_transducer
 from torch import nn
 
-from asr_plugin.export.feature_adapter import SherpaFeatureAdapter, check_sherpa_compatible
+from asr_plugin.export.feature_adapter import (
+    SherpaFeatureAdapter,
+    check_sherpa_compatible,
+)
 from asr_plugin.export.onnx_export import check_exportable, encoder_metadata
 from asr_plugin.export.sherpa_tokens import sherpa_token_lines
-from asr_plugin.models import Joint, Transducer
+from asr_plugin.models import Joint
 
 LOGMEL = {"kind": "logmel", "options": {"num_mel_bins": 16}, "mean": [0.0] * 16, "std": [1.0] * 16}
-
-
-class LetterPieces(CharTokenizer):
-    """CharTokenizer with SentencePiece-style pieces: id k >= 1 is "▁" + its letter."""
-
-    def id_to_piece(self, token_id: int) -> str:
-        return "\u2581" + self.decode([token_id])
 
 
 class GRUPredictor(nn.Module):

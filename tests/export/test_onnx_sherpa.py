@@ -19,16 +19,21 @@ from hydra.utils import instantiate
 pytest.importorskip("sherpa_onnx")
 pytest.importorskip("kaldi_native_fbank")
 
-from nemo_models import write_synthetic_nemo  # noqa: E402
-from onnx_fixtures import CONF_DIR, MICRO, TINY_DATA  # noqa: E402
+from nemo_models import write_synthetic_nemo
+from onnx_fixtures import CONF_DIR, MICRO, TINY_DATA, LetterPieces
 
-from asr_plugin.data import build_frontend, load_audio, read_manifest  # noqa: E402
-from asr_plugin.export import export_onnx  # noqa: E402
-from asr_plugin.export.feature_adapter import SherpaFeatureAdapter  # noqa: E402
-from asr_plugin.export.sherpa_decode import (greedy_on_sherpa_features, greedy_on_training_features,  # noqa: E402
-                                             sherpa_features, sherpa_recognizer, sherpa_transcribe)
-from asr_plugin.finetune import import_nemo  # noqa: E402
-from asr_plugin.models import build_transducer  # noqa: E402
+from asr_plugin.data import build_frontend, load_audio, read_manifest
+from asr_plugin.export import export_onnx
+from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.sherpa_decode import (
+    greedy_on_sherpa_features,
+    greedy_on_training_features,
+    sherpa_features,
+    sherpa_recognizer,
+    sherpa_transcribe,
+)
+from asr_plugin.finetune import import_nemo
+from asr_plugin.models import build_transducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
@@ -120,15 +125,33 @@ def test_adapted_sherpa_features_are_close_to_the_training_features_on_speech(co
 
 
 def test_ten_minutes_of_features_run_through_the_encoder(tmp_path):
+    """A one-head FastConformer-style encoder (relative positions, 8x subsampling): attention memory grows with
+    heads x frames^2, about 3 GB here for 7,500 encoder frames."""
     import onnxruntime
 
-    path, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
-    imported = import_nemo(path)
-    paths = export_onnx(imported.model, imported.frontend_spec, imported.tokenizer, tmp_path / "long")
+    torch.manual_seed(0)
+    model = build_transducer(vocab_size=7, **{**MICRO, "d_model": 16, "num_heads": 1}, attention="rel_pos",
+                             subsampling="dw_striding", subsampling_factor=8, subsampling_channels=8).eval()
+    paths = export_onnx(model, {"kind": "nemo", "options": {}}, LetterPieces(7), tmp_path / "long")
     session = onnxruntime.InferenceSession(str(paths["encoder"]), providers=["CPUExecutionProvider"])
     frames = 60_000  # 10 minutes of 10 ms frames
     features = np.random.default_rng(0).normal(-5.0, 2.0, (1, 80, frames)).astype(np.float32)
     out, lengths = session.run(None, {"audio_signal": features, "length": np.array([frames], dtype=np.int64)})
-    expected = int(imported.model.encoder.output_lengths(torch.tensor([frames])))
-    assert lengths.tolist() == [expected] and out.shape == (1, imported.model.joint.hidden_dim, expected)
+    expected = int(model.encoder.output_lengths(torch.tensor([frames])))
+    assert lengths.tolist() == [expected] and out.shape == (1, model.joint.hidden_dim, expected)
     assert np.isfinite(out).all()
+
+
+def test_a_large_model_gets_its_weights_in_an_external_file_that_sherpa_reads(monkeypatch, corpus, tmp_path):
+    from asr_plugin.export import onnx_files
+
+    datamodule, waveforms = corpus
+    torch.manual_seed(0)
+    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO).eval()
+    monkeypatch.setattr(onnx_files, "EXTERNAL_DATA_BYTES", 0)  # every piece counts as large
+    spec = datamodule.frontend_spec
+    paths = export_onnx(model, spec, datamodule.tokenizer, tmp_path / "large", int8=True)
+    assert (tmp_path / "large" / "encoder.onnx.data").is_file()
+    assert not [p for p in (tmp_path / "large").iterdir() if p.name.startswith(".")]  # no temporary left
+    texts = _normalised(sherpa_transcribe(sherpa_recognizer(paths["encoder"].parent), waveforms[:2]))
+    assert texts == _texts(datamodule.tokenizer, [greedy_on_sherpa_features(model, spec, w) for w in waveforms[:2]])
