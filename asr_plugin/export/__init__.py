@@ -14,12 +14,7 @@ from pathlib import Path
 
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
 from asr_plugin.export.onnx_export import check_exportable, export_onnx
-from asr_plugin.export.programs import (
-    ExportMetadata,
-    export_pieces,
-    load_pieces,
-    save_pieces,
-)
+from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces, save_pieces
 from asr_plugin.export.runtime import ExportedTransducer
 from asr_plugin.models import Transducer
 

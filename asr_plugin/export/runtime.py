@@ -69,13 +69,13 @@ class ExportedTransducer:
         self.vocab_size = meta.vocab_size
 
     @classmethod
-    def from_model(cls, model: Transducer, feature_dim: int) -> ExportedTransducer:
+    def from_model(cls, model: Transducer, feature_dim: int) -> "ExportedTransducer":
         """Exports `model` in memory (no files)."""
         programs, meta = export_pieces(model, feature_dim)
         return cls({name: program.module() for name, program in programs.items()}, meta)
 
     @classmethod
-    def load(cls, export_dir: str | os.PathLike) -> ExportedTransducer:
+    def load(cls, export_dir: str | os.PathLike) -> "ExportedTransducer":
         """Loads a directory written by `export_transducer`."""
         return cls(*load_pieces(export_dir))
 
