@@ -1,8 +1,10 @@
-"""Export for inference: encoder, predictor step and joint as three ``torch.export`` programs.
+"""Export for inference: three ``torch.export`` programs, or ONNX files that sherpa-onnx decodes.
 
     export_transducer(model, "exp/export", feature_dim=80)      # encoder.pt2, predictor.pt2, joint.pt2, transducer.json
     exported = ExportedTransducer.load("exp/export")
     hyps = greedy_search(exported, *exported.encode(features, lengths))
+
+    export_onnx(model, frontend_spec, tokenizer, "exp/sherpa", int8=True)   # encoder/decoder/joiner.onnx, tokens.txt
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from pathlib import Path
 
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
+from asr_plugin.export.onnx_export import check_exportable, export_onnx
 from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces, save_pieces
 from asr_plugin.export.runtime import ExportedTransducer
 from asr_plugin.models import Transducer
@@ -30,6 +33,8 @@ __all__ = [
     "ExportedTransducer",
     "JointPiece",
     "PredictorPiece",
+    "check_exportable",
+    "export_onnx",
     "export_pieces",
     "export_transducer",
     "load_pieces",

@@ -21,6 +21,26 @@ LOG_GUARD_TYPES = ("add", "clamp")
 MEL_NORMS = ("slaney", None)
 
 
+def normalize_utterances(features: torch.Tensor, keep: torch.Tensor, frames: torch.Tensor,
+                         normalize: str | None) -> torch.Tensor:
+    """(B, T, F) features standardised over each utterance's valid frames, as NeMo's ``normalize_batch``.
+
+    Args:
+        keep: (B, T, 1) bool, True on valid frames; frames: (B,) their counts.
+        normalize: "per_feature" (a mean and std per bin), "all_features" (one per utterance) or None (unchanged).
+    Returns:
+        (B, T, F); padded frames are 0 (unless `normalize` is None).
+    """
+    if normalize is None:
+        return features
+    dims = (1,) if normalize == "per_feature" else (1, 2)
+    count = frames.to(features.dtype)[:, None, None] * (1 if normalize == "per_feature" else features.shape[2])
+    mean = torch.where(keep, features, 0.0).sum(dims, keepdim=True) / count  # (B, 1, F) or (B, 1, 1)
+    centred = torch.where(keep, features - mean, 0.0)
+    std = (centred.pow(2).sum(dims, keepdim=True) / (count - 1)).sqrt() + STD_FLOOR
+    return centred / std
+
+
 class NemoMelFrontend(nn.Module):
     """(B, S) audio and (B,) sample counts -> (B, T, F) log-mel features and (B,) frame counts.
 
@@ -91,17 +111,6 @@ class NemoMelFrontend(nn.Module):
         power = torch.view_as_real(spec).pow(2).sum(-1)  # |X|^2
         return power if self.mag_power == 2.0 else power.sqrt().pow(self.mag_power)
 
-    def _normalized(self, features: torch.Tensor, keep: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-        """(B, T, F) features standardised over the valid frames (`keep`: (B, T, 1) bool) of each utterance."""
-        if self.normalize is None:
-            return features
-        dims = (1,) if self.normalize == "per_feature" else (1, 2)
-        count = frames.to(features.dtype)[:, None, None] * (1 if self.normalize == "per_feature" else features.shape[2])
-        mean = torch.where(keep, features, 0.0).sum(dims, keepdim=True) / count  # (B, 1, F) or (B, 1, 1)
-        centred = torch.where(keep, features - mean, 0.0)
-        std = (centred.pow(2).sum(dims, keepdim=True) / (count - 1)).sqrt() + STD_FLOOR
-        return centred / std
-
     def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, S) float audio, (B,) int64 sample counts -> (B, T, F) float32 features, (B,) int64 frame counts.
 
@@ -126,4 +135,4 @@ class NemoMelFrontend(nn.Module):
         if self.log:
             mel = torch.log(mel + self.log_guard if self.log_guard_type == "add" else mel.clamp(min=self.log_guard))
         keep = (torch.arange(mel.shape[1], device=x.device) < frames.unsqueeze(1)).unsqueeze(-1)  # (B, T, 1)
-        return self._normalized(mel, keep, frames).masked_fill(~keep, 0.0), frames
+        return normalize_utterances(mel, keep, frames, self.normalize).masked_fill(~keep, 0.0), frames

@@ -1,0 +1,130 @@
+"""ONNX export in sherpa-onnx's NeMo transducer layout: encoder.onnx, decoder.onnx, joiner.onnx, tokens.txt.
+
+    export_onnx(model, frontend_spec, tokenizer, "exp/sherpa", int8=True)
+    recognizer = sherpa_onnx.OfflineRecognizer.from_transducer("exp/sherpa/encoder.onnx", "exp/sherpa/decoder.onnx",
+        "exp/sherpa/joiner.onnx", "exp/sherpa/tokens.txt", model_type="nemo_transducer", feature_dim=F)
+
+Needs the ``onnx`` extra (onnx, onnxruntime; sherpa-onnx to decode). The encoder's metadata holds what
+sherpa-onnx reads (``vocab_size`` without the blank, ``subsampling_factor``, ``normalize_type`` = "" so that
+sherpa hands over its raw log filterbank, ``pred_rnn_layers``, ``pred_hidden``, ``feat_dim``, and a ``url``
+with "tdt" in it for a TDT model: that is how sherpa tells TDT from RNN-T).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.onnx_files import write_onnx, write_quantized
+from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
+from asr_plugin.export.sherpa_tokens import PieceTable, sherpa_token_lines
+from asr_plugin.models import ConformerEncoder, Joint, LSTMPredictor, Transducer
+
+PIECES = ("encoder", "decoder", "joiner")
+OPSET = 18  # the dynamo exporter's lowest; sherpa-onnx 2.0.1's onnxruntime runs it
+# What sherpa-onnx 2.0.1's NeMo greedy search does (offline-transducer-greedy-search-nemo-decoder.cc): at most
+# 10 tokens per frame for RNN-T, 5 for TDT. `greedy_search` with these gives its transcripts.
+SHERPA_MAX_SYMBOLS = {"rnnt": 10, "tdt": 5}
+
+
+def tdt_durations(model: Transducer) -> tuple[int, ...] | None:
+    """The TDT durations of `model` (None for RNN-T), read where the model keeps them."""
+    return model.durations
+
+
+def check_exportable(model: Transducer) -> None:
+    """Raises ValueError naming the part that sherpa-onnx's NeMo transducer cannot run."""
+    parts = (("model", model, Transducer), ("encoder", getattr(model, "encoder", None), ConformerEncoder),
+             ("predictor", getattr(model, "predictor", None), LSTMPredictor), ("joint", getattr(model, "joint", None), Joint))
+    for name, part, expected in parts:
+        if type(part) is not expected:
+            raise ValueError(f"{name} {type(part).__name__}: the sherpa-onnx export handles only {expected.__name__} "
+                             f"(sherpa-onnx's NeMo transducer runs an LSTM predictor and an add-activation-linear joint)")
+    if model.joint.fused_activation is None:
+        raise ValueError(f"joint activation {type(model.joint.activation).__name__}: the export handles only "
+                         "Joint's own tanh/relu/gelu")
+    durations = tdt_durations(model)
+    if durations is not None and tuple(durations) != tuple(range(len(durations))):
+        raise ValueError(f"TDT durations {list(durations)}: sherpa-onnx skips as many frames as the best duration's "
+                         f"index, so only durations 0, 1, ..., D-1 export")
+
+
+def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
+    """The encoder.onnx metadata sherpa-onnx reads (all values as strings)."""
+    tdt = tdt_durations(model) is not None
+    return {
+        "vocab_size": str(model.vocab_size - 1),  # NeMo's count, without the blank
+        "subsampling_factor": str(2 ** model.encoder.subsampling.num_layers),
+        "normalize_type": "",  # the encoder normalises itself (SherpaFeatureAdapter)
+        "pred_rnn_layers": str(model.predictor.num_layers),
+        "pred_hidden": str(model.predictor.hidden_dim),
+        "feat_dim": str(feature_dim),
+        "model_type": "EncDecRNNTBPEModel",
+        "model_author": "asr_plugin",
+        "url": "asr_plugin-tdt" if tdt else "asr_plugin-rnnt",  # sherpa-onnx: TDT iff "tdt" is in the url
+        "durations": ",".join(map(str, tdt_durations(model) or ())),
+        "comment": "exported by asr_plugin.export.export_onnx; features adapted inside the encoder",
+    }
+
+
+def export_onnx(model: Transducer, frontend_spec: Mapping[str, Any], tokenizer: PieceTable,
+                out_dir: str | os.PathLike, int8: bool = False, overwrite: bool = False) -> dict[str, Path]:
+    """Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (and with `int8` also the *.int8.onnx
+    files, onnxruntime's dynamic quantisation) into `out_dir`; returns {name: path}.
+
+    Args:
+        model: the transducer (put in eval mode); `check_exportable` says which ones export.
+        frontend_spec: the front-end spec of its training features (a checkpoint's record); the encoder turns
+            sherpa-onnx's features into them (`SherpaFeatureAdapter`).
+        tokenizer: its tokenizer (ids with blank 0, ``id_to_piece``).
+    Raises:
+        ValueError naming what cannot be exported; FileExistsError when files exist and not `overwrite`.
+    """
+    check_exportable(model)
+    if tokenizer.vocab_size != model.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the model {model.vocab_size}")
+    adapter = SherpaFeatureAdapter(frontend_spec)
+    out_dir = Path(out_dir)
+    paths = {name: out_dir / f"{name}.onnx" for name in PIECES}
+    if int8:
+        paths.update({f"{name}.int8": out_dir / f"{name}.int8.onnx" for name in PIECES})
+    paths["tokens"] = out_dir / "tokens.txt"
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{existing} exist; pass overwrite=True (--overwrite) to replace them")
+    lines = sherpa_token_lines(tokenizer)
+    model = model.eval()
+    feature_dim = adapter.sherpa_bins
+    metadata = encoder_metadata(model, feature_dim)
+    joint_dim, layers, hidden = model.joint.hidden_dim, model.predictor.num_layers, model.predictor.hidden_dim
+    frames = max(64, 4 * model.encoder.subsampling.min_input_length())
+    features, lengths = torch.randn(2, feature_dim, frames), torch.tensor([frames, frames - 3])
+    state = torch.zeros(layers, 2, hidden)  # batch 2: an example size of 1 would be specialised
+    auto = Dim.AUTO
+    exports = {
+        "encoder": (SherpaEncoder(model, adapter), (features, lengths), ("audio_signal", "length"),
+                    ("outputs", "encoded_lengths"), ({0: auto, 2: auto}, {0: auto})),
+        "decoder": (SherpaDecoder(model), (torch.zeros(2, 1, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
+                                           state, state.clone()),
+                    ("targets", "target_length", "states.1", "states.2"),
+                    ("decoder_output", "decoder_output_length", "states_next.1", "states_next.2"),
+                    ({0: auto}, {0: auto}, {1: auto}, {1: auto})),
+        "joiner": (SherpaJoiner(model), (torch.randn(2, joint_dim, 1), torch.randn(2, joint_dim, 1)),
+                   ("encoder_outputs", "decoder_outputs"), ("outputs",), ({0: auto}, {0: auto})),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, (module, args, inputs, outputs, dynamic) in exports.items():
+        piece_metadata = metadata if name == "encoder" else {}
+        write_onnx(paths[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
+        if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
+            write_quantized(paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8",
+                            piece_metadata)
+    write_text_atomic(paths["tokens"], "\n".join(lines) + "\n")  # last: its presence means complete
+    return paths

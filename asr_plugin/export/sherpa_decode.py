@@ -1,0 +1,93 @@
+"""Decoding an `export_onnx` directory with sherpa-onnx's stock Python API, and the same search in this project.
+
+`sherpa_recognizer` builds ``sherpa_onnx.OfflineRecognizer.from_transducer(...)`` exactly as a user would;
+`greedy_on_sherpa_features` runs the model's own `greedy_search` on the features sherpa-onnx computes
+(kaldi-native-fbank with `KALDI_FBANK_OPTIONS`, through the same `SherpaFeatureAdapter` the encoder
+holds), which separates what the export does from what the feature difference does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asr_plugin.decoding import greedy_search
+from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.onnx_export import SHERPA_MAX_SYMBOLS, tdt_durations
+from asr_plugin.export.sherpa_fbank import KALDI_FBANK_OPTIONS, SAMPLE_RATE
+from asr_plugin.models import Transducer
+
+
+def sherpa_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_threads: int = 1):
+    """sherpa-onnx's recogniser of an export directory (greedy search; the ``*.int8.onnx`` files with `int8`)."""
+    import sherpa_onnx
+
+    export_dir = Path(export_dir)
+    suffix = ".int8.onnx" if int8 else ".onnx"
+    feature_dim = _feature_dim(export_dir / f"encoder{suffix}")
+    return sherpa_onnx.OfflineRecognizer.from_transducer(
+        encoder=str(export_dir / f"encoder{suffix}"), decoder=str(export_dir / f"decoder{suffix}"),
+        joiner=str(export_dir / f"joiner{suffix}"), tokens=str(export_dir / "tokens.txt"),
+        num_threads=num_threads, sample_rate=SAMPLE_RATE, feature_dim=feature_dim, model_type="nemo_transducer",
+        decoding_method="greedy_search",
+    )
+
+
+def _feature_dim(encoder_path: Path) -> int:
+    import onnx
+
+    metadata = {p.key: p.value for p in onnx.load(str(encoder_path), load_external_data=False).metadata_props}
+    return int(metadata["feat_dim"])
+
+
+def sherpa_transcribe(recognizer, waveforms: Sequence[np.ndarray]) -> list[str]:
+    """sherpa-onnx's transcripts of 16 kHz float waveforms in [-1, 1], decoded as one batch."""
+    streams = []
+    for waveform in waveforms:
+        stream = recognizer.create_stream()
+        stream.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(waveform, dtype=np.float32))
+        streams.append(stream)
+    recognizer.decode_streams(streams)
+    return [stream.result.text for stream in streams]
+
+
+def sherpa_features(waveform: np.ndarray, num_bins: int) -> torch.Tensor:
+    """(T, F) the raw log filterbank sherpa-onnx computes for a NeMo transducer (kaldi-native-fbank)."""
+    import kaldi_native_fbank as knf
+
+    options = knf.FbankOptions()
+    for group, values in KALDI_FBANK_OPTIONS.items():
+        for key, value in values.items():
+            setattr(getattr(options, group), key, value)
+    options.mel_opts.num_bins = num_bins
+    fbank = knf.OnlineFbank(options)
+    fbank.accept_waveform(SAMPLE_RATE, np.asarray(waveform, dtype=np.float32).tolist())
+    fbank.input_finished()
+    return torch.tensor(np.stack([fbank.get_frame(i) for i in range(fbank.num_frames_ready)]))
+
+
+@torch.no_grad()
+def greedy_on_sherpa_features(model: Transducer, frontend_spec: Mapping[str, Any], waveform: np.ndarray) -> list[int]:
+    """The tokens `greedy_search` gives on sherpa-onnx's features of `waveform` (what the float export should give)."""
+    adapter = SherpaFeatureAdapter(frontend_spec)
+    features = sherpa_features(waveform, adapter.sherpa_bins)  # (T, F_s)
+    lengths = torch.tensor([features.shape[0]])
+    encoder_out, encoder_lengths = model.encode(adapter(features.T[None], lengths), lengths)
+    symbols = SHERPA_MAX_SYMBOLS["tdt" if tdt_durations(model) else "rnnt"]
+    return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame=symbols)[0].tokens
+
+
+@torch.no_grad()
+def greedy_on_training_features(model: Transducer, frontend: torch.nn.Module, waveform: np.ndarray) -> list[int]:
+    """The tokens `greedy_search` gives on the training front end's features of `waveform` (the recipe's
+    transcript), with sherpa-onnx's cap on tokens per frame."""
+    audio = torch.as_tensor(np.asarray(waveform, dtype=np.float32))[None]
+    features, lengths = frontend(audio, torch.tensor([audio.shape[1]]))
+    encoder_out, encoder_lengths = model.encode(features, lengths)
+    symbols = SHERPA_MAX_SYMBOLS["tdt" if tdt_durations(model) else "rnnt"]
+    return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame=symbols)[0].tokens

@@ -1,0 +1,41 @@
+"""Exports a checkpoint or a .nemo file for sherpa-onnx: ``python scripts/export_onnx.py CHECKPOINT_OR_NEMO OUTDIR [--int8]``.
+
+Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (with --int8 also *.int8.onnx) in the layout
+of sherpa-onnx's NeMo transducer; decode them with
+
+    sherpa_onnx.OfflineRecognizer.from_transducer(encoder, decoder, joiner, tokens,
+                                                  model_type="nemo_transducer", feature_dim=F)
+
+(F: the number of mel bins, printed below). The encoder turns sherpa-onnx's features into the model's
+training features itself (docs/decoding.md, "ONNX for sherpa-onnx"). Needs ``pip install -e '.[onnx]'``.
+The input is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from asr_plugin.export import export_onnx
+from asr_plugin.export.sources import load_export_source
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", help="a .ckpt file, a directory of them, or a NeMo .nemo file")
+    parser.add_argument("out_dir", help="output directory")
+    parser.add_argument("--int8", action="store_true", help="also write onnxruntime's dynamic int8 quantisation")
+    parser.add_argument("--avg", type=int, default=1, help="export the average of the last N checkpoints")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing export in OUTDIR")
+    args = parser.parse_args(argv)
+    source = load_export_source(args.source, args.avg)
+    paths = export_onnx(source.model, source.frontend_spec, source.tokenizer, args.out_dir, int8=args.int8,
+                        overwrite=args.overwrite)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print(f"feature_dim: {source.frontend_spec['options']['num_mel_bins']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
