@@ -25,6 +25,7 @@ from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
 from asr_plugin.export.onnx_files import write_onnx, write_quantized
 from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
 from asr_plugin.export.sherpa_tokens import PieceTable, sherpa_token_lines
+from asr_plugin.losses import RNNT, TDT
 from asr_plugin.models import ConformerEncoder, Joint, LSTMPredictor, Transducer
 
 PIECES = ("encoder", "decoder", "joiner")
@@ -35,8 +36,13 @@ SHERPA_MAX_SYMBOLS = {"rnnt": 10, "tdt": 5}
 
 
 def tdt_durations(model: Transducer) -> tuple[int, ...] | None:
-    """The TDT durations of `model` (None for RNN-T), read where the model keeps them."""
-    return model.durations
+    """The TDT durations of `model`'s lattice (None for RNN-T); another lattice is refused by name."""
+    lattice = model.lattice
+    if isinstance(lattice, TDT):
+        return lattice.durations
+    if isinstance(lattice, RNNT):
+        return None
+    raise ValueError(f"lattice {type(lattice).__name__}: sherpa-onnx's NeMo transducer decodes RNN-T and TDT only")
 
 
 def check_exportable(model: Transducer) -> None:

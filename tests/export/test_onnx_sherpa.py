@@ -103,7 +103,7 @@ def test_imported_nemo_tdt_model_decodes_in_sherpa_as_greedy_search(corpus, tmp_
     _, waveforms = corpus
     path, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
     imported = import_nemo(path)
-    assert imported.model.durations == (0, 1, 2, 3, 4)
+    assert imported.model.lattice.durations == (0, 1, 2, 3, 4)
     _check_export(imported.model, imported.frontend_spec, imported.tokenizer, waveforms, tmp_path / "tdt")
 
 
