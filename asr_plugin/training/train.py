@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
 from asr_plugin.finetune import apply_finetune
+from asr_plugin.finetune.checkpoint import extract_model_state
 from asr_plugin.data import Tokenizer
 from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
@@ -20,7 +21,8 @@ from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
-from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER, checkpoint_records, model_node, peek_checkpoint
+from asr_plugin.transducer_checkpoint import (BUILD_TRANSDUCER, check_model_node, checkpoint_records, model_node,
+                                              peek_checkpoint)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +154,7 @@ def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None
     saved = (resumed or {}).get("hyper_parameters", {}).get("model")
     if model_cfg[TARGET] == NEMO_TRANSDUCER and isinstance(saved, dict) and saved.get(TARGET) == BUILD_TRANSDUCER:
         log.info("resuming: the architecture is the checkpoint's (%s is not read)", model_cfg.get("path"))
+        check_model_node(saved, extract_model_state(resumed, "ckpt_path"), "ckpt_path: hyper_parameters.model")
         return dict(saved)
     arguments = {k: v for k, v in model_cfg.items() if k != TARGET}
     return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))

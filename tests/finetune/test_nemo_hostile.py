@@ -144,6 +144,7 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
     assert "huge.nemo" in message and "d_model=32768 is outside [1, 16384]" in message
 
 
+@pytest.mark.slow  # a child Python under a memory limit
 def test_in_bound_sizes_that_the_weights_do_not_hold_are_refused_before_building(nemo_file, tmp_path):
     # 8192 x 8192 attention in 200 layers: hundreds of GB if the model were built first
     path = with_config(nemo_file, lambda c: c["encoder"].update(d_model=8192, n_layers=200), tmp_path / "big.nemo")

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from asr_plugin.declared_shapes import check_member_size
-from asr_plugin.finetune.nemo.plain_config import load_yaml_data, refuse_interpolations, resolve_references
+from asr_plugin.finetune.nemo.plain_config import (load_yaml_data, refuse_section_interpolations,
+                                                  resolve_references)
 
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
@@ -109,7 +110,7 @@ def _plain_config(text: str, path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ValueError(f"{source} is not a mapping")
     config = resolve_references(config, source)
-    refuse_interpolations(config, IMPORTED_SECTIONS, source)
+    refuse_section_interpolations(config, IMPORTED_SECTIONS, source)
     return config
 
 

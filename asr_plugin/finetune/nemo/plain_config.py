@@ -9,8 +9,8 @@ expanded without bound or executed.
   OmegaConf is never asked to resolve anything, so no resolver (``${oc.env:HOME}``, a recipe's
   ``${run_id:...}``) runs and no environment value is copied in.
 - Anything else that looks like an interpolation (a resolver call, a reference outside the model config such as
-  ``${trainer.max_steps}``, text around a reference) stays the string it is; `refuse_interpolations` refuses such
-  strings, by key, in the sections the importer reads.
+  ``${trainer.max_steps}``, text around a reference) stays the string it is; `refuse_section_interpolations`
+  refuses such strings, by key, in the sections the importer reads.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
+
+from asr_plugin.plain_data import refuse_interpolations
 
 # More than any NeMo config needs (a FastConformer's holds a few thousand nodes, its labels included).
 MAX_CONFIG_NODES = 1_000_000
@@ -98,21 +100,9 @@ def resolve_references(config: Mapping[str, Any], source: str) -> dict[str, Any]
     return _Resolver(config, source).copy(config, "")
 
 
-def refuse_interpolations(config: Mapping[str, Any], sections: Iterable[str], source: str) -> None:
+def refuse_section_interpolations(config: Mapping[str, Any], sections: Iterable[str], source: str) -> None:
     """ValueError naming the key of the first string in `sections` of `config` still holding ``${``: a resolver
     call or a reference this reader does not resolve, which the importer would otherwise take as a value."""
-
-    def visit(value: Any, key: str) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                visit(v, f"{key}.{k}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                visit(v, f"{key}[{i}]")
-        elif isinstance(value, str) and "${" in value:
-            raise ValueError(f"{source}: {key}={value!r} is an interpolation this reader does not resolve (only "
-                             "references to keys of the model config are; resolvers never run on a file's config)")
-
     for section in sections:
         if section in config:
-            visit(config[section], section)
+            refuse_interpolations(config[section], section, source)
