@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from asr_plugin.config_nodes import ConfigError
+
 # build_transducer's integer arguments: (least, most). The upper bounds are far above any published
 # transducer (Parakeet-TDT 1.1B: d_model 1024, 42 layers, 1024 tokens) and keep the meta-device build, which
 # makes Python objects for every layer, cheap.
@@ -35,7 +37,7 @@ def check_architecture_bounds(arguments: Mapping[str, Any], source: str) -> None
     not an integer or out of its range (other keys are left to the builder)."""
     for key, (least, most) in ARCHITECTURE_BOUNDS.items():
         value = arguments.get(key)
-        if value is None:  # absent, or the builder's default (subsampling_channels=None)
+        if value is None or isinstance(value, Mapping):  # absent or the default (None); a node: the builder's to refuse
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{source}: {key}={value!r} is not an integer")
@@ -76,6 +78,8 @@ def check_declared_shapes(build: Callable[[], torch.nn.Module], architecture: Ma
     check_architecture_bounds(architecture, source)
     try:
         declared = meta_shapes(build)
+    except ConfigError:  # a refused target: its own message names the key
+        raise
     except (ValueError, TypeError, RuntimeError) as err:
         raise ValueError(f"{source}: the declared architecture cannot be built ({err})") from None
     compare_shapes(declared, stored, source, architecture)

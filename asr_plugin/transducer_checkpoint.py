@@ -59,6 +59,7 @@ def check_model_node(node: Mapping[str, Any], state: Mapping[str, torch.Tensor],
     """Bounds the model node's sizes and compares the parameter shapes they imply (built on the meta device)
     with `state`'s, whose data is not read (`asr_plugin.declared_shapes`); NaN or infinite weights are refused
     by name."""
+    MODEL_TARGETS.resolve(node.get(TARGET), source)  # a foreign target is refused as such, before any build
     check_declared_shapes(lambda: build_model(node, source), node, state, source)
     check_finite(state, source)
 

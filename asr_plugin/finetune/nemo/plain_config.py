@@ -1,8 +1,9 @@
 """A ``.nemo`` file's ``model_config.yaml`` read as plain data: nothing in it is resolved with a resolver,
 expanded without bound or executed.
 
-- YAML aliases (``*name``, merge keys ``<<: *name``) are refused while the document is composed: a few kB of
-  nested aliases ("billion laughs") expand to billions of nodes, and NeMo never writes them.
+- YAML aliases (``*name``) load as shared objects, and the copy below counts every node it makes: a few kB of
+  nested aliases ("billion laughs") that would expand to billions of nodes are refused at `MAX_CONFIG_NODES`,
+  before the expansion (which ``OmegaConf.create`` would attempt, and hang on).
 - NeMo may save ``${model.x}``-style references unresolved (``feat_in: ${model.preprocessor.features}``). A
   string that is exactly one reference to a key of the model config (with or without the ``model.`` root) is
   replaced by a copy of that value, within a node budget and a depth limit (references of references);
@@ -29,33 +30,19 @@ MAX_CONFIG_NODES = 1_000_000
 MAX_REFERENCE_DEPTH = 32
 REFERENCE = re.compile(r"\$\{([A-Za-z_][\w-]*(?:\.[\w-]+)*)\}")
 MODEL_ROOT = "model."
-
-
-class NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing aliases as they are met, before any node is expanded."""
-
-    source = "YAML"
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise ValueError(f"{self.source}: YAML alias *{event.anchor} at line {event.start_mark.line + 1} is "
-                             "refused (aliases can expand a small file into billions of nodes; NeMo writes none)")
-        return super().compose_node(parent, index)
+# libyaml's safe loader where PyYAML was built with it (fast), else PyYAML's own; both build plain data only.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml_data(text: str, source: str) -> Any:
-    """The YAML document `text` as plain Python data (aliases refused; `source` names the file in errors)."""
-    loader_class = type("SourceNoAliasLoader", (NoAliasLoader,), {"source": source})
-    loader = loader_class(text)
+    """The YAML document `text` as plain Python data (`source` names the file in errors). An alias is one shared
+    object here, not a copy: the expansion happens, bounded, in `resolve_references`."""
     try:
-        return loader.get_single_data()
+        return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 (a safe loader: plain data only)
     except yaml.YAMLError as err:
         raise ValueError(f"{source} is not valid YAML ({err})") from err
     except RecursionError:
         raise ValueError(f"{source}: the YAML document is nested too deeply") from None
-    finally:
-        loader.dispose()
 
 
 class _Resolver:
@@ -94,10 +81,13 @@ class _Resolver:
 
 
 def resolve_references(config: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """A copy of `config` with every ``${model.a.b}`` / ``${a.b}`` string that names a key of `config` replaced by
-    (a copy of) its value; other strings are kept. ValueError naming `source` past `MAX_CONFIG_NODES` nodes or
-    `MAX_REFERENCE_DEPTH` chained references."""
-    return _Resolver(config, source).copy(config, "")
+    """A copy of `config` (aliases expanded) with every ``${model.a.b}`` / ``${a.b}`` string that names a key of
+    `config` replaced by (a copy of) its value; other strings are kept. ValueError naming `source` past
+    `MAX_CONFIG_NODES` nodes, `MAX_REFERENCE_DEPTH` chained references, or nesting too deep (a recursive alias)."""
+    try:
+        return _Resolver(config, source).copy(config, "")
+    except RecursionError:
+        raise ValueError(f"{source}: the config is nested too deeply (a recursive alias?)") from None
 
 
 def refuse_section_interpolations(config: Mapping[str, Any], sections: Iterable[str], source: str) -> None:
