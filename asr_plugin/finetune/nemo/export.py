@@ -273,8 +273,11 @@ def export_nemo(source: str | os.PathLike | NemoImport | NemoExportSource, path:
 
     Args:
         source: a training checkpoint (``.ckpt`` file), what `import_nemo` returned, or a `NemoExportSource`.
-        path: the ``.nemo`` file to write (replaced if it exists).
+        path: the ``.nemo`` file to write (replaced if it exists; a directory is refused: see
+            `asr_plugin.finetune.nemo.output_path.nemo_output_path`).
     """
+    if Path(path).is_dir():
+        raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
     if isinstance(source, NemoImport):
         source = source_from_import(source)
     elif not isinstance(source, NemoExportSource):
