@@ -8,9 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pytest
 from data_helpers import SMALL
 
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus, scan_split

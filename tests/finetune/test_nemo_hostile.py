@@ -12,7 +12,7 @@ import zipfile
 import pytest
 import torch
 import yaml
-from memory_limit import refusal, run_limited
+from memory_limit import refusals
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
@@ -119,13 +119,8 @@ def test_a_recursive_alias_is_refused():
 def test_a_billion_laughs_config_is_refused_under_a_memory_limit(tmp_path):
     path = write_members(tmp_path / "laughs.nemo", {"model_config.yaml": billion_laughs(12).encode(),
                                                     WEIGHTS: b"unused"})
-    message = refusal(f"""
-        from asr_plugin.finetune.nemo import read_nemo
-        try:
-            read_nemo({str(path)!r}, weights=False)
-        except ValueError as err:
-            print("REFUSED:", err)
-        """, limit_bytes=6 * 2**30)
+    message, = refusals("from asr_plugin.finetune.nemo import read_nemo",
+                        [f"read_nemo({str(path)!r}, weights=False)"], limit_bytes=6 * 2**30)
     assert f"laughs.nemo: model_config.yaml: the config expands to more than {MAX_CONFIG_NODES:,} nodes" in message
 
 
@@ -139,13 +134,7 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
         config["decoder"]["prednet"]["pred_hidden"] = 200000
 
     path = with_config(nemo_file, edit, tmp_path / "huge.nemo")
-    message = refusal(f"""
-        from asr_plugin.finetune.nemo import import_nemo
-        try:
-            import_nemo({str(path)!r})
-        except ValueError as err:
-            print("REFUSED:", err)
-        """)
+    message, = refusals("from asr_plugin.finetune.nemo import import_nemo", [f"import_nemo({str(path)!r})"])
     assert "huge.nemo" in message and "d_model=32768 is outside [1, 16384]" in message
 
 
@@ -153,16 +142,9 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
 def test_in_bound_sizes_that_the_weights_do_not_hold_are_refused_before_building(nemo_file, tmp_path):
     # 8192 x 8192 attention in 200 layers: hundreds of GB if the model were built first
     path = with_config(nemo_file, lambda c: c["encoder"].update(d_model=8192, n_layers=200), tmp_path / "big.nemo")
-    result = run_limited(f"""
-        from asr_plugin.finetune.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs
-        for entry in (import_nemo, nemo_transducer_kwargs, nemo_state_dict):
-            try:
-                entry({str(path)!r})
-            except ValueError as err:
-                print("REFUSED:", err)
-        """)
-    messages = result.stdout.split("REFUSED: ")[1:]
-    assert result.returncode == 0 and len(messages) == 3, (result.stdout, result.stderr[-2000:])
+    messages = refusals("from asr_plugin.finetune.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs",
+                        [f"{entry}({str(path)!r})" for entry in ("import_nemo", "nemo_transducer_kwargs",
+                                                                 "nemo_state_dict")])
     for message in messages:
         assert message.startswith(f"{path}: weight encoder.")
         assert "but the declared architecture (vocab_size=" in message and "d_model=8192" in message

@@ -4,39 +4,24 @@ checkpoint, a summary naming the reason and exit status 143, and run.sh stops th
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
-from train_configs import REPO_ROOT, TINY_RUN
+from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, train_steps
 
 from asr_plugin.training.signal_stop import StepBoundaryStop, StoppedBySignal
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 
 
-class _StubTrainer:
-    """What `StepBoundaryStop` reads of a Trainer: one process, 2 batches a step, no launcher."""
-
-    world_size, accumulate_grad_batches, is_global_zero, global_step = 1, 2, True, 7
-    strategy = SimpleNamespace(launcher=None)
-
-    def __init__(self, root):
-        self.default_root_dir, self.saved = str(root), []
-
-    def save_checkpoint(self, path):
-        self.saved.append(Path(path).name)
-
-
 def test_sigterm_waits_for_the_step_boundary_even_after_lightning_replaced_the_handler(tmp_path):
-    trainer, callback = _StubTrainer(tmp_path), StepBoundaryStop()
+    trainer, callback = StubTrainer(tmp_path), StepBoundaryStop()
     before = signal.getsignal(signal.SIGTERM)
     callback.setup(trainer, None, "fit")
     signal.signal(signal.SIGTERM, lambda *args: pytest.fail("Lightning's handler ran"))  # as Trainer._run does
@@ -86,13 +71,6 @@ def test_run_sh_forwards_sigterm_to_training_and_stops(tmp_path):
     assert "stage 4" not in out and "train.py exited with status 143; stopping" in err
 
 
-def _train_steps(metrics: Path) -> list[int]:
-    if not metrics.exists():
-        return []
-    with metrics.open() as handle:
-        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("train/loss_step")]
-
-
 @pytest.mark.slow
 def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(data_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -106,7 +84,7 @@ def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(da
                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while len(_train_steps(run_dir / "csv" / "metrics.csv")) < 2:
+        while len(train_steps(run_dir / "csv" / "metrics.csv")) < 2:
             assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
             time.sleep(0.1)
         job.send_signal(signal.SIGTERM)
