@@ -16,7 +16,9 @@ A checkpoint carries everything needed to reload, decode, evaluate, export and r
   sha256, size, blank id, convention, normalisation), ``frontend`` (the complete front-end spec, global
   statistics included) and the fine-tuning state (``pretrained``, ``frozen`` parameter names).
 
-Every ``torch.load`` is ``weights_only=True``; the model node is built with :data:`MODEL_TARGETS` only.
+Every ``torch.load`` is ``weights_only=True``; the model node is built with :data:`MODEL_TARGETS` only, and by
+every entry point that reads a checkpoint (evaluation, transcription, export, resuming a fine-tuned run) only
+after `check_model_node` found its declared sizes in the stored weights.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ import torch
 
 from asr_plugin.config_nodes import TARGET, AllowList
 from asr_plugin.data.frontend import complete_frontend_spec
+from asr_plugin.declared_shapes import check_declared_shapes, check_finite
 from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.models import Transducer, build_transducer
+from asr_plugin.plain_data import refuse_interpolations
 
 BUILD_TRANSDUCER = "asr_plugin.models.build_transducer"
 # The one model builder a checkpoint may name.
@@ -87,6 +91,23 @@ def build_model(node: Mapping[str, Any], key: str = "hyper_parameters.model") ->
     return MODEL_TARGETS.build(with_model_lattice(node)[0], key)
 
 
+def build_checked_model(node: Mapping[str, Any], state: Mapping[str, torch.Tensor], source: str) -> Transducer:
+    """`build_model` of a file's model node, after `check_model_node`: a node declaring sizes its weights do
+    not hold is refused (naming `source`, the key and both values) before anything of that size is allocated.
+    `state`: the Transducer's weights (keys relative to it), memory-mapped or loaded."""
+    check_model_node(node, state, source)
+    return build_model(node, source)
+
+
+def check_model_node(node: Mapping[str, Any], state: Mapping[str, torch.Tensor], source: str) -> None:
+    """Bounds the model node's sizes and compares the parameter shapes they imply (built on the meta device)
+    with `state`'s, whose data is not read (`asr_plugin.declared_shapes`); NaN or infinite weights are refused
+    by name."""
+    MODEL_TARGETS.resolve(node.get(TARGET), source)  # a foreign target is refused as such, before any build
+    check_declared_shapes(lambda: build_model(node, source), node, state, source)
+    check_finite(state, source)
+
+
 def model_node(arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The node a checkpoint stores for ``build_transducer(**arguments)``."""
     return {TARGET: BUILD_TRANSDUCER, **{k: v for k, v in arguments.items() if k != TARGET}}
@@ -110,10 +131,14 @@ def peek_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return obj
 
 
-def checkpoint_records(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """The project's records of a loaded checkpoint ({} for checkpoints written before they existed)."""
+def checkpoint_records(checkpoint: Mapping[str, Any], source: str = "checkpoint") -> dict[str, Any]:
+    """The project's records of a loaded checkpoint ({} for checkpoints written before they existed). They are
+    data: a string in them that looks like an OmegaConf interpolation is refused by key (a record may reach a
+    Hydra config, which would resolve it)."""
     records = checkpoint.get(RECORDS_KEY, {})
-    return dict(records) if isinstance(records, Mapping) else {}
+    records = dict(records) if isinstance(records, Mapping) else {}
+    refuse_interpolations(records, RECORDS_KEY, source)
+    return records
 
 
 @dataclass
@@ -128,7 +153,7 @@ class CheckpointInfo:
     def of(cls, checkpoint: Mapping[str, Any], path: str | os.PathLike) -> CheckpointInfo:
         hparams = checkpoint.get("hyper_parameters", {})
         hparams = current_hyper_parameters(hparams) if isinstance(hparams, Mapping) else {}
-        return cls(Path(path), hparams, checkpoint_records(checkpoint))
+        return cls(Path(path), hparams, checkpoint_records(checkpoint, str(path)))
 
     @property
     def has_data_records(self) -> bool:

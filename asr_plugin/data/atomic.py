@@ -5,16 +5,28 @@ crosses file systems and never becomes a copy), flush and fsync it (its data is 
 is), rename it onto the final name (atomic on POSIX: readers see the old file or the new one, never half
 of one), then fsync the directory (the rename itself survives a power cut). On any failure, including
 KeyboardInterrupt, the temporary file is removed and the previous file under the final name is untouched.
-A process killed with SIGKILL mid-write leaves only its hidden temporary file (``.<name>.<random>.tmp<suffix>``).
+A process killed with SIGKILL mid-write leaves only its hidden temporary file (``.<name>.<random>.tmp<suffix>``):
+readers never take it as data (`is_temporary`), and `remove_stale_temporaries` removes old ones at the next start.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import re
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# `temporary_path`'s names: hidden, the final name, 8 hex digits, ".tmp", the final suffix.
+TEMPORARY_NAME = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.[^.]+)?")
+# A temporary file this old is a killed writer's: the project's writes of one file take seconds (a tokenizer on
+# LibriSpeech minutes, under the preparation lock, which keeps other preparers out of its directory).
+STALE_AFTER_S = 60.0
 
 # fsync of a directory is refused by a few file systems; the rename is then as durable as they make it
 _DIRECTORY_FSYNC_UNSUPPORTED = (errno.EINVAL, errno.ENOTSUP, errno.EBADF)
@@ -75,3 +87,27 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Writes `text` (UTF-8) to `path` atomically."""
     return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def is_temporary(path: str | os.PathLike) -> bool:
+    """Whether `path` is named as `temporary_path` names them (a write in progress, or a killed one's)."""
+    return TEMPORARY_NAME.fullmatch(Path(path).name) is not None
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, older_than_s: float = STALE_AFTER_S) -> list[Path]:
+    """Removes the temporary files of `temporary_path`'s naming under `directory` (recursively) last modified
+    more than `older_than_s` ago, left by killed writers; returns them. Other files are never touched."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    now, removed = time.time(), []
+    for path in directory.rglob(".*.tmp*"):
+        try:
+            if is_temporary(path) and path.is_file() and now - path.stat().st_mtime > older_than_s:
+                path.unlink()
+                removed.append(path)
+        except FileNotFoundError:  # its writer renamed or removed it meanwhile
+            continue
+    if removed:
+        log.info("removed %d stale temporary file(s) of killed writers under %s", len(removed), directory)
+    return removed

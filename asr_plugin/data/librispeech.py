@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from asr_plugin.data.atomic import is_temporary
+
 LIBRISPEECH_SPLITS = (
     "train-clean-100",
     "train-clean-360",
@@ -54,7 +56,8 @@ def _read_transcript_file(path: Path) -> dict[str, str]:
 def _scan_chapter(chapter_dir: Path, speaker: str, skipped: list[Skipped]) -> list[Candidate]:
     chapter = chapter_dir.name
     transcript = chapter_dir / f"{speaker}-{chapter}.trans.txt"
-    audio = {p.name[: -len(AUDIO_SUFFIX)]: p for p in chapter_dir.iterdir() if p.name.endswith(AUDIO_SUFFIX)}
+    audio = {p.name[: -len(AUDIO_SUFFIX)]: p for p in chapter_dir.iterdir()
+             if p.name.endswith(AUDIO_SUFFIX) and not is_temporary(p)}  # another writer's file in progress is no data
     if not transcript.is_file():
         skipped.extend(Skipped(str(p), f"no transcript file {transcript.name}") for p in sorted(audio.values()))
         return []

@@ -11,11 +11,13 @@ job's rank 0 runs all of it through ``TransducerDataModule.prepare_data()``. Ste
   the front end needs none, e.g. NeMo's per-utterance normalisation).
 
 Each step reuses what exists unless `overwrite`, writes every file atomically, and writes nothing under the
-corpus directory (only the mini corpus generation and an asked-for download create the corpus itself).
+corpus directory (only the mini corpus generation and an asked-for download create the corpus itself). A run
+that writes holds the work directory's lock (`asr_plugin.data.work_lock`): a second run waits, then reuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.data.atomic import remove_stale_temporaries, write_text_atomic
 from asr_plugin.data.download import download_librispeech
 from asr_plugin.data.features import LogMelFeatures
 from asr_plugin.data.layout import CorpusLayout
@@ -34,6 +36,7 @@ from asr_plugin.data.mini_corpus import make_mini_librispeech
 from asr_plugin.data.prepare import prepare_split
 from asr_plugin.data.stats import compute_feature_stats
 from asr_plugin.data.tokenizer import train_tokenizer
+from asr_plugin.data.work_lock import preparation_lock
 
 log = logging.getLogger(__name__)
 
@@ -146,29 +149,36 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
         full_check: decode every audio file, not only its header (finds truncated files; slow).
     """
     check_steps(steps)
-    before = {path: path.exists() for path in plan.outputs(steps)}
-    if overwrite or not all(before.values()):  # prepared data on a read-only file system is only read
+    writes = overwrite or bool(plan.missing(steps))
+    if writes:  # prepared data on a read-only file system is only read
         _writable_work_dir(plan.layout)
-    if "manifests" in steps:
-        if plan.corpus == "mini":
-            make_mini_librispeech(plan.layout.root, **plan.mini_corpus)
-        elif download:
-            download_librispeech(plan.layout.root, plan.splits)
-        for split in plan.splits:
-            prepare_split(plan.layout, split, num_workers=num_workers, strict=strict, overwrite=overwrite,
-                          full_check=full_check, progress=progress)
-    if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
-                                         "the data config brings its own (data.tokenizer)"):
-        tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
-                                    plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
-        print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
-    if "stats" in steps and _to_make(plan.stats_path, "feature stats", overwrite,
-                                     "the front end needs none (data.frontend)"):
-        stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
-                                      plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
-                                      seed=plan.seed, progress=progress)
-        stats.save(plan.stats_path)
-        print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
+    with preparation_lock(plan.layout.work_dir) if writes else contextlib.nullcontext():
+        # under the lock: what another run made meanwhile is reused, and temporaries of killed writers are stale
+        before = {path: path.exists() for path in plan.outputs(steps)}
+        if writes:
+            remove_stale_temporaries(plan.layout.work_dir)
+            if plan.corpus == "mini":  # the corpus this preparation writes (a LibriSpeech corpus is only read)
+                remove_stale_temporaries(plan.layout.root)
+        if "manifests" in steps:
+            if plan.corpus == "mini":
+                make_mini_librispeech(plan.layout.root, **plan.mini_corpus)
+            elif download:
+                download_librispeech(plan.layout.root, plan.splits)
+            for split in plan.splits:
+                prepare_split(plan.layout, split, num_workers=num_workers, strict=strict, overwrite=overwrite,
+                              full_check=full_check, progress=progress)
+        if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
+                                             "the data config brings its own (data.tokenizer)"):
+            tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
+                                        plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
+            print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
+        if "stats" in steps and _to_make(plan.stats_path, "feature stats", overwrite,
+                                         "the front end needs none (data.frontend)"):
+            stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
+                                          plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
+                                          seed=plan.seed, progress=progress)
+            stats.save(plan.stats_path)
+            print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
     return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
 
 

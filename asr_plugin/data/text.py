@@ -18,8 +18,10 @@ from typing import Any
 
 CASES = ("upper", "lower", None)
 # Latin letters that Unicode does not decompose into a base letter and a mark (lower case; upper case
-# forms are looked up after lower-casing)
-_UNDECOMPOSED = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i"}
+# forms are looked up after lower-casing), and the typographic apostrophes (right single quotation mark, left
+# single quotation mark, modifier letter apostrophe) that word processors put in "don’t": the ASCII one
+_UNDECOMPOSED = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i",
+                 "\u2019": "'", "\u2018": "'", "\u02bc": "'"}
 
 
 @dataclass(frozen=True)

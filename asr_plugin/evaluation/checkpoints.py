@@ -11,7 +11,7 @@ import torch
 
 from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
 from asr_plugin.models import Transducer
-from asr_plugin.transducer_checkpoint import CheckpointInfo, build_model
+from asr_plugin.transducer_checkpoint import CheckpointInfo, build_checked_model
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,8 @@ def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = 
 
     The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
     ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
-    end than the last one are not averaged. Returns the model in eval mode on `device` and the last
+    end than the last one are not averaged; a node declaring sizes the weights do not hold, and NaN or infinite
+weights, are refused by name before the model is built. Returns the model in eval mode on `device` and the last
     checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
     (``weights_only=True``).
     """
@@ -103,7 +104,8 @@ def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = 
     model_cfg = info.hyper_parameters.get("model")
     if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
         raise ValueError(f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
-    model = build_model(model_cfg, f"{info.path}: hyper_parameters.model")
-    model.load_state_dict(average_state_dicts(states) if len(states) > 1 else states[0])
+    state = average_state_dicts(states) if len(states) > 1 else states[0]
+    model = build_checked_model(model_cfg, state, f"{info.path}: hyper_parameters.model")
+    model.load_state_dict(state)
     log.info("model from %s", ", ".join(str(p) for p in paths))
     return model.to(device).eval(), info

@@ -73,12 +73,15 @@ def next_requeue_checkpoint(run_dir: str | os.PathLike) -> Path:
     return Path(run_dir) / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
 
 
-class StepBoundaryRequeue(L.Callback):
-    """On `signum` (SLURM's requeue signal, SIGUSR1): at the end of the next optimizer step (one later under
-    DDP, as every rank agrees; with gradient accumulation, at the end of a step's last batch) write ``hpc_ckpt_<n>.ckpt`` in the run directory and, on rank 0, ask SLURM to
-    requeue the job. Registered before Lightning installs its handlers, so Lightning keeps out of SIGUSR1."""
+class StepBoundarySignal(L.Callback):
+    """On `signum`: at the end of the next optimizer step (one later under DDP, as every rank agrees; with
+    gradient accumulation, at the end of a step's last batch) call `act`. The handler only records the signal.
 
-    def __init__(self, signum: int = signal.SIGUSR1) -> None:
+    It is installed at ``setup``, before Lightning installs its handlers (so Lightning keeps out of SIGUSR1), and
+    again at ``on_train_start`` where Lightning replaced it (it always installs its own SIGTERM handler, which
+    would stop the run mid-accumulation); the handler found first is restored at ``teardown``."""
+
+    def __init__(self, signum: int) -> None:
         self.signum = signum
         self.requested = False
         self._pending: AgreedFlag | None = None
@@ -87,9 +90,19 @@ class StepBoundaryRequeue(L.Callback):
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.requested = True  # nothing else here: the signal may land anywhere in a step
 
+    def _install(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or signal.getsignal(self.signum) == self._on_signal:
+            return
+        previous = signal.signal(self.signum, self._on_signal)
+        if self._previous_handler is None:
+            self._previous_handler = previous
+
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if stage == "fit" and threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(self.signum, self._on_signal)
+        if stage == "fit":
+            self._install()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._install()
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._previous_handler is not None:
@@ -102,16 +115,32 @@ class StepBoundaryRequeue(L.Callback):
             return
         if trainer.world_size == 1 or not dist.is_initialized():
             if self.requested:
-                self.requeue(trainer)
+                self.requested = False
+                self.act(trainer)
             return
         agreed = self._pending is not None and self._pending.any()  # the previous batch's verdict
         self._pending = AgreedFlag(self.requested and not agreed, pl_module.device)
         if agreed:
-            self.requeue(trainer)
+            self.requested = False
+            self.act(trainer)
+
+    def act(self, trainer: L.Trainer) -> None:
+        """What the signal asks for, at the step boundary every rank agreed on."""
+        raise NotImplementedError
+
+
+class StepBoundaryRequeue(StepBoundarySignal):
+    """On `signum` (SLURM's requeue signal, SIGUSR1), at a step boundary (`StepBoundarySignal`): write
+    ``hpc_ckpt_<n>.ckpt`` in the run directory and, on rank 0, ask SLURM to requeue the job."""
+
+    def __init__(self, signum: int = signal.SIGUSR1) -> None:
+        super().__init__(signum)
+
+    def act(self, trainer: L.Trainer) -> None:
+        self.requeue(trainer)
 
     def requeue(self, trainer: L.Trainer) -> None:
         """Writes the requeue checkpoint (every rank) and runs ``scontrol requeue`` (rank 0)."""
-        self.requested = False
         path = next_requeue_checkpoint(trainer.default_root_dir)
         trainer.save_checkpoint(path)
         if not trainer.is_global_zero:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
 from asr_plugin.finetune import apply_finetune
+from asr_plugin.finetune.checkpoint import extract_model_state
 from asr_plugin.data import Tokenizer
 from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
@@ -21,8 +23,10 @@ from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.finetune_settings import INHERITED, describe_settings, module_settings
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
+from asr_plugin.training.signal_stop import StepBoundaryStop, fit_or_stop
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
-from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER, checkpoint_records, model_node, peek_checkpoint
+from asr_plugin.transducer_checkpoint import (BUILD_TRANSDUCER, check_model_node, checkpoint_records, model_node,
+                                              peek_checkpoint)
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +121,7 @@ def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None
     saved = (resumed or {}).get("hyper_parameters", {}).get("model")
     if model_cfg[TARGET] == NEMO_TRANSDUCER and isinstance(saved, dict) and saved.get(TARGET) == BUILD_TRANSDUCER:
         log.info("resuming: the architecture is the checkpoint's (%s is not read)", model_cfg.get("path"))
+        check_model_node(saved, extract_model_state(resumed, "ckpt_path"), "ckpt_path: hyper_parameters.model")
         return dict(saved)
     arguments = {k: v for k, v in model_cfg.items() if k != TARGET}
     return model_node(MODEL_ARCHITECTURES[model_cfg[TARGET]](**arguments))
@@ -191,6 +196,13 @@ def build_trainer(cfg: DictConfig, callbacks: list[Any], loggers: list[Any]) -> 
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins, _convert_="all")
 
 
+def checked_seed(value: Any) -> int:
+    """``seed`` as the integer Lightning seeds with; ConfigError naming the key for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        raise ConfigError(f"seed={value!r} must be an integer in [0, 2**32) (or null: no seeding)")
+    return value
+
+
 def validates_first(cfg: DictConfig, resuming: bool) -> bool:
     """``validate_first``: true or false, or null (the default) for "when fine-tuning a pretrained model";
     a resumed run is past its start, so null never validates it again."""
@@ -217,17 +229,20 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         validation before training, {} without one), ``best_model_path``, ``last_model_path``,
         ``test_weights`` ("best", "last", or "" without a test), ``output_dir``, ``global_step``,
         ``learning_curves`` (the PNG drawn from the CSV logger's metrics, "" without a CSV logger or on ranks
-        other than 0).
+        other than 0), ``stop`` (None, or when a SIGTERM stopped the run at a step boundary: ``signal``,
+        ``exit_status`` (143), ``step`` and ``checkpoint``, the file it wrote; the test is then skipped).
     """
     check_config(cfg)
     if cfg.get("seed") is not None:
-        L.seed_everything(cfg.seed, workers=True)
+        L.seed_everything(checked_seed(cfg.seed), workers=True)
 
     check_schedule_fits_corpus(cfg)
     apply_slurm_layout(cfg.trainer)
     callbacks = _instantiate_all(cfg.get("callbacks"), "callbacks")
     if slurm_layout() is not None:  # SLURM's requeue signal, handled at a step boundary (not mid-step as Lightning)
         callbacks.append(StepBoundaryRequeue())
+    stopper = StepBoundaryStop()  # SIGTERM: a checkpoint at the next step boundary, then the summary and 143
+    callbacks.append(stopper)
     loggers = _instantiate_all(cfg.get("logger"), "logger")
     if not loggers:  # Lightning refuses a learning-rate monitor with nothing to log to
         callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
@@ -256,13 +271,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if validates_first(cfg, resuming=ckpt_path is not None):
         results = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path)
         start_metrics = {key: float(value) for result in results for key, value in result.items()}
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    stop = fit_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
 
     checkpoint = next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
     best = checkpoint.best_model_path if checkpoint else ""
     test_weights = ""
-    if cfg.get("test"):
+    if cfg.get("test") and stop is None:
         test_weights = "best" if best else "last"
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
         metrics.update({key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")})
@@ -277,4 +292,5 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         "test_weights": test_weights,
         "output_dir": str(cfg.paths.output_dir),
         "global_step": trainer.global_step,
+        "stop": dataclasses.asdict(stop) if stop else None,
     }

@@ -13,7 +13,8 @@
 # scripts/prepare_data.py with the training configuration, so stage 3 finds what they made), 3 train
 # (conf/experiment/<experiment> into --exp-dir, keeping the --avg best checkpoints, at least 5), 4 decode the
 # --eval-splits with their average (into <exp-dir>/decode_avg<avg>). Stages 0-2 reuse what exists (nothing is
-# overwritten); rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run.
+# overwritten); rerun stage 3 with --train-args "ckpt_path=last" to resume a killed run. SIGTERM or Ctrl+C
+# reach the running stage: training writes a checkpoint at its next step and run.sh stops (status 143 or 1).
 # Examples (docs/training.md):
 #   bash recipes/librispeech/run.sh --data-dir /data --work-dir /shared/asr/librispeech --train-args "trainer.devices=8"
 #   bash recipes/librispeech/run.sh --stage 4 --avg 3 --eval-args "decoding.methods=[greedy,beam] decoding.beam=8"
@@ -82,9 +83,28 @@ data_overrides=(data=librispeech "paths.data_dir=$data_dir" "data.root=$data_dir
 [[ -n $work_dir ]] && data_overrides+=("data.work_dir=$(mkdir -p "$work_dir" && cd "$work_dir" && pwd)")
 
 run_stage() { [[ $stage -le $1 && $stop_stage -ge $1 ]]; }
+# Each stage's command runs as a child that receives the SIGTERM or SIGINT sent to this script (a scheduler,
+# `docker stop`, `kill`, Ctrl+C): training writes a checkpoint at its next step boundary and exits 143 (SIGINT: 1),
+# and with `set -e` no later stage runs. Job control (set -m) gives the child the default SIGINT handling that
+# a background command of a script otherwise lacks.
+child=
+forward_signal() { if [[ -n $child ]]; then kill -"$1" "$child" 2>/dev/null || true; fi; }
+trap 'forward_signal TERM' TERM
+trap 'forward_signal INT' INT
+in_child() {
+  set -m; "$@" & child=$!; set +m
+  local status
+  while :; do  # a trapped signal interrupts `wait`; wait again until the child itself has ended
+    wait "$child" && status=0 || status=$?
+    kill -0 "$child" 2>/dev/null || break
+  done
+  child=
+  if [[ $status -ne 0 ]]; then echo "run.sh: $1 ${2:-} exited with status $status; stopping" >&2; fi
+  return "$status"
+}
 # scripts/prepare_data.py composes the training configuration (experiment, data and train overrides), so the
 # files it makes are the ones stage 3 looks for; it derives their paths itself.
-prepare() { python scripts/prepare_data.py "$@" "experiment=$experiment" "${data_overrides[@]}" "${train_overrides[@]}"; }
+prepare() { in_child python scripts/prepare_data.py "$@" "experiment=$experiment" "${data_overrides[@]}" "${train_overrides[@]}"; }
 
 if run_stage 0; then
   echo "stage 0: manifests"
@@ -108,7 +128,7 @@ if run_stage 3; then
   # stage 4 averages --avg checkpoints: keep that many best ones when it is more than conf/callbacks/default.yaml's 5
   keep=()
   if (( avg > 5 )); then keep=("callbacks.model_checkpoint.save_top_k=$avg"); fi
-  python recipes/librispeech/train.py "experiment=$experiment" "${data_overrides[@]}" "hydra.run.dir=$exp_dir" \
+  in_child python recipes/librispeech/train.py "experiment=$experiment" "${data_overrides[@]}" "hydra.run.dir=$exp_dir" \
     "${keep[@]}" "${train_overrides[@]}"
 fi
 
@@ -117,6 +137,6 @@ if run_stage 4; then
   echo "stage 4: decode $eval_splits with the last $avg checkpoint(s) of $exp_dir/checkpoints into $decode_dir"
   # the GPU when there is one (--eval-args "device=cpu" overrides it)
   device=$(python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
-  python recipes/librispeech/eval.py "${data_overrides[@]}" "checkpoint=$exp_dir/checkpoints" "avg=$avg" \
+  in_child python recipes/librispeech/eval.py "${data_overrides[@]}" "checkpoint=$exp_dir/checkpoints" "avg=$avg" \
     "manifests=$(hydra_list "$eval_splits")" "hydra.run.dir=$decode_dir" "device=$device" "${eval_overrides[@]}"
 fi

@@ -34,6 +34,9 @@ def report(result: dict) -> None:
     if result["start_metrics"]:
         print("before training: " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(result["start_metrics"].items())))
     print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+    if stop := result["stop"]:
+        print(f"stopped by {stop['signal']} at step {stop['step']}: checkpoint {stop['checkpoint'] or '(none)'} "
+              f"(resume with ckpt_path=last); no test; exit status {stop['exit_status']}")
     weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(result["test_weights"])
     for key in sorted(key for key in metrics if key.startswith("test") and key.endswith("/wer")):
         print(f"{key} (greedy, {weights}): {100 * metrics[key]:.2f} %")
@@ -43,6 +46,8 @@ def report(result: dict) -> None:
 def main(cfg: DictConfig) -> float | None:
     result = train(cfg)
     report(result)
+    if result["stop"]:  # as a process killed by the signal ends: a calling script (run.sh) stops here
+        raise SystemExit(result["stop"]["exit_status"])
     # the value a sweeper (e.g. Optuna) minimises
     return result["metrics"].get("val/wer")
 

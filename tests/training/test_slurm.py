@@ -4,18 +4,16 @@ agree on the step (`asr_plugin.training.slurm_requeue`); devices and nodes come 
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
-from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN
+from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN, StubTrainer, train_steps
 
 from asr_plugin.training.distributed import register_resolvers, slurm_layout
 from asr_plugin.training.slurm_requeue import AgreedFlag, StepBoundaryRequeue, next_requeue_checkpoint, slurm_job_id
@@ -69,13 +67,6 @@ def test_trainer_devices_and_nodes_follow_slurm(monkeypatch):
         apply_slurm_layout(OmegaConf.create({"devices": 4, "num_nodes": 2}))
 
 
-def _train_steps(metrics: Path) -> list[int]:
-    if not metrics.exists():
-        return []
-    with metrics.open() as handle:
-        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("train/loss_step")]
-
-
 @pytest.mark.slow
 def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_dir, tmp_path):
     bin_dir = tmp_path / "bin"  # scontrol stand-in: records the requeue request
@@ -95,7 +86,7 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while len(_train_steps(metrics)) < 3:
+        while len(train_steps(metrics)) < 3:
             assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
             time.sleep(0.1)
         job.send_signal(signal.SIGUSR1)  # what sbatch --signal=USR1@300 sends before the time limit
@@ -120,7 +111,7 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
     assert requeued.returncode == 0, requeued.stderr[-3000:]
     assert f"ckpt_path=last resumes from {run_dir / 'hpc_ckpt_1.ckpt'}" in requeued.stdout + requeued.stderr
     assert f"steps: {saved + 2}" in requeued.stdout  # two more optimiser steps from the checkpoint's
-    steps = _train_steps(metrics)
+    steps = train_steps(metrics)
     assert len([step for step in steps if step >= saved]) == 2 and len(steps) == len(set(steps)), (saved, steps)
 
 
@@ -152,7 +143,7 @@ def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tm
 
     try:
         deadline = time.monotonic() + 300
-        while len(_train_steps(metrics)) < 3:
+        while len(train_steps(metrics)) < 3:
             assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
             time.sleep(0.1)
         ranks[1].send_signal(signal.SIGUSR1)
@@ -160,7 +151,7 @@ def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tm
             assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
             time.sleep(0.1)
         saved = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)["global_step"]
-        while max(_train_steps(metrics)) < saved + 2:  # both ranks left the checkpoint's barrier
+        while max(train_steps(metrics)) < saved + 2:  # both ranks left the checkpoint's barrier
             assert running(), [rank.stderr.read()[-2000:] for rank in ranks if rank.poll() is not None]
             time.sleep(0.1)
     finally:
@@ -205,20 +196,8 @@ def test_requeue_checkpoints_are_numbered_after_the_last_one(tmp_path, monkeypat
         slurm_job_id()
 
 
-class _StubTrainer:
-    """What `StepBoundaryRequeue` reads of a Trainer: one process, rank 1 (so no `scontrol`), 2 batches a step."""
-
-    world_size, accumulate_grad_batches, is_global_zero, global_step = 1, 2, False, 7
-
-    def __init__(self, root):
-        self.default_root_dir, self.saved = str(root), []
-
-    def save_checkpoint(self, path):
-        self.saved.append(Path(path).name)
-
-
 def test_the_checkpoint_waits_for_the_last_batch_of_an_accumulated_step(tmp_path):
-    trainer, callback = _StubTrainer(tmp_path), StepBoundaryRequeue()
+    trainer, callback = StubTrainer(tmp_path), StepBoundaryRequeue()
     before = signal.getsignal(signal.SIGUSR1)
     callback.setup(trainer, None, "fit")
     try:

@@ -5,7 +5,9 @@ uses: `pytest tests/training tests/data` collects both directories' conftest mod
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
+from types import SimpleNamespace
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
@@ -71,3 +73,25 @@ TINY_RUN = MICRO_MODEL + TINY_DATA + [
     "callbacks.model_summary=null",
     "test=false",
 ]
+
+
+class StubTrainer:
+    """What the step-boundary signal callbacks (`asr_plugin.training.slurm_requeue`, `.signal_stop`) read of a
+    Trainer: one process, rank 1 (so no `scontrol`), 2 batches a step, no launcher; records the checkpoints."""
+
+    world_size, accumulate_grad_batches, is_global_zero, global_step = 1, 2, False, 7
+    strategy = SimpleNamespace(launcher=None)
+
+    def __init__(self, root):
+        self.default_root_dir, self.saved = str(root), []
+
+    def save_checkpoint(self, path):
+        self.saved.append(Path(path).name)
+
+
+def train_steps(metrics: Path) -> list[int]:
+    """The steps of the training-loss rows of a run's ``metrics.csv`` ([] before it exists)."""
+    if not metrics.exists():
+        return []
+    with metrics.open() as handle:
+        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("train/loss_step")]

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
+
+from asr_plugin.declared_shapes import check_member_size
+from asr_plugin.finetune.nemo.plain_config import (load_yaml_data, refuse_section_interpolations,
+                                                  resolve_references)
 
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
@@ -19,6 +22,10 @@ ARTIFACT_PREFIX = "nemo:"
 # Config and tokenizer files are read into memory: a tar header can claim gigabytes that a few compressed
 # megabytes expand to, so anything but the (streamed) weights is refused above this size.
 MAX_MEMBER_BYTES = 64 * 2**20
+# The config is parsed by PyYAML's pure-Python composer (which can refuse aliases); NeMo's are under 100 kB.
+MAX_CONFIG_BYTES = 4 * 2**20
+# The sections the importer reads: an interpolation left in them is refused by key.
+IMPORTED_SECTIONS = ("preprocessor", "encoder", "decoder", "joint", "tokenizer", "loss", "decoding")
 
 
 @dataclass
@@ -49,41 +56,19 @@ def is_nemo_archive(path: str | os.PathLike) -> bool:
         return any(Path(name).name == CONFIG_NAME for name in tar.getnames())
 
 
-def _resolved_config(text: str, path: Path) -> dict[str, Any]:
-    """The YAML model config with ``${model.x}``-style interpolations resolved, section by section.
-
-    NeMo may save interpolations unresolved, some pointing outside the model config (``${trainer.max_steps}``
-    in ``optim``); a section that cannot be resolved is kept as written (the importer reads only
-    ``preprocessor``, ``encoder``, ``decoder``, ``joint``, ``tokenizer`` and ``loss``).
-    """
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: {CONFIG_NAME} is not valid YAML ({err})") from err
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: {CONFIG_NAME} is not a mapping")
-    root = OmegaConf.create({"model": config})
-    resolved = {}
-    for key in config:
-        try:
-            node = root.model[key]
-            resolved[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-        except OmegaConfBaseException:
-            resolved[key] = config[key]
-    return resolved
-
-
-def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: int = MAX_MEMBER_BYTES) -> NemoArchive:
+def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: int = MAX_MEMBER_BYTES,
+              map_location: str = "cpu") -> NemoArchive:
     """Reads `path` (plain or gzip tar) into a `NemoArchive`; weights load with ``weights_only=True``,
     streamed from the archive (no second copy in memory). ``weights=False`` reads only the config and the
-    small member files (``state_dict`` is then empty). Nothing is extracted to disk.
+    small member files (``state_dict`` is then empty); ``map_location="meta"`` reads only the weights' metadata
+    (shapes and dtypes, no data: what `asr_plugin.declared_shapes` compares with a declared architecture).
+    Nothing is extracted to disk. The config is plain data (`asr_plugin.finetune.nemo.plain_config`).
 
     Members are known by their base name, as NeMo writes them (``./model_config.yaml``), so two members of the
     same base name are refused rather than one silently winning; a member other than the weights larger than
-    `max_member_bytes` is refused before it is read.
+    `max_member_bytes` is refused before it is read (the config above `MAX_CONFIG_BYTES`), and so is a weights
+    member whose size differs from the bytes its tensors take (a gzip member that expands to gigabytes of
+    padding).
 
     Raises FileNotFoundError when the file is missing and ValueError naming the file (and the member) when it
     is not a ``.nemo`` archive, lacks its config or weights, or breaks the rules above.
@@ -101,11 +86,13 @@ def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: i
         for member in members:
             name = Path(member.name).name
             if name == WEIGHTS_NAME:
-                state = _load_weights(tar.extractfile(member), path) if weights else {}
+                state = _load_weights(tar.extractfile(member), member.size, path, map_location) if weights else {}
                 continue
-            if member.size > max_member_bytes:
+            limit = min(max_member_bytes, MAX_CONFIG_BYTES) if name == CONFIG_NAME else max_member_bytes
+            if member.size > limit:
                 raise ValueError(f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
-                                 f"{max_member_bytes:,} for a config or tokenizer file (read_nemo's max_member_bytes)")
+                                 f"{limit:,} for a config or tokenizer file (read_nemo's max_member_bytes, "
+                                 f"MAX_CONFIG_BYTES for {CONFIG_NAME})")
             files[name] = tar.extractfile(member).read()
     if CONFIG_NAME not in files or state is None:
         missing = CONFIG_NAME if CONFIG_NAME not in files else WEIGHTS_NAME
@@ -114,7 +101,17 @@ def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: i
         text = files.pop(CONFIG_NAME).decode("utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: {CONFIG_NAME} is not UTF-8 text ({err})") from err
-    return NemoArchive(path=path, config=_resolved_config(text, path), state_dict=state, files=files)
+    return NemoArchive(path=path, config=_plain_config(text, path), state_dict=state, files=files)
+
+
+def _plain_config(text: str, path: Path) -> dict[str, Any]:
+    source = f"{path}: {CONFIG_NAME}"
+    config = load_yaml_data(text, source)
+    if not isinstance(config, dict):
+        raise ValueError(f"{source} is not a mapping")
+    config = resolve_references(config, source)
+    refuse_section_interpolations(config, IMPORTED_SECTIONS, source)
+    return config
 
 
 def _refuse_duplicate_names(members: list[tarfile.TarInfo], path: Path) -> None:
@@ -127,9 +124,20 @@ def _refuse_duplicate_names(members: list[tarfile.TarInfo], path: Path) -> None:
         by_name[name] = member.name
 
 
-def _load_weights(stream: io.IOBase, path: Path) -> dict[str, torch.Tensor]:
+def _load_weights(stream: io.IOBase, member_bytes: int, path: Path, map_location: str) -> dict[str, torch.Tensor]:
+    """The state dict of the weights member: its metadata first (no data read), checked against the member's
+    size, then (unless `map_location` is "meta") the tensors."""
+    shapes = _state_dict(stream, path, "meta")
+    check_member_size(shapes, member_bytes, f"{path}: {WEIGHTS_NAME}")
+    if map_location == "meta":
+        return shapes
+    stream.seek(0)
+    return _state_dict(stream, path, map_location)
+
+
+def _state_dict(stream: io.IOBase, path: Path, map_location: str) -> dict[str, torch.Tensor]:
     try:
-        state = torch.load(stream, map_location="cpu", weights_only=True)
+        state = torch.load(stream, map_location=map_location, weights_only=True)
     except Exception as err:  # UnpicklingError, RuntimeError, EOFError for damaged files
         raise ValueError(f"{path}: {WEIGHTS_NAME} cannot be read as a state dict ({err})") from err
     if isinstance(state, dict) and "state_dict" in state:

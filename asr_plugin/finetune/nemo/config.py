@@ -207,20 +207,36 @@ def num_classes(config: Mapping[str, Any]) -> int:
     return int(_required("joint", config["joint"], "num_classes"))
 
 
+# The longest STFT window (and hop) a preprocessor may declare: 1 s at 65 kHz.
+MAX_WINDOW = 2**16
+
+
+def _bounded(key: str, value: Any, least: int, most: int) -> int:
+    """`value` as an integer in [least, most]; ValueError naming `key` otherwise (before it sizes anything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"NeMo config: {key}={value!r} is not a whole number")
+    if not least <= int(value) <= most:
+        raise ValueError(f"NeMo config: {key}={value!r} is outside [{least}, {most}]")
+    return int(value)
+
+
 def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     """`NemoMelFrontend` keyword arguments for NeMo's ``preprocessor`` section (ValueError names bad keys)."""
     pre = _check("preprocessor", _required("model", config, "preprocessor"), PREPROCESSOR_KEYS)
-    sample_rate = int(pre.get("sample_rate", 16000))
+    sample_rate = _bounded("preprocessor.sample_rate", pre.get("sample_rate", 16000), 1000, 384_000)
     # As AudioToMelSpectrogramPreprocessor: window_size/window_stride (defaults 0.02 s / 0.01 s) win over
     # n_window_size/n_window_stride unless set to null, and are truncated to whole samples.
     window_size, window_stride = pre.get("window_size", 0.02), pre.get("window_stride", 0.01)
-    win_length = int(window_size * sample_rate) if window_size else _required("preprocessor", pre, "n_window_size")
-    hop_length = int(window_stride * sample_rate) if window_stride else _required("preprocessor", pre, "n_window_stride")
-    n_fft = pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length))
+    win_length = _bounded("preprocessor.window_size (in samples)", int(window_size * sample_rate) if window_size
+                          else _required("preprocessor", pre, "n_window_size"), 1, MAX_WINDOW)
+    hop_length = _bounded("preprocessor.window_stride (in samples)", int(window_stride * sample_rate)
+                          if window_stride else _required("preprocessor", pre, "n_window_stride"), 1, MAX_WINDOW)
+    n_fft = _bounded("preprocessor.n_fft", pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length)), win_length,
+                     MAX_WINDOW)
     guard = pre.get("log_zero_guard_value", 2.0**-24)
     return {
         "sample_rate": sample_rate,
-        "num_mel_bins": int(pre.get("features", pre.get("nfilt", 64))),
+        "num_mel_bins": _bounded("preprocessor.features", pre.get("features", pre.get("nfilt", 64)), 1, 4096),
         "n_fft": int(n_fft),
         "win_length": int(win_length),
         "hop_length": int(hop_length),

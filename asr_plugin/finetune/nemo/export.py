@@ -96,7 +96,7 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
     tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
-    from asr_plugin.transducer_checkpoint import build_model, checkpoint_records, current_hyper_parameters, peek_checkpoint
+    from asr_plugin.transducer_checkpoint import build_checked_model, checkpoint_records, current_hyper_parameters, peek_checkpoint
 
     checkpoint = peek_checkpoint(path)
     hyper = current_hyper_parameters(checkpoint.get("hyper_parameters") or {})
@@ -105,9 +105,10 @@ def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     if "model" not in hyper or missing:
         raise ValueError(f"{path}: the checkpoint lacks {missing or ['hyper_parameters.model']}; it was written "
                          "before checkpoints recorded their tokenizer and front end")
-    model = build_model(hyper["model"])
     state = checkpoint.get("state_dict") or {}
-    model.load_state_dict({k[len("model."):]: v for k, v in state.items() if k.startswith("model.")})
+    weights = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+    model = build_checked_model(hyper["model"], weights, f"{path}: hyper_parameters.model")
+    model.load_state_dict(weights)
     ctc = {k[len("ctc."):]: v for k, v in state.items() if k.startswith("ctc.")} or None
     architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
     loss = hyper.get("loss") or {}
@@ -286,8 +287,11 @@ def export_nemo(source: str | os.PathLike | NemoImport | NemoExportSource, path:
 
     Args:
         source: a training checkpoint (``.ckpt`` file), what `import_nemo` returned, or a `NemoExportSource`.
-        path: the ``.nemo`` file to write (replaced if it exists).
+        path: the ``.nemo`` file to write (replaced if it exists; a directory is refused: see
+            `asr_plugin.finetune.nemo.output_path.nemo_output_path`).
     """
+    if Path(path).is_dir():
+        raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
     if isinstance(source, NemoImport):
         source = source_from_import(source)
     elif not isinstance(source, NemoExportSource):

@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from asr_plugin.finetune.nemo.archive import NemoArchive, read_nemo
+from asr_plugin.declared_shapes import check_architecture_bounds, check_declared_shapes, check_finite
+from asr_plugin.finetune.nemo.archive import WEIGHTS_NAME, NemoArchive, read_nemo
 from asr_plugin.finetune.nemo.config import frontend_kwargs, lattice_record, loss_kwargs, num_classes, transducer_kwargs
 from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
 from asr_plugin.finetune.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
@@ -82,13 +83,36 @@ def split_auxiliary_ctc(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch
     return {key: value for key, value in state.items() if not key.startswith(AUXILIARY_CTC_PREFIX)}, head or None
 
 
-def nemo_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
-    """Our state dict from a ``.nemo`` file, after checking that its config is one we can express; a hybrid
-    model's CTC decoder is under ``auxiliary_ctc.`` (`split_auxiliary_ctc` separates it)."""
+def checked_architecture(path: str | os.PathLike) -> tuple[NemoArchive, dict[str, Any], int]:
+    """The ``.nemo`` file's archive read without its weights' data (``map_location="meta"``), its
+    `build_transducer` arguments and vocabulary size, after every size its config declares was bounded and the
+    parameter shapes they imply were found equal to the stored ones (ValueError naming the file, the key and
+    both values otherwise): building that model allocates only what the file holds."""
+    archive = read_nemo(path, map_location="meta")
+    model_kwargs = transducer_kwargs(archive.config)
+    shapes, _ = _converted(archive)
+    vocab_size = _checked_vocabulary(archive, shapes)
+    transducer_shapes, _ = split_auxiliary_ctc(shapes)
+    arguments = {"vocab_size": vocab_size, **model_kwargs}
+    check_declared_shapes(lambda: build_transducer(**arguments), arguments, transducer_shapes, str(archive.path))
+    return archive, model_kwargs, vocab_size
+
+
+def _checked_weights(path: str | os.PathLike) -> tuple[NemoArchive, dict[str, torch.Tensor], NemoWeightReport]:
+    """The archive with its weights, read after `checked_architecture` and refused when any is NaN or infinite;
+    its state dict converted to ours."""
+    checked_architecture(path)
     archive = read_nemo(path)
-    transducer_kwargs(archive.config)
+    check_finite(archive.state_dict, f"{archive.path}: {WEIGHTS_NAME}")
     state, report = _converted(archive)
-    _checked_vocabulary(archive, state)
+    return archive, state, report
+
+
+def nemo_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
+    """Our state dict from a ``.nemo`` file, after checking that its config is one we can express and its
+    declared sizes are the stored ones; a hybrid model's CTC decoder is under ``auxiliary_ctc.``
+    (`split_auxiliary_ctc` separates it)."""
+    _, state, report = _checked_weights(path)
     return state, report
 
 
@@ -124,9 +148,10 @@ def nemo_transducer_kwargs(path: str | os.PathLike, vocab_size: int | None = Non
 
     `vocab_size` (the recipe's tokenizer) defaults to NeMo's, `overrides` replace `build_transducer` arguments.
     """
-    archive = read_nemo(path, weights=False)
-    return {**transducer_kwargs(archive.config), **overrides,
-            "vocab_size": vocab_size or num_classes(archive.config) + 1}
+    _, model_kwargs, nemo_vocab_size = checked_architecture(path)
+    arguments = {**model_kwargs, **overrides, "vocab_size": vocab_size or nemo_vocab_size}
+    check_architecture_bounds(arguments, f"{path} (with the recipe's vocab_size and overrides)")
+    return arguments
 
 
 def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> Transducer:
@@ -144,15 +169,15 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
     their CTC decoder as ``auxiliary_ctc``.
 
     Raises ValueError naming the config key when the model uses something we cannot express
-    (another attention, subsampling, decoder, joint or front end), and when any of our parameters
-    would be left without a NeMo weight.
+    (another attention, subsampling, decoder, joint or front end), when a declared size differs from the stored
+    weights' (checked before the model is built), when a weight is NaN or infinite, and when any of our
+    parameters would be left without a NeMo weight.
     """
-    archive = read_nemo(path)
+    archive, state, report = _checked_weights(path)
     model_kwargs = transducer_kwargs(archive.config)
     frontend_spec = {"kind": "nemo", "options": frontend_kwargs(archive.config)}
     frontend = NemoMelFrontend(**frontend_spec["options"]).eval()
     tokenizer = _tokenizer(archive)
-    state, report = _converted(archive)
     vocab_size = _checked_vocabulary(archive, state)
     state, auxiliary_ctc = split_auxiliary_ctc(state)
     if auxiliary_ctc is not None and auxiliary_ctc["output.weight"].shape[0] != vocab_size:

@@ -1,0 +1,103 @@
+"""SIGTERM (a scheduler, ``docker stop``, ``kill``) stops training at the next optimizer-step boundary with a
+checkpoint, a summary naming the reason and exit status 143, and run.sh stops there
+(`asr_plugin.training.signal_stop`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, train_steps
+
+from asr_plugin.training.signal_stop import StepBoundaryStop, StoppedBySignal
+
+TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
+
+
+def test_sigterm_waits_for_the_step_boundary_even_after_lightning_replaced_the_handler(tmp_path):
+    trainer, callback = StubTrainer(tmp_path), StepBoundaryStop()
+    before = signal.getsignal(signal.SIGTERM)
+    callback.setup(trainer, None, "fit")
+    signal.signal(signal.SIGTERM, lambda *args: pytest.fail("Lightning's handler ran"))  # as Trainer._run does
+    callback.on_train_start(trainer, None)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler only takes note
+        assert callback.requested and trainer.saved == []
+        callback.on_train_batch_end(trainer, None, None, None, batch_idx=4)  # mid-accumulation
+        assert trainer.saved == []
+        with pytest.raises(StoppedBySignal) as stopped:
+            callback.on_train_batch_end(trainer, None, None, None, batch_idx=5)
+    finally:
+        callback.teardown(trainer, None, "fit")
+    assert trainer.saved == ["hpc_ckpt_1.ckpt"]
+    assert stopped.value.stop.signal == "SIGTERM" and stopped.value.stop.exit_status == 143
+    assert stopped.value.stop.step == 7 and stopped.value.stop.checkpoint == str(tmp_path / "hpc_ckpt_1.ckpt")
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def _stub_bin(tmp_path: Path) -> Path:
+    """A `python` that logs its arguments and, on SIGTERM, exits 143 as training does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    (bin_dir / "python").write_text(f"#!/bin/sh\necho \"$1\" >> {log}\ntrap 'echo TERM >> {log}; exit 143' TERM\n"
+                                    "while :; do sleep 0.05; done\n")
+    (bin_dir / "python").chmod(0o755)
+    return bin_dir
+
+
+def test_run_sh_forwards_sigterm_to_training_and_stops(tmp_path):
+    bin_dir = _stub_bin(tmp_path)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    (tmp_path / "data").mkdir()
+    script = subprocess.Popen(["bash", "recipes/librispeech/run.sh", "--stage", "3", "--data-dir", str(tmp_path / "data"),
+                               "--exp-dir", str(tmp_path / "exp")], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "calls.log"
+    deadline = time.monotonic() + 60
+    while not log.exists():
+        assert script.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    script.send_signal(signal.SIGTERM)
+    out, err = script.communicate(timeout=60)
+    assert script.returncode == 143, (out, err)
+    assert log.read_text().split() == ["recipes/librispeech/train.py", "TERM"]  # stage 4 never started
+    assert "stage 4" not in out and "train.py exited with status 143; stopping" in err
+
+
+@pytest.mark.slow
+def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(data_dir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(ASR_RUN_ID="stopped", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    overrides = [*TINY_RUN, "trainer.max_epochs=1000", "trainer.max_steps=100000", "trainer.limit_val_batches=0",
+                 "trainer.accumulate_grad_batches=2", "callbacks.step_checkpoint.every_n_train_steps=100000",
+                 f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs"]
+    run_dir = tmp_path / "logs" / "train" / "runs" / "stopped"
+    job = subprocess.Popen([sys.executable, TRAIN, *overrides], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(train_steps(run_dir / "csv" / "metrics.csv")) < 2:
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        out, err = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 143, err[-3000:]
+    checkpoint = torch.load(run_dir / "hpc_ckpt_1.ckpt", weights_only=True)
+    saved = checkpoint["global_step"]
+    steps_done = checkpoint["loops"]["fit_loop"]["epoch_loop.automatic_optimization.optim_progress"]["optimizer"]
+    assert steps_done["step"]["total"] == {"ready": saved, "completed": saved}, steps_done
+    # the second of the step's two batches (saved in its batch-end hook, before Lightning counts it completed)
+    assert checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["ready"] == 2 * saved
+    assert (f"stopped by SIGTERM at step {saved}: checkpoint {run_dir / 'hpc_ckpt_1.ckpt'} (resume with "
+            "ckpt_path=last); no test; exit status 143") in out
