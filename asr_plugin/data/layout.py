@@ -52,6 +52,10 @@ class CorpusLayout:
         """`<work_dir>/<split>.skipped.tsv`: files left out of the split's manifest (path<TAB>reason)."""
         return self.work_dir / f"{split}.skipped.tsv"
 
+    def origin(self, split: str) -> Path:
+        """`<work_dir>/<split>.origin.json`: what the split's manifest was made from (`DataSource.origin`)."""
+        return self.work_dir / f"{split}.origin.json"
+
     def tokenizer(self, tokenizer_type: str, vocab_size: int) -> Path:
         """`<work_dir>/tokenizer_<type><V>.model`."""
         return self.work_dir / tokenizer_file_name(tokenizer_type, vocab_size)

@@ -150,8 +150,10 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
     if "manifests" in steps:
         plan.source.make(download)
         for split in plan.splits:
+            check_origin(plan, split, overwrite)
             prepare_split(plan.layout, split, source=plan.source, num_workers=num_workers, strict=strict,
                           overwrite=overwrite, full_check=full_check, progress=progress)
+            record_origin(plan, split)
     if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
                                          "the data config brings its own (data.tokenizer)"):
         tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
@@ -165,6 +167,26 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
         stats.save(plan.stats_path)
         print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
     return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
+
+
+def check_origin(plan: CorpusPlan, split: str, overwrite: bool) -> None:
+    """Refuses to reuse a split's manifest made from other files (e.g. data.train_manifests changed but
+    data.work_dir did not), which would silently train on the old data."""
+    path = plan.layout.origin(split)
+    if overwrite or not path.exists() or not plan.layout.manifest(split).exists():
+        return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    if recorded != plan.source.origin(split):
+        raise ValueError(f"{plan.layout.manifest(split)} was made from {recorded}, but this data config reads the "
+                         f"split {split!r} from {plan.source.origin(split)}: set data.work_dir to another "
+                         "directory, or rebuild it (scripts/prepare_data.py ... --overwrite)")
+
+
+def record_origin(plan: CorpusPlan, split: str) -> None:
+    """Writes what the split's manifest was made from (once; a manifest made before this existed gets it)."""
+    path = plan.layout.origin(split)
+    if not path.exists() or json.loads(path.read_text(encoding="utf-8")) != plan.source.origin(split):
+        write_text_atomic(path, json.dumps(plan.source.origin(split)))
 
 
 def _to_make(path: Path | None, what: str, overwrite: bool, why_none: str) -> bool:

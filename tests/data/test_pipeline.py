@@ -52,8 +52,8 @@ def test_prepare_corpus_writes_only_into_the_work_dir(tmp_path, capsys):
     assert tree_listing(root) == before
     assert sorted(written) == sorted(plan.outputs()) and plan.missing() == []
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [
-        "dev-clean.jsonl", "feature_stats.json", "tokenizer_bpe30.model", "tokenizer_bpe30.vocab",
-        "train-clean-100.jsonl"]
+        "dev-clean.jsonl", "dev-clean.origin.json", "feature_stats.json", "tokenizer_bpe30.model",
+        "tokenizer_bpe30.vocab", "train-clean-100.jsonl", "train-clean-100.origin.json"]
     entries = read_manifest(plan.layout.manifest("train-clean-100"))
     assert len(entries) == 12 and entries[0].text == "THE CAFÉ SEES A DOG"  # as written: the tokenizer normalises
     assert Tokenizer(plan.tokenizer_path).vocab_size == 30

@@ -49,6 +49,11 @@ class DataSource(ABC):
         """The utterances of `split` in a fixed order, and what was left out (never writes anything)."""
 
     @abstractmethod
+    def origin(self, split: str) -> list[str]:
+        """What `split` is read from (directories, manifest files): a work directory's manifest of the split
+        is reused only for the same origin."""
+
+    @abstractmethod
     def overrides(self) -> list[str]:
         """Hydra overrides (``data.<key>=<value>``) that recreate this source, for the commands printed in
         messages (`CorpusPlan.command`)."""

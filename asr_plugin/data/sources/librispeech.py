@@ -39,6 +39,9 @@ class LibriSpeechSource(DataSource):
     def scan(self, split: str) -> tuple[list[Candidate], list[Skipped]]:
         return scan_split(self.root, split)
 
+    def origin(self, split: str) -> list[str]:
+        return [str(self.root / split)]
+
     def overrides(self) -> list[str]:
         return [f"data.root={self.root}", *(list_override(key, getattr(self, key))
                                             for key in ("train_splits", "valid_splits", "test_splits"))]

@@ -104,6 +104,9 @@ class ManifestSetSource(DataSource):
             skipped += left_out
         return candidates, skipped
 
+    def origin(self, split: str) -> list[str]:
+        return [str(path) for path in self.sets[split]]
+
     def overrides(self) -> list[str]:
         tests = {name: paths for name, paths in self.sets.items() if name not in (TRAIN_SPLIT, VALID_SPLIT)}
         return [list_override(f"train_{self.suffix}", self.sets[TRAIN_SPLIT]),
