@@ -15,6 +15,10 @@ import torch
 import torchaudio
 
 SAMPLE_RATE = 16000
+# Seconds decoded before a segment's start and dropped, per format: after a seek libsndfile's mp3 decoder
+# gives ~80 ms of wrong samples (its bit reservoir and overlap need the frames before); measured exact after
+# 0.25 s (tests/data/test_audio_as_it_comes.py). wav, flac and ogg seek exactly.
+SEEK_PRE_ROLL_S = {"MP3": 0.25}
 
 
 def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE, offset: float | None = None,
@@ -31,11 +35,12 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE, offset: 
     """
     with sf.SoundFile(str(path)) as audio:
         file_rate = audio.samplerate
-        start = round((offset or 0.0) * file_rate)
-        frames = -1 if duration is None else round(duration * file_rate)
+        start = min(round((offset or 0.0) * file_rate), audio.frames)
+        pre_roll = min(start, round(SEEK_PRE_ROLL_S.get(audio.format, 0.0) * file_rate))
+        frames = -1 if duration is None else round(duration * file_rate) + pre_roll
         if start:
-            audio.seek(min(start, audio.frames))
-        samples = audio.read(frames, dtype="float32", always_2d=True)  # (N, C)
+            audio.seek(start - pre_roll)
+        samples = audio.read(frames, dtype="float32", always_2d=True)[pre_roll:]  # (N, C)
     if samples.shape[0] == 0:
         where = f" at offset {offset} s" if offset else ""
         raise ValueError(f"{path}: empty audio{where}")
