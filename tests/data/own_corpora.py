@@ -31,6 +31,7 @@ class Segment:
     duration: float
     text: str
     speaker: str
+    original: Path  # the 16 kHz mono file it was made from
 
 
 def write_long_recordings(mini_root: Path, split: str, out_dir: Path, per_file: int = 4,
@@ -44,14 +45,15 @@ def write_long_recordings(mini_root: Path, split: str, out_dir: Path, per_file: 
     for number, start in enumerate(range(0, len(candidates), per_file)):
         extension, kind, subtype = formats[number % len(formats)]
         path = out_dir / "audio" / f"{split}_{number:02d}.{extension}"
-        pieces, cursor = [np.zeros(int(GAP_S * RATE))], GAP_S
+        pieces, cursor = [np.zeros(int(GAP_S * RATE))], int(GAP_S * RATE)
         for candidate in candidates[start:start + per_file]:
             audio16, rate = sf.read(candidate.path, dtype="float32")
             audio = torchaudio.functional.resample(torch.from_numpy(audio16), rate, RATE).numpy()
-            segments.append(Segment(candidate.id, path, round(cursor, 4), round(len(audio) / RATE, 4),
-                                    candidate.text, candidate.speaker))
+            # offsets on exact samples (not rounded: a shift of a sample is a phase error at high frequencies)
+            segments.append(Segment(candidate.id, path, cursor / RATE, len(audio) / RATE, candidate.text,
+                                    candidate.speaker, Path(candidate.path)))
             pieces += [audio, np.zeros(int(GAP_S * RATE))]
-            cursor += (len(audio) + int(GAP_S * RATE)) / RATE
+            cursor += len(audio) + int(GAP_S * RATE)
         mono = np.concatenate(pieces)
         difference = 0.05 * np.sin(2 * np.pi * 1000 * np.arange(len(mono)) / RATE)
         stereo = np.stack([mono + difference, mono - difference], axis=1).astype("float32")
