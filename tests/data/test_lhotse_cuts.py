@@ -9,24 +9,11 @@ import json
 import numpy as np
 import pytest
 from data_helpers import SMALL
-from own_corpora import lhotse_cuts, write_long_recordings
 
 from asr_plugin.data import CorpusLayout, LhotseCutsSource, TransducerDataModule, prepare_split, read_manifest
 
 lhotse = pytest.importorskip("lhotse")
 
-LOSSLESS = (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_24"))  # what lhotse itself reads without ffmpeg
-
-
-@pytest.fixture(scope="module")
-def cut_corpus(mini_root, tmp_path_factory):
-    out = tmp_path_factory.mktemp("cut_corpus")
-    segments = {split: write_long_recordings(mini_root, split, out, formats=LOSSLESS) for split in ("train", "dev")}
-    manifests = {}
-    for split, items in segments.items():
-        manifests[split] = out / f"{split}_cuts.jsonl.gz"
-        lhotse_cuts(items).to_file(manifests[split])
-    return manifests, segments
 
 
 def test_cuts_become_segments_of_their_recordings(cut_corpus):

@@ -11,7 +11,6 @@ import pytest
 import soundfile as sf
 import torch
 from data_helpers import SMALL, write_flac
-from own_corpora import write_long_recordings, write_nemo_manifest
 
 from asr_plugin.data import CorpusLayout, NemoManifestSource, TransducerDataModule, prepare_split, read_manifest
 
@@ -89,15 +88,6 @@ def test_missing_manifests_and_set_names_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"data.test_manifests: the names \['valid'\] are"):
         NemoManifestSource(test_manifests={"valid": str(tmp_path / "a.json")})
     assert NemoManifestSource(test_manifests=[str(tmp_path / "a.json")]).test_splits == ("a",)
-
-
-@pytest.fixture(scope="module")
-def nemo_corpus(mini_root, tmp_path_factory):
-    """The small mini corpus as long 48 kHz stereo recordings (wav, flac, ogg, mp3) with NeMo manifests."""
-    out = tmp_path_factory.mktemp("nemo_corpus")
-    segments = {split: write_long_recordings(mini_root, split, out) for split in ("train", "dev", "test")}
-    manifests = {split: write_nemo_manifest(segments[split], out / f"{split}.json") for split in segments}
-    return manifests, segments
 
 
 def test_the_data_module_trains_on_segments_of_48khz_stereo_recordings(nemo_corpus, tmp_path):

@@ -14,7 +14,6 @@ longer than the file).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
