@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 
 from asr_plugin.data import (LIBRISPEECH_NORMALIZER, CorpusLayout, DurationBatchSampler, ManifestDataset,
-                             ManifestEntry, Tokenizer, audio_problems, build_frontend, prepare_split, read_manifest,
-                             train_tokenizer, write_manifest)
+                             ManifestEntry, NemoManifestSource, Tokenizer, audio_problems, build_frontend,
+                             prepare_split, read_manifest, train_tokenizer, write_manifest)
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -115,6 +115,10 @@ def loader(args: argparse.Namespace) -> None:
                         "--max-seconds", str(args.max_seconds)], check=True, capture_output=True)
         layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
         entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
+        if args.source == "nemo":
+            manifest = _long_recordings_manifest(entries, tmp / "own", args.rate, args.channels)
+            entries = read_manifest(prepare_split(CorpusLayout(None, tmp / "work_nemo"), "train", progress=False,
+                                                  source=NemoManifestSource(train_manifests=[str(manifest)])))
         tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", args.vocab_size),
                                                args.vocab_size)
         audio_seconds = sum(e.duration for e in entries)
@@ -122,8 +126,10 @@ def loader(args: argparse.Namespace) -> None:
             "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
             "nemo": {"kind": "nemo", "options": {"num_mel_bins": 80}},
         }
+        read_as = ("" if args.source == "librispeech" else f", read as segments of {args.channels}-channel "
+                   f"{args.rate} Hz flac recordings (4 utterances each) through a NeMo manifest")
         print(f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
-              f"({args.min_seconds:g}-{args.max_seconds:g} s each), one process, torch threads 1\n")
+              f"({args.min_seconds:g}-{args.max_seconds:g} s each){read_as}, one process, torch threads 1\n")
         print(f"| front end | speed perturbation | audio s per CPU s: median | min-max ({args.repeats} runs) |")
         print("|---|---|---|---|")
         for name, spec in frontends.items():
@@ -137,6 +143,30 @@ def loader(args: argparse.Namespace) -> None:
                     rates.append(audio_seconds / (time.process_time() - start))
                 print(f"| {name} | {'0.9/1.0/1.1' if factors else 'off'} | {statistics.median(rates):.0f} | "
                       f"{min(rates):.0f}-{max(rates):.0f} |")
+
+
+def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int, channels: int) -> Path:
+    """The utterances resampled to `rate`, copied to `channels` channels, concatenated 4 at a time into flac
+    recordings under `out`, and the NeMo manifest of their segments (relative paths, offsets)."""
+    import json
+
+    import soundfile as sf
+    import torchaudio
+
+    out.mkdir(parents=True)
+    lines = []
+    for number in range(0, len(entries), 4):
+        path, pieces, cursor = out / f"long_{number:04d}.flac", [], 0
+        for entry in entries[number:number + 4]:
+            audio = torchaudio.functional.resample(entry.load_audio(16000), 16000, rate)
+            lines.append(json.dumps({"audio_filepath": path.name, "offset": cursor / rate,
+                                     "duration": audio.numel() / rate, "text": entry.text}))
+            pieces.append(audio)
+            cursor += audio.numel()
+        sf.write(str(path), torch.cat(pieces).unsqueeze(1).repeat(1, channels).numpy(), rate, subtype="PCM_16")
+    manifest = out / "train.json"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
 
 
 def _durations(count: int, seed: int = 0) -> list[float]:
@@ -250,6 +280,10 @@ def main() -> None:
     loader_parser.add_argument("--min-seconds", type=float, default=8.0)
     loader_parser.add_argument("--max-seconds", type=float, default=30.0)
     loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
+    loader_parser.add_argument("--source", choices=("librispeech", "nemo"), default="librispeech",
+                               help="nemo: read the utterances as segments of long recordings via a NeMo manifest")
+    loader_parser.add_argument("--rate", type=int, default=48000, help="sample rate of the nemo recordings")
+    loader_parser.add_argument("--channels", type=int, default=2, help="channels of the nemo recordings")
     sampler_parser = sub.add_parser("sampler", help="our batch sampler against lhotse's DynamicBucketingSampler")
     sampler_parser.add_argument("--entries", type=int, default=281241)
     sampler_parser.add_argument("--replicas", type=int, default=8)
