@@ -63,5 +63,5 @@ def test_the_audio_we_load_is_lhotses_own(cut_corpus, tmp_path):
         assert abs(len(ours) - len(theirs)) <= 1
         n = min(len(ours), len(theirs))
         snr_db = 20 * np.log10(np.linalg.norm(theirs[:n]) / np.linalg.norm(ours[:n] - theirs[:n]))
-        assert snr_db > 40.0, entry.id  # two resamplers, the same signal
+        assert snr_db > 30.0, entry.id  # two resamplers (libsoxr, lhotse's), the same signal
     assert sum(len(b) for b in dm.train_dataloader()) == SMALL["n_train"]
