@@ -243,8 +243,9 @@ class TransducerDataModule(L.LightningDataModule):
             skipped = self.layout.skip_list(name)
             if path == self.split_manifest(name) and skipped.exists():  # never silently: say what was left out
                 left_out = sum(1 for line in skipped.read_text(encoding="utf-8").splitlines() if line.strip())
-                log.warning("%s: %d item(s) were left out of this set when it was prepared, listed in %s",
-                            name, left_out, skipped)
+                log.warning("%s: %d item(s) were left out of this set when it was prepared, listed in %s; fix them "
+                            "and rebuild with: %s --steps manifests --overwrite", name, left_out, skipped,
+                            self.plan.command())
             self.normalization_counts[name] = counts
             self._entries[path] = [replace(entry, text=text) for entry, text in zip(entries, texts)]
         return self._entries[path]

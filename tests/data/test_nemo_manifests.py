@@ -122,3 +122,19 @@ def test_a_changed_manifest_list_is_not_served_from_the_old_work_dir(nemo_corpus
     TransducerDataModule(train_manifests=[str(manifests["train"])], **common).prepare_data()
     with pytest.raises(ValueError, match=r"train.jsonl was made from .*train.json.*set data.work_dir to another"):
         TransducerDataModule(train_manifests=[str(manifests["test"])], **common).prepare_data()
+
+
+def test_the_data_module_says_what_preparation_left_out_and_how_to_fix_it(tmp_path, caplog):
+    for name in ("a", "b", "c"):
+        write_flac(tmp_path / f"{name}.flac", 1.0, seed=ord(name))
+    _lines(tmp_path / "train.json", [{"audio_filepath": f"{n}.flac", "duration": 1.0, "text": "a b c"} for n in "ab"]
+           + [{"audio_filepath": "gone.flac", "duration": 1.0, "text": "lost"}])
+    _lines(tmp_path / "dev.json", [{"audio_filepath": "c.flac", "duration": 1.0, "text": "a b"}])
+    dm = TransducerDataModule(work_dir=str(tmp_path / "work"), corpus="nemo", train_manifests=str(tmp_path / "train.json"),
+                              valid_manifests=str(tmp_path / "dev.json"), vocab_size=8, num_workers=0,
+                              prepare_num_workers=1)
+    dm.prepare_data()
+    dm.setup("fit")
+    assert "train: 1 item(s) were left out of this set when it was prepared, listed in" in caplog.text
+    assert "scripts/prepare_data.py data=nemo 'data.train_manifests=[" in caplog.text
+    assert "--steps manifests --overwrite" in caplog.text
