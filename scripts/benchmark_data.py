@@ -3,7 +3,8 @@
 
     python scripts/benchmark_data.py check [--entries 281241] [--repeats 3] [--drop-caches]
     python scripts/benchmark_data.py loader [--utterances 24] [--min-seconds 8] [--max-seconds 30] [--repeats 3]
-        [--vocab-size 500]
+        [--vocab-size 500] [--source librispeech|nemo] [--rate 16000] [--channels 1]
+    python scripts/benchmark_data.py sampler [--entries 281241] [--replicas 8] [--max-duration 600]
 
 ``check``: the start-of-training manifest check on a synthetic manifest of `--entries` files (LibriSpeech
 960 h has 281,241) laid out as LibriSpeech's (about 113 files per chapter folder): reading the manifest, the
@@ -14,13 +15,21 @@ The files are 1-byte placeholders in a temporary directory (the check reads no a
 ``loader``: audio seconds delivered per CPU second by one loader process (what a DataLoader worker does per
 item: read flac, speed-perturb, features, tokenize) on synthetic LibriSpeech-layout utterances of
 `--min-seconds`..`--max-seconds` (scripts/make_synthetic_librispeech.py), for the default log-mel front end
-and NeMo's, with and without speed perturbation.
+and NeMo's, with and without speed perturbation. `--source nemo --rate 48000 --channels 2` reads the same
+utterances as segments of long 48 kHz stereo flac recordings through a NeMo manifest (resampling included).
+
+``sampler``: this project's `DurationBatchSampler` against lhotse's `DynamicBucketingSampler` on the same
+`--entries` durations (a LibriSpeech-like mix: 75 % 10-17 s, 24 % 1-10 s, 1 % 17-35 s, seeded): one epoch's
+batches per second (building included), padding fraction, DDP agreement over `--replicas` ranks (batches per
+rank, utterances used once, the spread of the ranks' longest utterance at each step) and resume exactness
+(stop half-way, restore a fresh sampler from the state, compare the rest of the epoch). Needs lhotse.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -30,9 +39,9 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data import (LIBRISPEECH_NORMALIZER, CorpusLayout, ManifestDataset, ManifestEntry, Tokenizer,
-                             audio_problems, build_frontend, prepare_split, read_manifest, train_tokenizer,
-                             write_manifest)
+from asr_plugin.data import (LIBRISPEECH_NORMALIZER, CorpusLayout, DurationBatchSampler, ManifestDataset,
+                             ManifestEntry, NemoManifestSource, Tokenizer, audio_problems, build_frontend,
+                             prepare_split, read_manifest, train_tokenizer, write_manifest)
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -106,6 +115,10 @@ def loader(args: argparse.Namespace) -> None:
                         "--max-seconds", str(args.max_seconds)], check=True, capture_output=True)
         layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
         entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
+        if args.source == "nemo":
+            manifest = _long_recordings_manifest(entries, tmp / "own", args.rate, args.channels)
+            entries = read_manifest(prepare_split(CorpusLayout(None, tmp / "work_nemo"), "train", progress=False,
+                                                  source=NemoManifestSource(train_manifests=[str(manifest)])))
         tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", args.vocab_size),
                                                args.vocab_size)
         audio_seconds = sum(e.duration for e in entries)
@@ -113,8 +126,10 @@ def loader(args: argparse.Namespace) -> None:
             "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
             "nemo": {"kind": "nemo", "options": {"num_mel_bins": 80}},
         }
+        read_as = ("" if args.source == "librispeech" else f", read as segments of {args.channels}-channel "
+                   f"{args.rate} Hz flac recordings (4 utterances each) through a NeMo manifest")
         print(f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
-              f"({args.min_seconds:g}-{args.max_seconds:g} s each), one process, torch threads 1\n")
+              f"({args.min_seconds:g}-{args.max_seconds:g} s each){read_as}, one process, torch threads 1\n")
         print(f"| front end | speed perturbation | audio s per CPU s: median | min-max ({args.repeats} runs) |")
         print("|---|---|---|---|")
         for name, spec in frontends.items():
@@ -130,6 +145,130 @@ def loader(args: argparse.Namespace) -> None:
                       f"{min(rates):.0f}-{max(rates):.0f} |")
 
 
+def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int, channels: int) -> Path:
+    """The utterances resampled to `rate`, copied to `channels` channels, concatenated 4 at a time into flac
+    recordings under `out`, and the NeMo manifest of their segments (relative paths, offsets)."""
+    import json
+
+    import soundfile as sf
+    import torchaudio
+
+    out.mkdir(parents=True)
+    lines = []
+    for number in range(0, len(entries), 4):
+        path, pieces, cursor = out / f"long_{number:04d}.flac", [], 0
+        for entry in entries[number:number + 4]:
+            audio = torchaudio.functional.resample(entry.load_audio(16000), 16000, rate)
+            lines.append(json.dumps({"audio_filepath": path.name, "offset": cursor / rate,
+                                     "duration": audio.numel() / rate, "text": entry.text}))
+            pieces.append(audio)
+            cursor += audio.numel()
+        sf.write(str(path), torch.cat(pieces).unsqueeze(1).repeat(1, channels).numpy(), rate, subtype="PCM_16")
+    manifest = out / "train.json"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def _durations(count: int, seed: int = 0) -> list[float]:
+    """A LibriSpeech-like mix of utterance durations (seconds)."""
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(count):
+        u = rng.random()
+        low, high = (10.0, 17.0) if u < 0.75 else (1.0, 10.0) if u < 0.99 else (17.0, 35.0)
+        draws.append(round(rng.uniform(low, high), 2))
+    return draws
+
+
+def _padding(batches: list[list[float]]) -> float:
+    """Fraction of the padded seconds that are padding."""
+    padded = sum(len(batch) * max(batch) for batch in batches)
+    return 1.0 - sum(sum(batch) for batch in batches) / padded
+
+
+class _Ours:
+    name = "DurationBatchSampler (ours)"
+
+    def __init__(self, durations: list[float], args: argparse.Namespace):
+        self.durations, self.args = durations, args
+
+    def make(self, rank: int = 0, replicas: int = 1) -> DurationBatchSampler:
+        return DurationBatchSampler(self.durations, self.args.max_duration, self.args.num_buckets, seed=0,
+                                    num_replicas=replicas, rank=rank, quadratic_duration=self.args.quadratic_duration)
+
+    def batches(self, sampler) -> list[list[int]]:
+        return list(sampler)
+
+    def resume(self, sampler, consumed: int):
+        fresh = self.make()
+        fresh.load_state_dict(sampler.state_dict(consumed))
+        return fresh
+
+
+class _Lhotse:
+    name = "DynamicBucketingSampler (lhotse 1.33)"
+
+    def __init__(self, durations: list[float], args: argparse.Namespace):
+        from lhotse import CutSet, MonoCut
+
+        self.args = args
+        self.cuts = CutSet.from_cuts(MonoCut(id=str(i), start=0.0, duration=d, channel=0)
+                                     for i, d in enumerate(durations))
+
+    def make(self, rank: int = 0, replicas: int = 1):
+        from lhotse.dataset import DynamicBucketingSampler
+
+        return DynamicBucketingSampler(self.cuts, max_duration=self.args.max_duration, num_buckets=self.args.num_buckets,
+                                       shuffle=True, seed=0, world_size=replicas, rank=rank, sync_buckets=True,
+                                       quadratic_duration=self.args.quadratic_duration)
+
+    def batches(self, sampler) -> list[list[int]]:
+        return [[int(cut.id) for cut in batch] for batch in sampler]
+
+    def resume(self, sampler, consumed: int):
+        sampler = self.make()
+        iterator = iter(sampler)
+        for _ in range(consumed):
+            next(iterator)
+        state = sampler.state_dict()
+        fresh = self.make()
+        fresh.load_state_dict(state)
+        return fresh
+
+
+def sampler(args: argparse.Namespace) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", message="You are using DynamicBucketingSampler with an eagerly read CutSet")
+    durations = _durations(args.entries)
+    print(f"{args.entries} utterances, {sum(durations) / 3600:.0f} h, max_duration {args.max_duration:g} s, "
+          f"{args.num_buckets} buckets, quadratic_duration {args.quadratic_duration}, {args.replicas} DDP ranks\n")
+    print("| sampler | batches per s (one epoch, median of runs) | min-max | batches | padding % | DDP: batches "
+          "per rank | DDP: used once | DDP: longest-utterance spread per step (median, max) | resume exact |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind in (_Ours, _Lhotse):
+        built = kind(durations, args)
+        rates, batches = [], []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            batches = built.batches(built.make())
+            rates.append(len(batches) / (time.perf_counter() - start))
+        padding = _padding([[durations[i] for i in batch] for batch in batches])
+        ranks = [built.batches(built.make(rank, args.replicas)) for rank in range(args.replicas)]
+        counts = sorted({len(batches) for batches in ranks})
+        used = sorted(i for batches in ranks for batch in batches for i in batch)
+        once = "yes" if used == list(range(args.entries)) else f"no ({len(used)} used, {len(set(used))} distinct)"
+        steps = min(counts)
+        spreads = sorted(max(max(durations[i] for i in r[step]) for r in ranks)
+                         - min(max(durations[i] for i in r[step]) for r in ranks) for step in range(steps))
+        half = len(batches) // 2
+        rest = built.batches(built.resume(built.make(), half))
+        exact = "yes" if rest == batches[half:] else f"no ({len(rest)} batches, {len(batches) - half} expected)"
+        print(f"| {built.name} | {statistics.median(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} | {len(batches)} | "
+              f"{100 * padding:.1f} | {'-'.join(map(str, counts))} | {once} | "
+              f"{statistics.median(spreads):.1f} s, {spreads[-1]:.1f} s | {exact} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -141,11 +280,21 @@ def main() -> None:
     loader_parser.add_argument("--min-seconds", type=float, default=8.0)
     loader_parser.add_argument("--max-seconds", type=float, default=30.0)
     loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
-    for each in (check_parser, loader_parser):
+    loader_parser.add_argument("--source", choices=("librispeech", "nemo"), default="librispeech",
+                               help="nemo: read the utterances as segments of long recordings via a NeMo manifest")
+    loader_parser.add_argument("--rate", type=int, default=48000, help="sample rate of the nemo recordings")
+    loader_parser.add_argument("--channels", type=int, default=2, help="channels of the nemo recordings")
+    sampler_parser = sub.add_parser("sampler", help="our batch sampler against lhotse's DynamicBucketingSampler")
+    sampler_parser.add_argument("--entries", type=int, default=281241)
+    sampler_parser.add_argument("--replicas", type=int, default=8)
+    sampler_parser.add_argument("--max-duration", type=float, default=600.0)
+    sampler_parser.add_argument("--num-buckets", type=int, default=30)
+    sampler_parser.add_argument("--quadratic-duration", type=float, default=None)
+    for each in (check_parser, loader_parser, sampler_parser):
         each.add_argument("--repeats", type=int, default=3)
         each.add_argument("--tmp-dir", default=None, help="where the temporary files go (default: $TMPDIR)")
     args = parser.parse_args()
-    check(args) if args.what == "check" else loader(args)
+    {"check": check, "loader": loader, "sampler": sampler}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ it, from the same overrides, so training finds exactly what this makes.
         [--strict] [--overwrite] [--full-check] [HYDRA OVERRIDES ...]
     python scripts/prepare_data.py data=librispeech paths.data_dir=/data data.work_dir=/shared/asr/librispeech
     python scripts/prepare_data.py --steps manifests --download data=librispeech   # fetch LibriSpeech first
+    python scripts/prepare_data.py data=nemo 'data.train_manifests=[/data/a.json]' 'data.valid_manifests=[/data/b.json]'
+    python scripts/prepare_data.py data=lhotse 'data.train_cuts=[/data/train.jsonl.gz]' 'data.valid_cuts=[/data/dev.jsonl.gz]'
 
-Steps (run.sh stages 0, 1 and 2): manifests (unusable files are printed and listed in
+Steps (run.sh stages 0, 1 and 2): manifests (unusable files or manifest lines are printed and listed in
 <work_dir>/<split>.skipped.tsv, or refused with --strict), tokenizer, stats. Existing files are reused unless
 --overwrite. See docs/data.md.
 """

@@ -1,4 +1,4 @@
-"""Data layer: LibriSpeech reading and manifests, the preparation pipeline and its corpus layout, the
+"""Data layer: data sources (LibriSpeech, the mini corpus, NeMo manifests, lhotse cuts) and manifests, the preparation pipeline and its corpus layout, the
 tokenizer (blank id 0, ours or NeMo's convention) with its text normalisation, front-end specs (log-mel with
 global statistics, or NeMo's), SpecAugment, duration-bucketed batching and the Lightning data module.
 See docs/data.md."""
@@ -21,12 +21,16 @@ from asr_plugin.data.mini_corpus import MINI_SPLITS, make_mini_librispeech
 from asr_plugin.data.pipeline import CORPORA, PREPARE_STEPS, CorpusPlan, prepare_corpus
 from asr_plugin.data.prepare import prepare_split
 from asr_plugin.data.sampler import DurationBatchSampler
+from asr_plugin.data.sources import (SOURCES, DataSource, LhotseCutsSource, LibriSpeechSource, MiniCorpusSource,
+                                     NemoManifestSource, build_source)
 from asr_plugin.data.stats import compute_feature_stats
 from asr_plugin.data.text import LIBRISPEECH_NORMALIZER, NormalizationCounts, TextNormalizer
 from asr_plugin.data.tokenizer import BLANK_ID, CONVENTIONS, Tokenizer, train_tokenizer
 
 __all__ = [
-    "BLANK_ID", "Batch", "CONVENTIONS", "CORPORA", "Candidate", "CorpusLayout", "CorpusPlan", "DurationBatchSampler",
+    "BLANK_ID", "Batch", "CONVENTIONS", "CORPORA", "Candidate", "CorpusLayout", "CorpusPlan", "DataSource",
+    "DurationBatchSampler", "LhotseCutsSource", "LibriSpeechSource", "MiniCorpusSource", "NemoManifestSource",
+    "SOURCES", "build_source",
     "FRONTEND_KINDS", "FeatureStats", "GlobalNormalize", "LIBRISPEECH_MD5", "LIBRISPEECH_NORMALIZER",
     "LIBRISPEECH_SPLITS", "LogMelFeatures", "LogMelFrontend", "MINI_SPLITS", "ManifestDataset", "ManifestEntry",
     "NormalizationCounts", "PREPARE_STEPS", "ResumableDataLoader", "SAMPLE_RATE", "Skipped", "SpecAugment",

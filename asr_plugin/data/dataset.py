@@ -10,7 +10,6 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from asr_plugin.data.audio import load_audio
 from asr_plugin.data.augment import speed_perturb
 from asr_plugin.data.batch import Batch
 from asr_plugin.data.manifest import ManifestEntry
@@ -28,7 +27,7 @@ class Utterance:
 
 
 class ManifestDataset(Dataset):
-    """Loads audio (soundfile), optionally speed-perturbs it, computes features with the front end and
+    """Loads audio (soundfile; the entry's segment, resampled to the front end's rate), optionally speed-perturbs it, computes features with the front end and
     encodes the transcript (normalised by the tokenizer, which is also the reference text of the item).
 
     Args:
@@ -57,7 +56,7 @@ class ManifestDataset(Dataset):
     def __getitem__(self, index: int) -> Utterance:
         entry = self.entries[index]
         sample_rate = self.frontend.sample_rate
-        waveform = load_audio(entry.path, sample_rate)  # (N,)
+        waveform = entry.load_audio(sample_rate)  # (N,), resampled and averaged to mono
         if self.speed_factors:
             # DataLoader seeds `random` differently in every worker and epoch.
             waveform = speed_perturb(waveform, random.choice(self.speed_factors), sample_rate)

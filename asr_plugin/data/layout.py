@@ -24,21 +24,25 @@ class CorpusLayout:
     """Paths of one corpus and its artefacts.
 
     Args:
-        root: the corpus directory, one folder per split (only read).
+        root: the corpus directory (only read), or None for sources read from manifests anywhere (NeMo,
+            lhotse: their manifests and audio are only read, and the work directory's names are its own).
         work_dir: where manifests, tokenizer and statistics are written; never inside `root`.
     """
 
-    root: Path
+    root: Path | None
     work_dir: Path
 
     def __post_init__(self) -> None:
-        root, work_dir = Path(self.root).absolute(), Path(self.work_dir).absolute()
+        work_dir = Path(self.work_dir).absolute()
+        object.__setattr__(self, "work_dir", work_dir)
+        if self.root is None:
+            return
+        root = Path(self.root).absolute()
         resolved_root, resolved_work = root.resolve(), work_dir.resolve()
         if resolved_work == resolved_root or resolved_root in resolved_work.parents:
             raise ValueError(f"work_dir {work_dir} is inside the corpus directory {root}: data preparation never "
                              "writes into the corpus; set data.work_dir to a directory outside it")
         object.__setattr__(self, "root", root)
-        object.__setattr__(self, "work_dir", work_dir)
 
     def manifest(self, split: str) -> Path:
         """`<work_dir>/<split>.jsonl`."""
@@ -47,6 +51,10 @@ class CorpusLayout:
     def skip_list(self, split: str) -> Path:
         """`<work_dir>/<split>.skipped.tsv`: files left out of the split's manifest (path<TAB>reason)."""
         return self.work_dir / f"{split}.skipped.tsv"
+
+    def origin(self, split: str) -> Path:
+        """`<work_dir>/<split>.origin.json`: what the split's manifest was made from (`DataSource.origin`)."""
+        return self.work_dir / f"{split}.origin.json"
 
     def tokenizer(self, tokenizer_type: str, vocab_size: int) -> Path:
         """`<work_dir>/tokenizer_<type><V>.model`."""

@@ -8,10 +8,10 @@ collapsed) and a list of skipped files with reasons.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from asr_plugin.data.atomic import is_temporary
+from asr_plugin.data.candidate import Candidate, Skipped
 
 LIBRISPEECH_SPLITS = (
     "train-clean-100",
@@ -23,23 +23,6 @@ LIBRISPEECH_SPLITS = (
     "test-other",
 )
 AUDIO_SUFFIX = ".flac"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """An audio file with its transcript, not yet checked for readability."""
-
-    id: str
-    path: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file left out of the manifest and why."""
-
-    path: str
-    reason: str
 
 
 def _read_transcript_file(path: Path) -> dict[str, str]:
@@ -65,7 +48,7 @@ def _scan_chapter(chapter_dir: Path, speaker: str, skipped: list[Skipped]) -> li
     found = []
     for utt_id in sorted(audio):
         if texts.get(utt_id):
-            found.append(Candidate(utt_id, str(audio[utt_id].resolve()), texts[utt_id]))
+            found.append(Candidate(utt_id, str(audio[utt_id].resolve()), texts[utt_id], speaker=speaker))
         elif utt_id in texts:
             skipped.append(Skipped(str(audio[utt_id]), f"empty transcript line for {utt_id} in {transcript.name}"))
         else:

@@ -1,4 +1,5 @@
-"""Manifests: one JSON object per line with the keys id, path, duration (seconds) and text."""
+"""Manifests: one JSON object per line with the keys id, path, duration (seconds) and text, and optionally
+offset (seconds: the utterance is the segment [offset, offset + duration) of a longer file) and speaker."""
 
 from __future__ import annotations
 
@@ -9,19 +10,32 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
 from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.data.audio import load_audio
 
 MANIFEST_KEYS = ("id", "path", "duration", "text")
 
 
 @dataclass(frozen=True)
 class ManifestEntry:
-    """One utterance: `path` is an absolute audio path, `duration` in seconds, `text` normalised."""
+    """One utterance: `path` is an absolute audio path, `duration` in seconds, `text` as written (the
+    tokenizer normalises it). `offset` None: the whole file; a number: the segment of `duration` seconds
+    from `offset` (NeMo's manifests and lhotse's cuts). `speaker` is optional and informative."""
 
     id: str
     path: str
     duration: float
     text: str
+    offset: float | None = None
+    speaker: str | None = None
+
+    def load_audio(self, sample_rate: int) -> torch.Tensor:
+        """The utterance's (N,) float32 audio at `sample_rate` (resampled, averaged to mono)."""
+        if self.offset is None:
+            return load_audio(self.path, sample_rate)
+        return load_audio(self.path, sample_rate, self.offset, self.duration)
 
 
 def write_manifest(entries: Iterable[ManifestEntry], path: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -29,7 +43,10 @@ def write_manifest(entries: Iterable[ManifestEntry], path: str | os.PathLike, ov
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"manifest {path} exists; pass overwrite=True (--overwrite) to replace it")
-    lines = [json.dumps(asdict(entry), ensure_ascii=False) + "\n" for entry in entries]
+    # offset and speaker only where set: a LibriSpeech manifest stays {id, path, duration, text}
+    records = ({key: value for key, value in asdict(entry).items() if key in MANIFEST_KEYS or value is not None}
+               for entry in entries)
+    lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
     return write_text_atomic(path, "".join(lines))
 
 
@@ -46,8 +63,13 @@ def _parse_line(line: str, where: str) -> ManifestEntry:
     duration = record["duration"]
     if not isinstance(duration, (int, float)) or duration <= 0:
         raise ValueError(f"{where}: duration must be a positive number, got {duration!r}")
+    offset = record.get("offset")
+    if offset is not None and (not isinstance(offset, (int, float)) or offset < 0):
+        raise ValueError(f"{where}: offset must be a number >= 0 or null, got {offset!r}")
+    speaker = record.get("speaker")
     return ManifestEntry(id=str(record["id"]), path=str(record["path"]), duration=float(duration),
-                         text=str(record["text"]))
+                         text=str(record["text"]), offset=None if offset is None else float(offset),
+                         speaker=None if speaker is None else str(speaker))
 
 
 def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:

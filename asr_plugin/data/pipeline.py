@@ -3,8 +3,9 @@
 `recipes/librispeech/run.sh` stages 0-2 run it step by step through ``scripts/prepare_data.py``; a training
 job's rank 0 runs all of it through ``TransducerDataModule.prepare_data()``. Steps:
 
-* ``manifests``: (the mini corpus is generated first; LibriSpeech is downloaded first when asked) one
-  manifest per split, audio headers checked, unusable files listed in a skip list.
+* ``manifests``: (the source makes its corpus first: the mini corpus is generated, LibriSpeech downloaded
+  when asked) one manifest per split of the data source (`asr_plugin.data.sources`), audio headers and
+  segments checked, what cannot be used listed in a skip list.
 * ``tokenizer``: a SentencePiece model trained on the training transcripts (none when the data config
   brings its own tokenizer, e.g. a NeMo checkpoint's).
 * ``stats``: global mean/std of the log-mel features over (a sample of) the training utterances (none when
@@ -28,19 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from asr_plugin.data.atomic import remove_stale_temporaries, write_text_atomic
-from asr_plugin.data.download import download_librispeech
 from asr_plugin.data.features import LogMelFeatures
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, read_manifest
-from asr_plugin.data.mini_corpus import make_mini_librispeech
 from asr_plugin.data.prepare import prepare_split
+from asr_plugin.data.sources import SOURCES, DataSource
 from asr_plugin.data.stats import compute_feature_stats
 from asr_plugin.data.tokenizer import train_tokenizer
 from asr_plugin.data.work_lock import preparation_lock
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("librispeech", "mini")
+CORPORA = tuple(SOURCES)
 PREPARE_STEPS = ("manifests", "tokenizer", "stats")
 
 
@@ -49,10 +49,8 @@ class CorpusPlan:
     """What preparation makes for one data configuration, and where.
 
     Args:
-        layout: the corpus directory and the work directory (every path comes from it).
-        corpus: "librispeech" (must exist under `layout.root`, or be downloaded) or "mini" (generated there
-            with `mini_corpus`, the keyword arguments of `make_mini_librispeech`).
-        train_splits, valid_splits, test_splits: split names (folders under `layout.root`).
+        layout: the work directory (every path written comes from it) and the corpus directory, if any.
+        source: where the utterances of each split come from, and the split names.
         tokenizer_path: the SentencePiece model to train; None when the configuration brings a tokenizer.
         vocab_size, tokenizer_type: of the tokenizer to train.
         stats_path: the feature statistics to compute; None when the front end needs none.
@@ -62,10 +60,7 @@ class CorpusPlan:
     """
 
     layout: CorpusLayout
-    corpus: str = "librispeech"
-    train_splits: tuple[str, ...] = ()
-    valid_splits: tuple[str, ...] = ()
-    test_splits: tuple[str, ...] = ()
+    source: DataSource
     tokenizer_path: Path | None = None
     vocab_size: int = 500
     tokenizer_type: str = "bpe"
@@ -73,18 +68,20 @@ class CorpusPlan:
     stats_features: dict[str, Any] = field(default_factory=dict)
     stats_max_utterances: int | None = None
     seed: int = 0
-    mini_corpus: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.corpus not in CORPORA:
-            raise ValueError(f"corpus must be one of {CORPORA}, got {self.corpus!r}")
-        if not self.train_splits:
-            raise ValueError("train_splits must name at least one split")
+    @property
+    def corpus(self) -> str:
+        """The data config's `corpus` (the source's name)."""
+        return self.source.name
+
+    @property
+    def train_splits(self) -> tuple[str, ...]:
+        return self.source.train_splits
 
     @property
     def splits(self) -> list[str]:
         """Every split, training splits first, each once."""
-        return list(dict.fromkeys([*self.train_splits, *self.valid_splits, *self.test_splits]))
+        return self.source.splits
 
     def outputs(self, steps: Sequence[str] = PREPARE_STEPS) -> list[Path]:
         """The files `steps` make (skip lists aside: they exist only when files were left out)."""
@@ -101,15 +98,16 @@ class CorpusPlan:
     def command(self) -> str:
         """The shell command that makes this plan's files: `scripts/prepare_data.py` with the data config's
         values that decide them (add any other data overrides of the run)."""
-        overrides = [f"data={self.corpus}", f"data.root={self.layout.root}", f"data.work_dir={self.layout.work_dir}"]
-        overrides += [f"data.{name}=[{','.join(getattr(self, name))}]"
-                      for name in ("train_splits", "valid_splits", "test_splits")]
+        overrides = [f"data={self.corpus}", *self.source.overrides(), f"data.work_dir={self.layout.work_dir}"]
         if self.tokenizer_path is not None:
             overrides += [f"data.vocab_size={self.vocab_size}", f"data.tokenizer_type={self.tokenizer_type}"]
         return shlex.join(["python", "scripts/prepare_data.py", *overrides])
 
     def read_training_entries(self) -> list[ManifestEntry]:
         """Every entry of the training splits' manifests (made by the manifests step)."""
+        if not self.train_splits:
+            raise ValueError(f"{self.source!r} has no training set: the tokenizer and the feature statistics are "
+                             "made from one (or give data.tokenizer and a front end that needs no statistics)")
         manifests = [self.layout.manifest(split) for split in self.train_splits]
         missing = [path for path in manifests if not path.exists()]
         if missing:
@@ -143,7 +141,7 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
 
     Args:
         num_workers: processes checking audio headers and computing statistics (1: this process only).
-        download: fetch missing LibriSpeech splits from OpenSLR into the corpus directory first.
+        download: let the source fetch its corpus first (LibriSpeech: the missing splits from OpenSLR).
         strict: refuse (ValueError naming every file) instead of leaving unusable files out of a manifest.
         overwrite: rebuild what exists.
         full_check: decode every audio file, not only its header (finds truncated files; slow).
@@ -160,13 +158,12 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
             if plan.corpus == "mini":  # the corpus this preparation writes (a LibriSpeech corpus is only read)
                 remove_stale_temporaries(plan.layout.root)
         if "manifests" in steps:
-            if plan.corpus == "mini":
-                make_mini_librispeech(plan.layout.root, **plan.mini_corpus)
-            elif download:
-                download_librispeech(plan.layout.root, plan.splits)
+            plan.source.make(download)
             for split in plan.splits:
-                prepare_split(plan.layout, split, num_workers=num_workers, strict=strict, overwrite=overwrite,
-                              full_check=full_check, progress=progress)
+                check_origin(plan, split, overwrite)
+                prepare_split(plan.layout, split, source=plan.source, num_workers=num_workers, strict=strict,
+                              overwrite=overwrite, full_check=full_check, progress=progress)
+                record_origin(plan, split)
         if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
                                              "the data config brings its own (data.tokenizer)"):
             tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
@@ -180,6 +177,26 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
             stats.save(plan.stats_path)
             print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
     return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
+
+
+def check_origin(plan: CorpusPlan, split: str, overwrite: bool) -> None:
+    """Refuses to reuse a split's manifest made from other files (e.g. data.train_manifests changed but
+    data.work_dir did not), which would silently train on the old data."""
+    path = plan.layout.origin(split)
+    if overwrite or not path.exists() or not plan.layout.manifest(split).exists():
+        return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    if recorded != plan.source.origin(split):
+        raise ValueError(f"{plan.layout.manifest(split)} was made from {recorded}, but this data config reads the "
+                         f"split {split!r} from {plan.source.origin(split)}: set data.work_dir to another "
+                         "directory, or rebuild it (scripts/prepare_data.py ... --overwrite)")
+
+
+def record_origin(plan: CorpusPlan, split: str) -> None:
+    """Writes what the split's manifest was made from (once; a manifest made before this existed gets it)."""
+    path = plan.layout.origin(split)
+    if not path.exists() or json.loads(path.read_text(encoding="utf-8")) != plan.source.origin(split):
+        write_text_atomic(path, json.dumps(plan.source.origin(split)))
 
 
 def _to_make(path: Path | None, what: str, overwrite: bool, why_none: str) -> bool:

@@ -1,5 +1,6 @@
-"""Manifest creation for LibriSpeech-layout corpora: scan, check every audio file in parallel, write the
-split's manifest and, when files were left out, its skip list (paths from `CorpusLayout`)."""
+"""Manifest creation for any data source: scan the split (`DataSource.scan`), check every utterance's audio
+in parallel, write the split's manifest and, when anything was left out, its skip list (paths from
+`CorpusLayout`)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,50 @@ from pathlib import Path
 from tqdm import tqdm
 
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.data.audio import SAMPLE_RATE, probe_audio
+from asr_plugin.data.audio import probe_audio
+from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.layout import CorpusLayout
-from asr_plugin.data.librispeech import Candidate, Skipped, scan_split
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
+from asr_plugin.data.sources import DataSource, LibriSpeechSource
+
+# How far a stated segment may run past the end of its audio: mp3 and opus headers give lengths to a frame
+# or two (~50 ms), manifests round durations to 10 ms.
+DURATION_TOLERANCE_S = 0.1
+SHOWN_SKIPPED = 20  # left-out items printed by name; the rest are counted (the skip list has them all)
 
 
-def _probe(candidate: Candidate, sample_rate: int, full_check: bool) -> tuple[float | None, str | None]:
-    return probe_audio(candidate.path, sample_rate, full_check)
+def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
+    """Why the candidate's stated segment does not fit its audio of `file_seconds`, or None."""
+    offset = candidate.offset or 0.0
+    if candidate.duration is None:
+        return None
+    if offset >= file_seconds:
+        return f"offset {offset:g} s is past the end of the audio ({file_seconds:.3f} s)"
+    if offset + candidate.duration > file_seconds + DURATION_TOLERANCE_S:
+        return (f"duration {candidate.duration:g} s from offset {offset:g} s runs past the end of the audio "
+                f"({file_seconds:.3f} s): the manifest's duration disagrees with the file")
+    return None
 
 
-def check_candidates(candidates: list[Candidate], num_workers: int = 1, sample_rate: int = SAMPLE_RATE,
-                     full_check: bool = False, desc: str = "checking audio",
-                     progress: bool = True) -> tuple[list[ManifestEntry], list[Skipped]]:
-    """Reads every candidate's audio header (in `num_workers` processes) and splits them into manifest
-    entries and skipped files, keeping the input order."""
-    probe = functools.partial(_probe, sample_rate=sample_rate, full_check=full_check)
+def _probe(candidate: Candidate, full_check: bool) -> tuple[float | None, str | None]:
+    """(seconds the utterance lasts, None) or (None, why it cannot be used)."""
+    seconds, problem = probe_audio(candidate.path, None, full_check)
+    if problem is None:
+        problem = segment_problem(candidate, seconds)
+    if problem is not None:
+        return None, problem
+    if candidate.duration is None:
+        return seconds, None
+    offset = candidate.offset or 0.0
+    return min(candidate.duration, seconds - offset), None  # within the tolerance: what the file holds
+
+
+def check_candidates(candidates: list[Candidate], num_workers: int = 1, full_check: bool = False,
+                     desc: str = "checking audio", progress: bool = True) -> tuple[list[ManifestEntry], list[Skipped]]:
+    """Reads every candidate's audio header (in `num_workers` processes), checks its segment against the
+    file's length and splits the candidates into manifest entries and skipped ones, keeping the input order.
+    Any sample rate and channel count is accepted: loading resamples and averages."""
+    probe = functools.partial(_probe, full_check=full_check)
     bar = dict(total=len(candidates), desc=desc, unit="utt", disable=not progress)
     if num_workers > 1 and len(candidates) > 1:
         with multiprocessing.Pool(num_workers) as pool:
@@ -35,42 +64,53 @@ def check_candidates(candidates: list[Candidate], num_workers: int = 1, sample_r
     entries, skipped = [], []
     for candidate, (duration, reason) in zip(candidates, results):
         if reason is None:
-            entries.append(ManifestEntry(candidate.id, candidate.path, round(duration, 4), candidate.text))
+            # a segment's duration decides what is read: kept as stated (rounding it would move its end)
+            duration = round(duration, 4) if candidate.offset is None else duration
+            entries.append(ManifestEntry(candidate.id, candidate.path, duration, candidate.text,
+                                         candidate.offset, candidate.speaker))
         else:
-            skipped.append(Skipped(candidate.path, reason))
+            where = f"{candidate.where} ({candidate.path})" if candidate.where else candidate.path
+            skipped.append(Skipped(where, reason))
     return entries, skipped
 
 
-def _skip_lines(skipped: list[Skipped]) -> str:
-    return "".join(f"{item.path}\t{item.reason}\n" for item in skipped)
+def _skip_lines(skipped: list[Skipped], limit: int | None = None) -> str:
+    shown = "".join(f"{item.path}\t{item.reason}\n" for item in skipped[:limit])
+    more = len(skipped) - len(skipped[:limit])
+    return shown + (f"... and {more} more\n" if more else "")
 
 
-def prepare_split(layout: CorpusLayout, split: str, *, num_workers: int = 1, strict: bool = False,
-                  overwrite: bool = False, full_check: bool = False, sample_rate: int = SAMPLE_RATE,
+def prepare_split(layout: CorpusLayout, split: str, *, source: DataSource | None = None, num_workers: int = 1,
+                  strict: bool = False, overwrite: bool = False, full_check: bool = False,
                   progress: bool = True) -> Path:
-    """Writes the manifest of `layout.root / split` to `layout.manifest(split)` and returns its path.
+    """Writes the manifest of `split` of `source` (None: the LibriSpeech layout under `layout.root`) to
+    `layout.manifest(split)` and returns its path.
 
-    An existing manifest is reused (and nothing is scanned) unless `overwrite`. Files that cannot be used
-    (no transcript line, unreadable or empty audio, wrong sample rate) are printed and listed in
-    `layout.skip_list(split)`; with `strict` they raise ValueError instead and nothing is written.
-    The corpus is only read.
+    An existing manifest is reused (and nothing is scanned) unless `overwrite`. What cannot be used (no
+    transcript, a bad manifest line, a missing, unreadable or empty audio file, a segment past the end of
+    its file) is printed (the first 20 and the count) and listed in `layout.skip_list(split)` with where it
+    was (file, or manifest:line) and why; with `strict` it raises ValueError instead and nothing is written.
+    The corpus and the source's manifests are only read.
     """
+    source = source or LibriSpeechSource(layout.root)
     out = layout.manifest(split)
     if out.exists() and not overwrite:
         print(f"{split}: reusing existing manifest {out} (pass --overwrite to rebuild)")
         return out
-    candidates, skipped = scan_split(layout.root, split)
-    entries, bad_audio = check_candidates(candidates, num_workers, sample_rate, full_check, split, progress)
+    candidates, skipped = source.scan(split)
+    entries, bad_audio = check_candidates(candidates, num_workers, full_check, split, progress)
     skipped += bad_audio
     if skipped and strict:
-        raise ValueError(f"{split}: {len(skipped)} file(s) cannot be used (strict mode; fix them or run "
-                         f"without --strict):\n{_skip_lines(skipped)}")
+        raise ValueError(f"{split}: {len(skipped)} utterance(s) or file(s) cannot be used (strict mode; fix them "
+                         f"or run without --strict):\n{_skip_lines(skipped, SHOWN_SKIPPED)}")
     if not entries:
-        raise ValueError(f"{split}: no usable utterance under {layout.root / split}")
+        raise ValueError(f"{split}: no usable utterance in {source!r}"
+                         + (f"; {len(skipped)} left out:\n{_skip_lines(skipped, SHOWN_SKIPPED)}" if skipped else ""))
     skips = layout.skip_list(split)
     if skipped:
         write_text_atomic(skips, _skip_lines(skipped))
-        print(f"{split}: {len(skipped)} file(s) left out, listed in {skips}:\n{_skip_lines(skipped)}", end="")
+        print(f"{split}: {len(skipped)} utterance(s) or file(s) left out, listed in {skips}:\n"
+              f"{_skip_lines(skipped, SHOWN_SKIPPED)}", end="")
     elif skips.exists() and overwrite:
         skips.unlink()
     write_manifest(entries, out, overwrite=overwrite)

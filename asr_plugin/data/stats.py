@@ -9,7 +9,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from asr_plugin.data.audio import load_audio
 from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.manifest import ManifestEntry
 
@@ -26,7 +25,7 @@ class _SumsDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         with torch.no_grad():
-            features = self.featurizer(load_audio(self.entries[index].path, self.featurizer.sample_rate)).double()
+            features = self.featurizer(self.entries[index].load_audio(self.featurizer.sample_rate)).double()
         return features.sum(0), features.square().sum(0), features.shape[0]
 
 

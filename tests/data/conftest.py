@@ -1,4 +1,5 @@
-"""Fixtures for the data tests: a tiny synthetic mini corpus and a data module prepared on it."""
+"""Fixtures for the data tests: a tiny synthetic mini corpus, a data module prepared on it, and the same
+utterances as segments of long 48 kHz stereo recordings behind NeMo manifests and lhotse cut manifests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from data_helpers import SMALL
+from own_corpora import lhotse_cuts, write_long_recordings, write_nemo_manifest
 
 from asr_plugin.data import TransducerDataModule, make_mini_librispeech
 
@@ -26,3 +28,26 @@ def prepared_module(mini_root, tmp_path_factory) -> TransducerDataModule:
     dm.prepare_data()
     dm.setup("fit")
     return dm
+
+
+@pytest.fixture(scope="session")
+def nemo_corpus(mini_root, tmp_path_factory):
+    """({split: NeMo manifest}, {split: segments}): the small mini corpus as long 48 kHz stereo recordings
+    (wav, flac, ogg, mp3), each utterance a segment (an offset), paths relative to the manifests."""
+    out = tmp_path_factory.mktemp("nemo_corpus")
+    segments = {split: write_long_recordings(mini_root, split, out) for split in ("train", "dev", "test")}
+    return {split: write_nemo_manifest(segments[split], out / f"{split}.json") for split in segments}, segments
+
+
+@pytest.fixture(scope="session")
+def cut_corpus(mini_root, tmp_path_factory):
+    """({split: lhotse cut manifest}, {split: segments}): the same in wav and flac (what lhotse itself reads
+    without ffmpeg), cuts made with lhotse's own classes."""
+    pytest.importorskip("lhotse")
+    out = tmp_path_factory.mktemp("cut_corpus")
+    lossless = (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_24"))
+    segments = {split: write_long_recordings(mini_root, split, out, formats=lossless) for split in ("train", "dev", "test")}
+    manifests = {split: out / f"{split}_cuts.jsonl.gz" for split in segments}
+    for split, path in manifests.items():
+        lhotse_cuts(segments[split]).to_file(path)
+    return manifests, segments

@@ -114,11 +114,13 @@ def test_errors_before_prepare(tmp_path):
         dm.tokenizer
     with pytest.raises(FileNotFoundError, match="call prepare_data"):
         dm.setup("fit")
-    with pytest.raises(ValueError, match="corpus must be one of"):
+    with pytest.raises(ValueError, match=r"data.corpus='timit': choose one of \['lhotse', 'librispeech', 'mini', 'nemo'\]"):
         TransducerDataModule(root="r", work_dir="m", corpus="timit")
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['data.train_manifests'\]"):
+        TransducerDataModule(root="r", work_dir="m", corpus="mini", train_manifests=["a.json"])
 
 
-@pytest.mark.parametrize("name", ["mini", "librispeech"])
+@pytest.mark.parametrize("name", ["mini", "librispeech", "nemo", "lhotse"])
 def test_hydra_configs_instantiate(name, tmp_path):
     cfg = OmegaConf.create({"paths": {"root_dir": str(tmp_path), "data_dir": str(tmp_path / "data"),
                                       "output_dir": str(tmp_path / "out")},
@@ -128,10 +130,13 @@ def test_hydra_configs_instantiate(name, tmp_path):
     cfg.data.num_workers = 0
     dm = hydra.utils.instantiate(cfg.data)
     assert isinstance(dm, TransducerDataModule) and dm.corpus == name
-    corpus_dir = {"mini": "mini_librispeech", "librispeech": "librispeech"}[name]
+    corpus_dir = {"mini": "mini_librispeech"}.get(name, name)
     assert dm.tokenizer_path == tmp_path / "data" / "manifests" / corpus_dir / "tokenizer_bpe77.model"
     assert dm.max_duration == 33.0 and dm.num_workers == 0 and dm.feature_dim == 80
-    assert str(dm.root).startswith(str(tmp_path / "data"))
+    if name in ("mini", "librispeech"):
+        assert str(dm.root).startswith(str(tmp_path / "data"))
+    else:  # manifest sources have no corpus directory, and no set until the manifests are given
+        assert dm.root is None and dm.train_splits == dm.valid_splits == dm.test_splits == []
 
 
 def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_module):

@@ -27,7 +27,7 @@ def broken_tree(tmp_path) -> Path:
     (chapter / "84-121123-0003.flac").write_bytes(b"not a flac file at all")  # unreadable
     # libsndfile cannot write a zero-frame FLAC; a zero-frame WAV body is read the same way.
     sf.write(str(chapter / "84-121123-0004.flac"), np.zeros((0, 1), "float32"), 16000, format="WAV")  # empty
-    write_flac(chapter / "84-121123-0005.flac", 1.0, sample_rate=8000)  # wrong rate
+    write_flac(chapter / "84-121123-0005.flac", 1.0, sample_rate=8000)  # another rate: resampled when loaded
     write_flac(chapter / "84-121123-0006.flac", 1.0)  # no transcript line
     with (chapter / "84-121123.trans.txt").open("a") as handle:
         handle.write("84-121123-0003 BROKEN\n84-121123-0004 EMPTY\n84-121123-0005 NARROW\n"
@@ -55,25 +55,26 @@ def test_prepare_skips_and_lists_bad_files(broken_tree, tmp_path, capsys):
     before = _tree_digest(broken_tree)
     out = prepare_split(CorpusLayout(broken_tree, tmp_path / "manifests"), "dev-clean", num_workers=1, progress=False)
     entries = read_manifest(out)
-    assert [e.id for e in entries] == ["84-121123-0000", "84-121123-0001", "84-121123-0002"]
+    assert [e.id for e in entries] == ["84-121123-0000", "84-121123-0001", "84-121123-0002", "84-121123-0005"]
     assert entries[0].duration == pytest.approx(1.0, abs=1e-3)
     assert entries[2].duration == pytest.approx(1.2, abs=1e-3)
+    assert entries[3].duration == pytest.approx(1.0, abs=1e-3) and entries[3].speaker == "84"
     assert Path(entries[0].path).is_absolute() and entries[0].text == "HELLO WORLD"
     skip_text = CorpusLayout(broken_tree, tmp_path / "manifests").skip_list("dev-clean").read_text()
     for name, reason in [("0003.flac", "unreadable audio"), ("0004.flac", "empty audio"),
-                         ("0005.flac", "sample rate 8000 Hz"), ("0006.flac", "no line for"),
+                         ("0006.flac", "no line for"),
                          ("174-50561-0000.flac", "no transcript file")]:
         line = next(line for line in skip_text.splitlines() if name in line)
         assert reason in line
     printed = capsys.readouterr().out
-    assert "0005.flac" in printed and "left out" in printed
+    assert "0003.flac" in printed and "left out" in printed
     assert _tree_digest(broken_tree) == before  # the source is only read
 
 
 def test_strict_raises_naming_each_file(broken_tree, tmp_path):
     with pytest.raises(ValueError) as err:
         prepare_split(CorpusLayout(broken_tree, tmp_path / "m"), "dev-clean", strict=True, progress=False)
-    for name in ("0003.flac", "0004.flac", "0005.flac", "0006.flac", "174-50561-0000.flac"):
+    for name in ("0003.flac", "0004.flac", "0006.flac", "174-50561-0000.flac"):
         assert name in str(err.value)
     assert not (tmp_path / "m" / "dev-clean.jsonl").exists()
 
@@ -87,7 +88,7 @@ def test_existing_manifest_is_kept_unless_overwrite(broken_tree, tmp_path, capsy
     assert [e.id for e in read_manifest(user_file)] == ["x"]
     assert "reusing" in capsys.readouterr().out
     prepare_split(CorpusLayout(broken_tree, manifest_dir), "dev-clean", overwrite=True, progress=False)
-    assert len(read_manifest(user_file)) == 3
+    assert len(read_manifest(user_file)) == 4
 
 
 def test_parallel_matches_serial_over_several_splits(tmp_path):

@@ -9,8 +9,8 @@ import pytest
 from data_helpers import tree_listing, write_small_librispeech
 
 from asr_plugin.data import pipeline
-from asr_plugin.data import (CorpusLayout, CorpusPlan, FeatureStats, Tokenizer, prepare_corpus, read_manifest,
-                             tokenizer_file_name)
+from asr_plugin.data import (CorpusLayout, CorpusPlan, FeatureStats, LibriSpeechSource, Tokenizer, prepare_corpus,
+                             read_manifest, tokenizer_file_name)
 
 SPLITS = dict(train_splits=("train-clean-100",), valid_splits=("dev-clean",), test_splits=("dev-clean",))
 
@@ -18,8 +18,8 @@ SPLITS = dict(train_splits=("train-clean-100",), valid_splits=("dev-clean",), te
 def _plan(corpus_root, work_dir, **kwargs) -> CorpusPlan:
     layout = CorpusLayout(corpus_root, work_dir)
     defaults = dict(tokenizer_path=layout.tokenizer("bpe", 30), vocab_size=30, stats_path=layout.stats,
-                    stats_features={"num_mel_bins": 40}, **SPLITS)
-    return CorpusPlan(layout, **{**defaults, **kwargs})
+                    stats_features={"num_mel_bins": 40})
+    return CorpusPlan(layout, LibriSpeechSource(corpus_root, **SPLITS), **{**defaults, **kwargs})
 
 
 def _read_only(root) -> None:
@@ -52,8 +52,8 @@ def test_prepare_corpus_writes_only_into_the_work_dir(tmp_path, capsys):
     assert tree_listing(root) == before
     assert sorted(written) == sorted(plan.outputs()) and plan.missing() == []
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [  # .prepare.lock: asr_plugin.data.work_lock
-        ".prepare.lock", "dev-clean.jsonl", "feature_stats.json", "tokenizer_bpe30.model", "tokenizer_bpe30.vocab",
-        "train-clean-100.jsonl"]
+        ".prepare.lock", "dev-clean.jsonl", "dev-clean.origin.json", "feature_stats.json", "tokenizer_bpe30.model",
+        "tokenizer_bpe30.vocab", "train-clean-100.jsonl", "train-clean-100.origin.json"]
     entries = read_manifest(plan.layout.manifest("train-clean-100"))
     assert len(entries) == 12 and entries[0].text == "THE CAFÉ SEES A DOG"  # as written: the tokenizer normalises
     assert Tokenizer(plan.tokenizer_path).vocab_size == 30
@@ -87,8 +87,8 @@ def test_the_command_names_the_values_that_decide_the_paths(tmp_path):
     plan = _plan(tmp_path / "LibriSpeech", tmp_path / "work")
     assert plan.command() == (
         f"python scripts/prepare_data.py data=librispeech data.root={tmp_path}/LibriSpeech "
-        f"data.work_dir={tmp_path}/work 'data.train_splits=[train-clean-100]' 'data.valid_splits=[dev-clean]' "
-        "'data.test_splits=[dev-clean]' data.vocab_size=30 data.tokenizer_type=bpe")
+        "'data.train_splits=[train-clean-100]' 'data.valid_splits=[dev-clean]' "
+        f"'data.test_splits=[dev-clean]' data.work_dir={tmp_path}/work data.vocab_size=30 data.tokenizer_type=bpe")
 
 
 def test_an_unusable_work_dir_is_named(tmp_path):
@@ -96,8 +96,6 @@ def test_an_unusable_work_dir_is_named(tmp_path):
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(PermissionError, match=r"a_file/work .*data.work_dir"):
         prepare_corpus(_plan(root, tmp_path / "a_file" / "work"), progress=False)
-    with pytest.raises(ValueError, match="corpus must be one of"):
-        _plan(root, tmp_path / "work", corpus="timit")
 
 
 def test_prepared_data_on_a_read_only_file_system_is_only_read(tmp_path, monkeypatch):
