@@ -14,6 +14,7 @@ from ._validation import (
     check_tdt_options,
     check_vocabulary,
 )
+from .backends import check_backend
 from .lattices import LatticeStats, TransducerLattice, loss_lattice
 
 
@@ -84,6 +85,7 @@ def transducer_loss(
     durations: list[int] | tuple[int, ...] | None = None,
     sigma: float = 0.0,
     omega: float = 0.0,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Transducer negative log-likelihood from full joint-network scores: RNN-T, or TDT with `durations`.
 
@@ -103,10 +105,13 @@ def transducer_loss(
         sigma: TDT logit under-normalisation, subtracted from every token log-prob (NeMo: 0.02-0.05).
         omega: TDT only: the probability that this call computes the standard RNN-T loss over the token
             scores instead (``lattices.loss_lattice``); 0 makes the loss deterministic.
+        backend: the kernels, "auto" (C++ on CPU tensors, Triton on CUDA tensors), "cpp", "triton" or "cuda"
+            (``backends``).
     """
     check_options(blank, reduction, clamp)
+    check_backend(backend)
     durations = check_tdt_options(durations, sigma, omega)
     sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, durations)
-    lattice = loss_lattice(durations, sigma, omega)
+    lattice = loss_lattice(durations, sigma, omega, backend)
     nll = _BatchedTransducerLoss.apply(logits, sequences, lattice, blank, clamp)
     return reduce_losses(nll, reduction)

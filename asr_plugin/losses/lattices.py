@@ -79,8 +79,10 @@ class TransducerLattice:
         """The gradient op's arguments describing the lattice."""
         raise NotImplementedError
 
+    backend: str  # backends.BACKENDS: which kernels compute the ops
+
     def _op(self, device: torch.device, name: str):
-        return getattr(ops_for(device), f"{self._ops_prefix}_{name}")
+        return getattr(ops_for(device, self.backend), f"{self._ops_prefix}_{name}")
 
     def log_probs(
         self, logits: torch.Tensor, sequences: Sequences, blank: int, bad: torch.Tensor, t_offset: int = 0
@@ -130,6 +132,7 @@ class RNNT(TransducerLattice):
     log_probs (N, Tc, U+1, 2) [blank, label]; denominators (N, Tc, U+1)."""
 
     num_extra_outputs: int = 0
+    backend: str = "auto"
     _ops_prefix = "transducer"
 
     def values_per_cell(self) -> int:
@@ -155,6 +158,7 @@ class TDT(TransducerLattice):
 
     durations: tuple[int, ...]
     sigma: float = 0.0
+    backend: str = "auto"
     _ops_prefix = "tdt"
 
     @property
@@ -174,13 +178,16 @@ class TDT(TransducerLattice):
         return self._arc_args()
 
 
-def loss_lattice(durations: tuple[int, ...] | None, sigma: float, omega: float) -> TransducerLattice:
+def loss_lattice(
+    durations: tuple[int, ...] | None, sigma: float, omega: float, backend: str = "auto"
+) -> TransducerLattice:
     """The lattice of one loss call: RNN-T when `durations` is None, else TDT, except that with probability
     `omega` the call computes the standard RNN-T loss over the token scores instead (blank advancing one frame,
     no sigma; the duration scores get a zero gradient), as NeMo's TDT loss does: one draw per call, for the whole
-    batch, here from torch's default CPU generator (seeded by ``torch.manual_seed``; no device sync)."""
+    batch, here from torch's default CPU generator (seeded by ``torch.manual_seed``; no device sync). `backend`
+    chooses the kernels (``backends``)."""
     if durations is None:
-        return RNNT()
+        return RNNT(backend=backend)
     if omega > 0 and torch.rand(()).item() < omega:
-        return RNNT(num_extra_outputs=len(durations))
-    return TDT(durations, float(sigma))
+        return RNNT(num_extra_outputs=len(durations), backend=backend)
+    return TDT(durations, float(sigma), backend)

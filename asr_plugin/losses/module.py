@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ._validation import check_options, check_tdt_options
+from .backends import check_backend
 from .batched import transducer_loss
 from .engine import SamplewiseState
 from .planning import Plan, parse_max_samples, parse_memory_budget
@@ -25,7 +26,8 @@ class TransducerLoss(nn.Module):
     ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
     (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
     ``max_samples_per_group`` (both ignored in batched mode). ``durations`` (None: RNN-T; TDT: e.g.
-    [0, 1, 2, 3, 4], containing 0 and 1), ``sigma`` and ``omega`` are as in ``transducer_loss``.
+    [0, 1, 2, 3, 4], containing 0 and 1), ``sigma``, ``omega`` and ``backend`` (the kernels: "auto", "cpp",
+    "triton", "cuda") are as in ``transducer_loss``.
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
@@ -43,8 +45,10 @@ class TransducerLoss(nn.Module):
         durations: list[int] | tuple[int, ...] | None = None,
         sigma: float = 0.0,
         omega: float = 0.0,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
+        self.backend = check_backend(backend)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         check_options(blank, reduction, clamp)
@@ -69,7 +73,8 @@ class TransducerLoss(nn.Module):
         tdt = "" if self.durations is None else f", durations={list(self.durations)}, sigma={self.sigma}, omega={self.omega}"
         return (
             f"mode={self.mode!r}, blank={self.blank}, reduction={self.reduction!r}, clamp={self.clamp}, "
-            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}{tdt}"
+            f"memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}{tdt}, "
+            f"backend={self.backend!r}"
         )
 
     def plan(
@@ -99,7 +104,7 @@ class TransducerLoss(nn.Module):
     ) -> torch.Tensor:
         options = dict(
             blank=self.blank, reduction=self.reduction, clamp=self.clamp, durations=self.durations, sigma=self.sigma,
-            omega=self.omega,
+            omega=self.omega, backend=self.backend,
         )
         if self.mode == "batched":
             check_extra_outputs(joint, self.durations)

@@ -38,6 +38,7 @@ from ._validation import (
     check_tdt_options,
     check_vocabulary,
 )
+from .backends import check_backend
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
 from .lattices import accumulation_dtype, loss_lattice
@@ -223,6 +224,7 @@ def samplewise_transducer_loss(
     sigma: float = 0.0,
     omega: float = 0.0,
     state: SamplewiseState | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Transducer loss (RNN-T, or TDT with `durations`) computed sample-group by sample-group; same values and
     gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
@@ -243,7 +245,9 @@ def samplewise_transducer_loss(
         state: what the loss carries across calls (``engine.SamplewiseState``: the fp16 gradient scale, lowered
             after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
             own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
+        backend: the kernels, as in ``transducer_loss``.
     """
+    check_backend(backend)
     state = SamplewiseState() if state is None else state
     setup = _set_up(
         encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, blank, reduction, clamp,
@@ -259,7 +263,7 @@ def samplewise_transducer_loss(
         sequences=setup.sequences.permuted(order, plan.order),
         order=order,
         plan=plan,
-        lattice=loss_lattice(setup.durations, sigma, omega),
+        lattice=loss_lattice(setup.durations, sigma, omega, backend),
         blank=blank,
         clamp=clamp,
         acc_dtype=accumulation_dtype(setup.probe.dtype),

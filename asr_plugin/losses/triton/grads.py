@@ -53,13 +53,17 @@ def store_token_grads(
 @triton.jit
 def rnnt_logits_grad_kernel(
     x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, w_ptr, g_ptr,
-    total_rows, Tc, T, U1, U, W, V, blank, t_offset, clamp, fastemit_lambda,
+    total_rows, Tc, T, U1, U, W, V, blank, t_offset, clamp: tl.float64, fastemit_lambda: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
 ):
     """grad (N, Tc, U1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (FastEmit as the module says)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     n, t, u, T_n, U_n, valid = row_coordinates(rows, Tc, U1, t_offset, T_len_ptr, U_len_ptr, total_rows)
     c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 1, n, t, u, T, U1, valid)
+    # float64 scalars rounded once to the accumulation dtype, as the C++ kernels' static_cast (the
+    # interpreter passes Python floats as float32 constants instead)
+    clamp = tl.cast(clamp, den.dtype)
+    fastemit_lambda = tl.cast(fastemit_lambda, den.dtype)
     blank_lp = tl.load(lp_ptr + 2 * c, mask=valid, other=0.0)
     occupancy = tl.exp(a + beta)
     advances = valid & (t + 1 < T_n)
@@ -81,7 +85,7 @@ def rnnt_logits_grad_kernel(
 @triton.jit
 def tdt_logits_grad_kernel(
     x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, dur_ptr, w_ptr, g_ptr,
-    total_rows, Tc, T, U1, U, W, V, D, blank, t_offset, clamp,
+    total_rows, Tc, T, U1, U, W, V, D, blank, t_offset, clamp: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """grad (N, Tc, U1, V + D): token scores weights[n] * clamp(d nll / d x), duration scores weights[n] * d nll /
@@ -90,6 +94,7 @@ def tdt_logits_grad_kernel(
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     n, t, u, T_n, U_n, valid = row_coordinates(rows, Tc, U1, t_offset, T_len_ptr, U_len_ptr, total_rows)
     c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 2, n, t, u, T, U1, valid)
+    clamp = tl.cast(clamp, den.dtype)  # rounded once, as the C++ kernels' static_cast
     blank_lp = tl.load(lp_ptr + S * c, mask=valid, other=0.0)
     label_lp = tl.load(lp_ptr + S * c + 1, mask=valid, other=0.0)
     occupancy = tl.exp(a + beta)

@@ -62,7 +62,7 @@ def rnnt_log_probs_kernel(
 @triton.jit
 def tdt_log_probs_kernel(
     x_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, bad_ptr,
-    total_rows, Tc, U1, U, W, V, D, blank, t_offset, sigma,
+    total_rows, Tc, U1, U, W, V, D, blank, t_offset, sigma: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """logits (N, Tc, U1, V + D) -> log_probs (N, Tc, U1, 2 + D) [blank - sigma, label - sigma, q_0 .. q_{D-1}],
@@ -71,6 +71,7 @@ def tdt_log_probs_kernel(
     S = 2 + D
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     n, t, u, T_n, U_n, valid = row_coordinates(rows, Tc, U1, t_offset, T_len_ptr, U_len_ptr, total_rows)
+    sigma = tl.cast(sigma, ACC)  # rounded once, as the C++ kernels' static_cast
     den = row_lse(x_ptr, rows, valid, W, 0, V, BLOCK_R, BLOCK_V, ACC)
     x_blank = tl.load(x_ptr + rows * W + blank, mask=valid, other=0.0).to(ACC)
     blank_lp = x_blank - den - sigma
