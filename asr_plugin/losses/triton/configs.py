@@ -7,29 +7,36 @@ from dataclasses import dataclass
 
 import triton
 
-# Elements of one (BLOCK_R, BLOCK_V) tile of the row kernels, and the widest tile along V.
-ROW_TILE = 2048
+# Elements of one (BLOCK_R, BLOCK_V) tile of the row kernels, the widest tile along V and the most rows per
+# program (every row also holds a dozen per-row values in registers): sized so no kernel spills (compile_check).
+ROW_TILE = 1024
 MAX_BLOCK_V = 256
+MAX_BLOCK_R = 32
 # Lanes along u of one piece of an anti-diagonal in the recursions.
 MAX_BLOCK_U = 1024
 
 
 @dataclass(frozen=True)
 class RowConfig:
-    """The row kernels (log-probs, gradients): BLOCK_R rows per program, their scores in BLOCK_V-wide tiles."""
+    """The row kernels (log-probs, gradients): BLOCK_R label positions of one frame per program, their scores in
+    BLOCK_V-wide tiles."""
 
     block_r: int
     block_v: int
     block_d: int  # the TDT duration head's tile (>= D); 2 for RNN-T, where it is unused
-    num_warps: int = 4
+    num_warps: int
 
-    def grid(self, rows: int) -> tuple[int]:
-        return (triton.cdiv(rows, self.block_r),)
+    def grid(self, frame_rows: int, labels_plus_one: int) -> tuple[int, int]:
+        """(N * Tc frame rows, blocks of label positions); the second axis stays far below its limit of 65535."""
+        return (frame_rows, triton.cdiv(labels_plus_one, self.block_r))
 
 
-def row_config(vocab: int, num_durations: int = 0) -> RowConfig:
+def row_config(vocab: int, labels_plus_one: int, num_durations: int = 0) -> RowConfig:
     block_v = min(triton.next_power_of_2(vocab), MAX_BLOCK_V)
-    return RowConfig(max(2, ROW_TILE // block_v), block_v, max(2, triton.next_power_of_2(num_durations)))
+    block_r = min(MAX_BLOCK_R, max(2, ROW_TILE // block_v), max(2, triton.next_power_of_2(labels_plus_one)))
+    # 4 tile elements per thread (at 8 per thread ptxas spilled a few bytes in some kernels: compile_check)
+    num_warps = max(1, min(8, block_r * block_v // 128))
+    return RowConfig(block_r, block_v, max(2, triton.next_power_of_2(num_durations)), num_warps)
 
 
 @dataclass(frozen=True)

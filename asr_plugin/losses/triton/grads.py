@@ -20,12 +20,12 @@ from .rows import row_coordinates
 @triton.jit
 def cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, den_stride, n, t, u, T, U1, valid):
     """Whole-lattice cell index c, alpha(t, u) + nll (= alpha - log P), beta(t, u), the token denominator and the
-    sample's weight, of rows (BLOCK_R,)."""
+    sample's weight (a scalar), of rows (BLOCK_R,) of sample n (int64)."""
     c = (n * T + t) * U1 + u
-    a = tl.load(alpha_ptr + c, mask=valid, other=0.0) + tl.load(nll_ptr + n, mask=valid, other=0.0)
+    a = tl.load(alpha_ptr + c, mask=valid, other=0.0) + tl.load(nll_ptr + n)
     beta = tl.load(beta_ptr + c, mask=valid, other=0.0)
     den = tl.load(den_ptr + den_stride * c, mask=valid, other=0.0)
-    weight = tl.load(w_ptr + n, mask=valid, other=0.0)
+    weight = tl.load(w_ptr + n)
     return c, a, beta, den, weight
 
 
@@ -45,7 +45,7 @@ def store_token_grads(
         g = tl.exp(x - den[:, None]) * occupancy[:, None]
         g -= tl.where(v[None, :] == blank, blank_flow[:, None], 0.0)
         g -= tl.where(v[None, :] == label[:, None], label_flow[:, None], 0.0)
-        g = clamp_and_weight(g, clamp, weight[:, None])
+        g = clamp_and_weight(g, clamp, weight)
         store = in_grid[:, None] & (v < columns_end)[None, :]
         tl.store(g_ptr + offsets, tl.where(scored, g, 0.0).to(g_ptr.dtype.element_ty), mask=store)
 
@@ -53,12 +53,11 @@ def store_token_grads(
 @triton.jit
 def rnnt_logits_grad_kernel(
     x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, w_ptr, g_ptr,
-    total_rows, Tc, T, U1, U, W, V, blank, t_offset, clamp: tl.float64, fastemit_lambda: tl.float64,
+    Tc, T, U1, U, W, V, blank, t_offset, clamp: tl.float64, fastemit_lambda: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
 ):
     """grad (N, Tc, U1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (FastEmit as the module says)."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    n, t, u, T_n, U_n, valid = row_coordinates(rows, Tc, U1, t_offset, T_len_ptr, U_len_ptr, total_rows)
+    rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
     c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 1, n, t, u, T, U1, valid)
     # float64 scalars rounded once to the accumulation dtype, as the C++ kernels' static_cast (the
     # interpreter passes Python floats as float32 constants instead)
@@ -76,7 +75,7 @@ def rnnt_logits_grad_kernel(
     label_flow = tl.where(has_label, tl.exp(a + label_lp + beta_next_label), 0.0)
     label = tl.where(has_label, tl.load(tgt_ptr + n * U + u, mask=has_label, other=0), -1)
     store_token_grads(
-        x_ptr, g_ptr, rows, valid, rows < total_rows, W, V, W, blank, label, den,
+        x_ptr, g_ptr, rows, valid, in_grid, W, V, W, blank, label, den,
         occupancy + fastemit_lambda * label_flow, blank_flow, (1.0 + fastemit_lambda) * label_flow,
         clamp, weight, BLOCK_V,
     )
@@ -85,14 +84,13 @@ def rnnt_logits_grad_kernel(
 @triton.jit
 def tdt_logits_grad_kernel(
     x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, dur_ptr, w_ptr, g_ptr,
-    total_rows, Tc, T, U1, U, W, V, D, blank, t_offset, clamp: tl.float64,
+    Tc, T, U1, U, W, V, D, blank, t_offset, clamp: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """grad (N, Tc, U1, V + D): token scores weights[n] * clamp(d nll / d x), duration scores weights[n] * d nll /
     d x (not clamped, as NeMo's TDT loss)."""
     S = 2 + D
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    n, t, u, T_n, U_n, valid = row_coordinates(rows, Tc, U1, t_offset, T_len_ptr, U_len_ptr, total_rows)
+    rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
     c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 2, n, t, u, T, U1, valid)
     clamp = tl.cast(clamp, den.dtype)  # rounded once, as the C++ kernels' static_cast
     blank_lp = tl.load(lp_ptr + S * c, mask=valid, other=0.0)
@@ -103,10 +101,10 @@ def tdt_logits_grad_kernel(
     d = tl.load(dur_ptr + i, mask=i < D, other=0)[None, :]
     cells = valid[:, None] & (i < D)[None, :]
     q = tl.load(lp_ptr + S * c[:, None] + 2 + i[None, :], mask=cells, other=0.0)
-    inside = cells & (t[:, None] + d < T_n[:, None])
+    inside = cells & (t + d < T_n)
     to_blank = inside & (d >= 1)
     beta_blank = tl.load(beta_ptr + c[:, None] + d * U1, mask=to_blank, other=0.0)
-    ends = cells & (t[:, None] + d == T_n[:, None]) & (u == U_n)[:, None] & (d >= 1)
+    ends = cells & (t + d == T_n) & (u == U_n)[:, None] & (d >= 1)
     blank_arc = a[:, None] + blank_lp[:, None] + q
     blank_flows = tl.where(to_blank, tl.exp(blank_arc + beta_blank), tl.where(ends, tl.exp(blank_arc), 0.0))
     to_label = inside & (u < U_n)[:, None]
@@ -114,7 +112,6 @@ def tdt_logits_grad_kernel(
     label_flows = tl.where(to_label, tl.exp(a[:, None] + label_lp[:, None] + q + beta_label), 0.0)
     has_label = valid & (u < U_n)
     label = tl.where(has_label, tl.load(tgt_ptr + n * U + u, mask=has_label, other=0), -1)
-    in_grid = rows < total_rows
     store_token_grads(
         x_ptr, g_ptr, rows, valid, in_grid, W, V, V, blank, label, den, occupancy,
         tl.sum(blank_flows, axis=1), tl.sum(label_flows, axis=1), clamp, weight, BLOCK_V,
@@ -123,6 +120,6 @@ def tdt_logits_grad_kernel(
     offsets = rows[:, None] * W + V + i[None, :]
     x = tl.load(x_ptr + offsets, mask=cells, other=0.0).to(duration_den.dtype)
     softmax = tl.exp(x - duration_den[:, None])
-    g = (softmax * occupancy[:, None] - blank_flows - label_flows) * weight[:, None]
+    g = (softmax * occupancy[:, None] - blank_flows - label_flows) * weight
     store = in_grid[:, None] & (i < D)[None, :]
     tl.store(g_ptr + offsets, tl.where(cells, g, 0.0).to(g_ptr.dtype.element_ty), mask=store)

@@ -71,11 +71,13 @@ def transducer_log_probs(logits, targets, logit_lengths, target_lengths, blank: 
     acc = _accumulation(logits.dtype)
     log_probs = logits.new_empty((N, Tc, U1, 2), dtype=acc)
     denominators = logits.new_empty((N, Tc, U1), dtype=acc)
-    config = row_config(vocab)
+    config = row_config(vocab, U1)
+    if N * Tc * U1 == 0:
+        return log_probs, denominators
     with _on(logits.device):
-        rows.rnnt_log_probs_kernel[config.grid(N * Tc * U1)](
+        rows.rnnt_log_probs_kernel[config.grid(N * Tc, U1)](
             logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
-            N * Tc * U1, Tc, U1, targets.shape[1], W, vocab, blank, t_offset,
+            Tc, U1, targets.shape[1], W, vocab, blank, t_offset,
             BLOCK_R=config.block_r, BLOCK_V=config.block_v, num_warps=config.num_warps,
         )
     return log_probs, denominators
@@ -91,11 +93,13 @@ def tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank: int, nu
     acc = _accumulation(logits.dtype)
     log_probs = logits.new_empty((N, Tc, U1, 2 + D), dtype=acc)
     denominators = logits.new_empty((N, Tc, U1, 2), dtype=acc)
-    config = row_config(V, D)
+    config = row_config(V, U1, D)
+    if N * Tc * U1 == 0:
+        return log_probs, denominators
     with _on(logits.device):
-        rows.tdt_log_probs_kernel[config.grid(N * Tc * U1)](
+        rows.tdt_log_probs_kernel[config.grid(N * Tc, U1)](
             logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
-            N * Tc * U1, Tc, U1, targets.shape[1], W, V, D, blank, t_offset, float(sigma),
+            Tc, U1, targets.shape[1], W, V, D, blank, t_offset, float(sigma),
             BLOCK_R=config.block_r, BLOCK_V=config.block_v, BLOCK_D=config.block_d, num_warps=config.num_warps,
         )
     return log_probs, denominators
@@ -166,11 +170,13 @@ def transducer_logits_grad(
     FastEmit's `fastemit_lambda` as NeMo's numba loss (``grads`` module docstring)."""
     _check_grad_args("transducer_logits_grad", logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad)
     N, Tc, U1, W = logits.shape
-    config = row_config(vocab)
+    config = row_config(vocab, U1)
+    if N * Tc * U1 == 0:
+        return
     with _on(logits.device):
-        grads.rnnt_logits_grad_kernel[config.grid(N * Tc * U1)](
+        grads.rnnt_logits_grad_kernel[config.grid(N * Tc, U1)](
             logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad,
-            N * Tc * U1, Tc, alphas.shape[1], U1, targets.shape[1], W, vocab, blank, t_offset, float(clamp),
+            Tc, alphas.shape[1], U1, targets.shape[1], W, vocab, blank, t_offset, float(clamp),
             float(fastemit_lambda), BLOCK_R=config.block_r, BLOCK_V=config.block_v, num_warps=config.num_warps,
         )
 
@@ -184,11 +190,13 @@ def tdt_logits_grad(
     duration_values = _durations_tensor(durations, logits.device)
     N, Tc, U1, W = logits.shape
     D = len(duration_values)
-    config = row_config(W - D, D)
+    config = row_config(W - D, U1, D)
+    if N * Tc * U1 == 0:
+        return
     with _on(logits.device):
-        grads.tdt_logits_grad_kernel[config.grid(N * Tc * U1)](
+        grads.tdt_logits_grad_kernel[config.grid(N * Tc, U1)](
             logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-            duration_values, weights, grad, N * Tc * U1, Tc, alphas.shape[1], U1, targets.shape[1], W, W - D, D,
+            duration_values, weights, grad, Tc, alphas.shape[1], U1, targets.shape[1], W, W - D, D,
             blank, t_offset, float(clamp),
             BLOCK_R=config.block_r, BLOCK_V=config.block_v, BLOCK_D=config.block_d, num_warps=config.num_warps,
         )
