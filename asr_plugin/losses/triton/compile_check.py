@@ -26,7 +26,10 @@ LOGITS_DTYPES = ("fp32", "bf16", "fp16")
 _POINTER_TYPES = {  # argument name -> element type; None: the logits' dtype
     "x_ptr": None, "g_ptr": None, "tgt_ptr": "i64", "T_len_ptr": "i64", "U_len_ptr": "i64", "dur_ptr": "i64",
     "lp_ptr": "fp32", "den_ptr": "fp32", "alpha_ptr": "fp32", "beta_ptr": "fp32", "nll_ptr": "fp32",
-    "w_ptr": "fp32", "bad_ptr": "u8",
+    "w_ptr": None, "bad_ptr": "u8", "weights_ptr": "fp32",
+    # the flash joint: projections and output layer in the inputs' dtype, float32 gradient buffers
+    "enc_ptr": None, "pred_ptr": None, "b_ptr": None, "d_enc_ptr": "fp32", "d_pred_ptr": "fp32", "d_w_ptr": "fp32",
+    "d_b_ptr": "fp32",
 }
 _SCALAR_TYPES = {"sigma": "fp64", "clamp": "fp64", "fastemit_lambda": "fp64"}  # others: i32
 
@@ -57,8 +60,8 @@ class KernelCase:
 
 def kernel_cases() -> Iterator[KernelCase]:
     """Every kernel at the configurations the loss launches for ``SHAPES``, each configuration once."""
-    from . import grads, recursions, rows
-    from .configs import recursion_config, row_config
+    from . import flash_joint, grads, recursions, rows
+    from .configs import flash_config, recursion_config, row_config
 
     seen = set()
     for vocab, labels_plus_one, durations in SHAPES:
@@ -72,6 +75,12 @@ def kernel_cases() -> Iterator[KernelCase]:
                 KernelCase("rnnt_logits_grad", grads.rnnt_logits_grad_kernel, dtype, row_blocks, rnnt.num_warps),
                 KernelCase("tdt_log_probs", rows.tdt_log_probs_kernel, dtype, tdt_blocks, tdt.num_warps),
                 KernelCase("tdt_logits_grad", grads.tdt_logits_grad_kernel, dtype, tdt_blocks, tdt.num_warps),
+            ]
+            flash = flash_config()  # one configuration for every shape
+            flash_blocks = dict(HAS_BIAS=True, ACT="tanh", BLOCK_U=flash.block_u, BLOCK_V=flash.block_v, BLOCK_K=flash.block_k)
+            candidates += [
+                KernelCase("flash_log_probs", flash_joint.flash_log_probs_kernel, dtype, flash_blocks, flash.num_warps),
+                KernelCase("flash_grads", flash_joint.flash_grads_kernel, dtype, flash_blocks, flash.num_warps),
             ]
             if dtype == "fp32":  # the recursions read float32 log-probs whatever the logits
                 blocks = dict(BLOCK_U=recursion.block_u)

@@ -50,3 +50,24 @@ class RecursionConfig:
 def recursion_config(labels_plus_one: int) -> RecursionConfig:
     block_u = min(max(32, triton.next_power_of_2(labels_plus_one)), MAX_BLOCK_U)
     return RecursionConfig(block_u, max(1, min(8, block_u // 128)))
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    """The flash joint's kernels: BLOCK_U label positions per program, logits in (BLOCK_U, BLOCK_V) tiles summed
+    over BLOCK_K-wide slices of the hidden size (``tl.dot`` needs 16 at least along each)."""
+
+    block_u: int = 16
+    block_v: int = 32
+    block_k: int = 16
+    num_warps: int = 4
+
+    def grid(self, frame_rows: int, labels_plus_one: int) -> tuple[int, int]:
+        return (frame_rows, triton.cdiv(labels_plus_one, self.block_u))
+
+
+def flash_config() -> FlashConfig:
+    """One configuration for every shape: of those compiled for sm_80 and sm_90 (16-32 along each tile
+    dimension, 2-8 warps), the only one where no flash kernel spilled in any dtype (compile_check); not tuned
+    for speed on a GPU yet."""
+    return FlashConfig()

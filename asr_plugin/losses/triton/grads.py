@@ -18,15 +18,32 @@ from .rows import row_coordinates
 
 
 @triton.jit
-def cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, den_stride, n, t, u, T, U1, valid):
+def cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, den_stride, n, t, u, T, U1, valid):
     """Whole-lattice cell index c, alpha(t, u) + nll (= alpha - log P), beta(t, u), the token denominator and the
     sample's weight (a scalar), of rows (BLOCK_R,) of sample n (int64)."""
     c = (n * T + t) * U1 + u
     a = tl.load(alpha_ptr + c, mask=valid, other=0.0) + tl.load(nll_ptr + n)
     beta = tl.load(beta_ptr + c, mask=valid, other=0.0)
     den = tl.load(den_ptr + den_stride * c, mask=valid, other=0.0)
-    weight = tl.load(w_ptr + n)
+    weight = tl.load(weights_ptr + n)
     return c, a, beta, den, weight
+
+
+@triton.jit
+def rnnt_cell_flows(lp_ptr, beta_ptr, c, a, beta, t, u, T_n, U_n, U1, valid):
+    """Occupancy and the posterior flows through the blank and the label arc of RNN-T cells (csrc/transducer.h,
+    ``cell_flows``); `a` = alpha + nll, `beta` = beta(t, u); zeros outside valid cells."""
+    blank_lp = tl.load(lp_ptr + 2 * c, mask=valid, other=0.0)
+    occupancy = tl.where(valid, tl.exp(a + beta), 0.0)
+    advances = valid & (t + 1 < T_n)
+    beta_next_frame = tl.load(beta_ptr + c + U1, mask=advances, other=0.0)
+    ends = valid & (t + 1 == T_n) & (u == U_n)
+    blank_flow = tl.where(advances, tl.exp(a + blank_lp + beta_next_frame), tl.where(ends, tl.exp(a + blank_lp), 0.0))
+    has_label = valid & (u < U_n)
+    label_lp = tl.load(lp_ptr + 2 * c + 1, mask=has_label, other=0.0)
+    beta_next_label = tl.load(beta_ptr + c + 1, mask=has_label, other=0.0)
+    label_flow = tl.where(has_label, tl.exp(a + label_lp + beta_next_label), 0.0)
+    return occupancy, blank_flow, label_flow
 
 
 @triton.jit
@@ -52,27 +69,19 @@ def store_token_grads(
 
 @triton.jit
 def rnnt_logits_grad_kernel(
-    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, w_ptr, g_ptr,
+    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, weights_ptr, g_ptr,
     Tc, T, U1, U, W, V, blank, t_offset, clamp: tl.float64, fastemit_lambda: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
 ):
     """grad (N, Tc, U1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (FastEmit as the module says)."""
     rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
-    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 1, n, t, u, T, U1, valid)
+    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 1, n, t, u, T, U1, valid)
     # float64 scalars rounded once to the accumulation dtype, as the C++ kernels' static_cast (the
     # interpreter passes Python floats as float32 constants instead)
     clamp = tl.cast(clamp, den.dtype)
     fastemit_lambda = tl.cast(fastemit_lambda, den.dtype)
-    blank_lp = tl.load(lp_ptr + 2 * c, mask=valid, other=0.0)
-    occupancy = tl.exp(a + beta)
-    advances = valid & (t + 1 < T_n)
-    beta_next_frame = tl.load(beta_ptr + c + U1, mask=advances, other=0.0)
-    ends = valid & (t + 1 == T_n) & (u == U_n)
-    blank_flow = tl.where(advances, tl.exp(a + blank_lp + beta_next_frame), tl.where(ends, tl.exp(a + blank_lp), 0.0))
+    occupancy, blank_flow, label_flow = rnnt_cell_flows(lp_ptr, beta_ptr, c, a, beta, t, u, T_n, U_n, U1, valid)
     has_label = valid & (u < U_n)
-    label_lp = tl.load(lp_ptr + 2 * c + 1, mask=has_label, other=0.0)
-    beta_next_label = tl.load(beta_ptr + c + 1, mask=has_label, other=0.0)
-    label_flow = tl.where(has_label, tl.exp(a + label_lp + beta_next_label), 0.0)
     label = tl.where(has_label, tl.load(tgt_ptr + n * U + u, mask=has_label, other=0), -1)
     store_token_grads(
         x_ptr, g_ptr, rows, valid, in_grid, W, V, W, blank, label, den,
@@ -83,7 +92,7 @@ def rnnt_logits_grad_kernel(
 
 @triton.jit
 def tdt_logits_grad_kernel(
-    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, dur_ptr, w_ptr, g_ptr,
+    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, dur_ptr, weights_ptr, g_ptr,
     Tc, T, U1, U, W, V, D, blank, t_offset, clamp: tl.float64,
     BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -91,7 +100,7 @@ def tdt_logits_grad_kernel(
     d x (not clamped, as NeMo's TDT loss)."""
     S = 2 + D
     rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
-    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, w_ptr, den_ptr, 2, n, t, u, T, U1, valid)
+    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 2, n, t, u, T, U1, valid)
     clamp = tl.cast(clamp, den.dtype)  # rounded once, as the C++ kernels' static_cast
     blank_lp = tl.load(lp_ptr + S * c, mask=valid, other=0.0)
     label_lp = tl.load(lp_ptr + S * c + 1, mask=valid, other=0.0)

@@ -45,7 +45,7 @@ def _accumulation(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _on(device: torch.device):
+def launch_device(device: torch.device):
     """Launch on `device` (the kernels run on the current CUDA device)."""
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
@@ -74,7 +74,7 @@ def transducer_log_probs(logits, targets, logit_lengths, target_lengths, blank: 
     config = row_config(vocab, U1)
     if N * Tc * U1 == 0:
         return log_probs, denominators
-    with _on(logits.device):
+    with launch_device(logits.device):
         rows.rnnt_log_probs_kernel[config.grid(N * Tc, U1)](
             logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
             Tc, U1, targets.shape[1], W, vocab, blank, t_offset,
@@ -96,7 +96,7 @@ def tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank: int, nu
     config = row_config(V, U1, D)
     if N * Tc * U1 == 0:
         return log_probs, denominators
-    with _on(logits.device):
+    with launch_device(logits.device):
         rows.tdt_log_probs_kernel[config.grid(N * Tc, U1)](
             logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
             Tc, U1, targets.shape[1], W, V, D, blank, t_offset, float(sigma),
@@ -118,7 +118,7 @@ def transducer_alphas_betas(log_probs, logit_lengths, target_lengths):
     alphas, betas, nll = _recursion_outputs("transducer_alphas_betas", log_probs, logit_lengths, target_lengths, 2)
     N, T, U1, _ = log_probs.shape
     config = recursion_config(U1)
-    with _on(log_probs.device):
+    with launch_device(log_probs.device):
         recursions.rnnt_alphas_betas_kernel[(N,)](
             log_probs, logit_lengths, target_lengths, alphas, betas, nll, T, U1,
             BLOCK_U=config.block_u, num_warps=config.num_warps,
@@ -140,7 +140,7 @@ def tdt_alphas_betas(log_probs, logit_lengths, target_lengths, durations):
     alphas, betas, nll = _recursion_outputs("tdt_alphas_betas", log_probs, logit_lengths, target_lengths, 2 + D)
     N, T, U1, _ = log_probs.shape
     config = recursion_config(U1)
-    with _on(log_probs.device):
+    with launch_device(log_probs.device):
         recursions.tdt_alphas_betas_kernel[(N,)](
             log_probs, logit_lengths, target_lengths, duration_values, alphas, betas, nll, T, U1, D,
             BLOCK_U=config.block_u, num_warps=config.num_warps,
@@ -173,7 +173,7 @@ def transducer_logits_grad(
     config = row_config(vocab, U1)
     if N * Tc * U1 == 0:
         return
-    with _on(logits.device):
+    with launch_device(logits.device):
         grads.rnnt_logits_grad_kernel[config.grid(N * Tc, U1)](
             logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad,
             Tc, alphas.shape[1], U1, targets.shape[1], W, vocab, blank, t_offset, float(clamp),
@@ -193,7 +193,7 @@ def tdt_logits_grad(
     config = row_config(W - D, U1, D)
     if N * Tc * U1 == 0:
         return
-    with _on(logits.device):
+    with launch_device(logits.device):
         grads.tdt_logits_grad_kernel[config.grid(N * Tc, U1)](
             logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
             duration_values, weights, grad, Tc, alphas.shape[1], U1, targets.shape[1], W, W - D, D,
