@@ -8,7 +8,11 @@ import re
 import pytest
 import torch
 
-from asr_plugin.losses import TransducerLoss, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import (
+    TransducerLoss,
+    samplewise_transducer_loss,
+    transducer_loss,
+)
 from asr_plugin.losses.backends import resolve_backend
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 # (V, U+1, D): the paper's cell (V = 1024, U = 200), the public benchmark's (V = 500, long transcripts) and a
 # test-sized one.

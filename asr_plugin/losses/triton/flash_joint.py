@@ -17,8 +17,8 @@ import triton
 import triton.language as tl
 
 from .grads import cell_statistics, rnnt_cell_flows
-from .lattice_math import clamp_and_weight, is_bad, not_finite, online_lse_update
-from .rows import flag_bad, row_coordinates
+from .lattice_math import clamp_and_weight, online_lse_update
+from .rows import row_coordinates, store_rnnt_log_probs
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -94,10 +94,7 @@ def flash_log_probs_kernel(
     den = tl.where(running_max == -float("inf"), 0.0, running_max) + tl.log(running_sum)
     blank_lp = x_blank - den
     label_lp = tl.where(has_label, x_label - den, -float("inf"))
-    tl.store(lp_ptr + 2 * rows, tl.where(valid, blank_lp, 0.0), mask=in_grid)
-    tl.store(lp_ptr + 2 * rows + 1, tl.where(valid, label_lp, 0.0), mask=in_grid)
-    tl.store(den_ptr + rows, tl.where(valid, den, 0.0), mask=in_grid)
-    flag_bad(bad_ptr, n, valid & (not_finite(den) | is_bad(blank_lp) | is_bad(label_lp)))
+    store_rnnt_log_probs(lp_ptr, den_ptr, bad_ptr, rows, n, in_grid, valid, den, blank_lp, label_lp)
 
 
 @triton.jit

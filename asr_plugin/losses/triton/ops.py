@@ -89,7 +89,7 @@ def tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank: int, nu
     N, Tc, U1, W = logits.shape
     D, V = num_durations, W - num_durations
     if not (2 <= D <= 32 and 2 <= V and 0 <= blank < V):
-        raise RuntimeError(f"tdt_log_probs (triton): need 2 <= num_durations <= 32, V = W - D >= 2, 0 <= blank < V")
+        raise RuntimeError("tdt_log_probs (triton): need 2 <= num_durations <= 32, V = W - D >= 2, 0 <= blank < V")
     acc = _accumulation(logits.dtype)
     log_probs = logits.new_empty((N, Tc, U1, 2 + D), dtype=acc)
     denominators = logits.new_empty((N, Tc, U1, 2), dtype=acc)

@@ -17,6 +17,15 @@ NEG_INF = tl.constexpr(-float("inf"))
 
 
 @triton.jit
+def diagonal_cells(k, u0, lanes, T_n, U_n, base, U1):
+    """Cells (t = k - u, u) of anti-diagonal k for u in u0 + lanes: u, t, whether each is in the sample's lattice,
+    and its index c in the (N, T, U1) tensors (`base`: the sample's first cell)."""
+    u = u0 + lanes
+    t = k - u
+    return u, t, (u <= U_n) & (t >= 0) & (t < T_n), base + t * U1 + u
+
+
+@triton.jit
 def rnnt_alphas_betas_kernel(
     lp_ptr, T_len_ptr, U_len_ptr, alpha_ptr, beta_ptr, nll_ptr, T, U1, BLOCK_U: tl.constexpr,
 ):
@@ -26,12 +35,9 @@ def rnnt_alphas_betas_kernel(
     U_n = tl.load(U_len_ptr + n)
     base = n * T * U1
     lanes = tl.arange(0, BLOCK_U)
-    for k in range(0, T_n + U_n):
+    for k in range(T_n + U_n):
         for u0 in range(0, U_n + 1, BLOCK_U):
-            u = u0 + lanes
-            t = k - u
-            valid = (u <= U_n) & (t >= 0) & (t < T_n)
-            c = base + t * U1 + u
+            u, t, valid, c = diagonal_cells(k, u0, lanes, T_n, U_n, base, U1)
             value = tl.where((t == 0) & (u == 0), 0.0, NEG_INF)
             from_blank = valid & (t > 0)
             blank = tl.load(alpha_ptr + c - U1, mask=from_blank, other=0.0) + tl.load(
@@ -45,13 +51,10 @@ def rnnt_alphas_betas_kernel(
             value = log_add(value, tl.where(from_label, label, NEG_INF))
             tl.store(alpha_ptr + c, value, mask=valid)
         tl.debug_barrier()
-    for step in range(0, T_n + U_n):
+    for step in range(T_n + U_n):
         k = T_n - 1 + U_n - step
         for u0 in range(0, U_n + 1, BLOCK_U):
-            u = u0 + lanes
-            t = k - u
-            valid = (u <= U_n) & (t >= 0) & (t < T_n)
-            c = base + t * U1 + u
+            u, t, valid, c = diagonal_cells(k, u0, lanes, T_n, U_n, base, U1)
             blank_lp = tl.load(lp_ptr + 2 * c, mask=valid, other=0.0)
             value = tl.where((t == T_n - 1) & (u == U_n), blank_lp, NEG_INF)
             to_blank = valid & (t + 1 < T_n)
@@ -76,13 +79,11 @@ def tdt_alphas_betas_kernel(
     S = 2 + D
     base = n * T * U1
     lanes = tl.arange(0, BLOCK_U)
-    for k in range(0, T_n + U_n):
+    for k in range(T_n + U_n):
         for u0 in range(0, U_n + 1, BLOCK_U):
-            u = u0 + lanes
-            t = k - u
-            valid = (u <= U_n) & (t >= 0) & (t < T_n)
+            u, t, valid, _ = diagonal_cells(k, u0, lanes, T_n, U_n, base, U1)
             value = tl.where((t == 0) & (u == 0), 0.0, NEG_INF)
-            for i in range(0, D):
+            for i in range(D):
                 d = tl.load(dur_ptr + i)
                 source = base + (t - d) * U1 + u  # cell (t - d, u)
                 from_blank = valid & (d <= t) & (d >= 1)
@@ -99,19 +100,17 @@ def tdt_alphas_betas_kernel(
                     + tl.load(lp_ptr + S * (source - 1) + 2 + i, mask=from_label, other=0.0)
                 )
                 value = log_add(value, tl.where(from_label, label, NEG_INF))
+            # the cell's index formed here, not kept live through the durations (it spilled on sm_80)
             tl.store(alpha_ptr + base + t * U1 + u, value, mask=valid)
         tl.debug_barrier()
-    for step in range(0, T_n + U_n):
+    for step in range(T_n + U_n):
         k = T_n - 1 + U_n - step
         for u0 in range(0, U_n + 1, BLOCK_U):
-            u = u0 + lanes
-            t = k - u
-            valid = (u <= U_n) & (t >= 0) & (t < T_n)
-            c = base + t * U1 + u
+            u, t, valid, c = diagonal_cells(k, u0, lanes, T_n, U_n, base, U1)
             blank_lp = tl.load(lp_ptr + S * c, mask=valid, other=0.0)
             label_lp = tl.load(lp_ptr + S * c + 1, mask=valid, other=0.0)
             value = tl.full((BLOCK_U,), NEG_INF, blank_lp.dtype)
-            for i in range(0, D):
+            for i in range(D):
                 d = tl.load(dur_ptr + i)
                 q = tl.load(lp_ptr + S * c + 2 + i, mask=valid, other=0.0)
                 inside = valid & (t + d < T_n)

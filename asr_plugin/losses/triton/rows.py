@@ -48,6 +48,16 @@ def token_log_probs(x_ptr, tgt_ptr, U, n, u, U_n, rows, valid, W, den):
 
 
 @triton.jit
+def store_rnnt_log_probs(lp_ptr, den_ptr, bad_ptr, rows, n, in_grid, valid, den, blank_lp, label_lp):
+    """The RNN-T log-probs op's outputs for rows (BLOCK_R,): log_probs [blank, label] and denominators, zeros
+    outside valid rows; flags sample n when a valid row is not finite."""
+    tl.store(lp_ptr + 2 * rows, tl.where(valid, blank_lp, 0.0), mask=in_grid)
+    tl.store(lp_ptr + 2 * rows + 1, tl.where(valid, label_lp, 0.0), mask=in_grid)
+    tl.store(den_ptr + rows, tl.where(valid, den, 0.0), mask=in_grid)
+    flag_bad(bad_ptr, n, valid & (not_finite(den) | is_bad(blank_lp) | is_bad(label_lp)))
+
+
+@triton.jit
 def rnnt_log_probs_kernel(
     x_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, bad_ptr,
     Tc, U1, U, W, V, blank, t_offset,
@@ -61,10 +71,7 @@ def rnnt_log_probs_kernel(
     x_blank = tl.load(x_ptr + rows * W + blank, mask=valid, other=0.0).to(ACC)
     blank_lp = x_blank - den
     label_lp = token_log_probs(x_ptr, tgt_ptr, U, n, u, U_n, rows, valid, W, den)
-    tl.store(lp_ptr + 2 * rows, tl.where(valid, blank_lp, 0.0), mask=in_grid)
-    tl.store(lp_ptr + 2 * rows + 1, tl.where(valid, label_lp, 0.0), mask=in_grid)
-    tl.store(den_ptr + rows, tl.where(valid, den, 0.0), mask=in_grid)
-    flag_bad(bad_ptr, n, valid & (not_finite(den) | is_bad(blank_lp) | is_bad(label_lp)))
+    store_rnnt_log_probs(lp_ptr, den_ptr, bad_ptr, rows, n, in_grid, valid, den, blank_lp, label_lp)
 
 
 @triton.jit

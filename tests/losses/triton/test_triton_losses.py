@@ -8,7 +8,12 @@ import torch
 from loss_lattices import make_tdt_problem
 from tdt_reference import tdt_reference_nll
 
-from asr_plugin.losses import TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
+from asr_plugin.losses import (
+    TransducerLoss,
+    plan_samplewise,
+    samplewise_transducer_loss,
+    transducer_loss,
+)
 from asr_plugin.models import Joint
 
 DURATIONS = [0, 1, 2, 3]
@@ -88,7 +93,7 @@ def test_samplewise_in_t_chunks_matches_cpp_and_batched(durations):
 
     ours = values_and_grads(samplewise("triton"), inputs, upstream)
     assert_all_close(ours, values_and_grads(samplewise("cpp"), inputs, upstream), rtol=1e-7, atol=1e-8)
-    batched = lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, reduction="none", **options)  # noqa: E731
+    batched = lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, reduction="none", **options)
     assert_all_close(ours, values_and_grads(batched, inputs, upstream), rtol=1e-7, atol=1e-8)
 
 
