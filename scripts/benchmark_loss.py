@@ -7,6 +7,7 @@ measured how); this is its command line.
     OMP_NUM_THREADS=1 python scripts/benchmark_loss.py --preset cpu-tdt        # TDT (D=5) vs RNN-T vs NeMo (NeMo venv)
     python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast
     python scripts/benchmark_loss.py --device cuda --preset paper --dtype fp32   # B=1024, T=1000, U=200
+    python scripts/benchmark_loss.py --device cuda --preset benchmark-b30 --backends triton,cuda   # side by side
     python scripts/benchmark_loss.py --device cuda --preset paper-tdt --dtype bf16-autocast   # the same in TDT, D=5
     python scripts/benchmark_loss.py --count-ops     # dispatched ops and host syncs per sample-wise step
     python scripts/benchmark_loss.py --plan [--durations 5]   # the planner's figures for the paper-scale cell, no run
@@ -33,6 +34,7 @@ from pathlib import Path
 import torch
 
 from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.losses.backends import BACKENDS, check_backend
 from asr_plugin.benchmarks.loss import (
     JOINTS,
     MODES,
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     parser.add_argument("--joints", default="standard", help="comma-separated subset of " + ",".join(JOINTS))
+    parser.add_argument("--backends", default="auto", help="comma-separated kernels of our modes: " + ",".join(BACKENDS))
     parser.add_argument("--durations", type=int, default=0, help="D for --count-ops/--host-overhead/--plan: TDT with durations 0..D-1")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--plan", action="store_true", help="print the paper-scale plans (no computation)")
@@ -80,7 +83,9 @@ def main() -> None:
         return
 
     rows = []
-    for row in run_cells(args.preset, args.device, args.dtype, args.repeats, set(args.modes.split(",")), joints, args.memory_budget):
+    backends = tuple(check_backend(backend) for backend in args.backends.split(","))
+    cells = run_cells(args.preset, args.device, args.dtype, args.repeats, set(args.modes.split(",")), joints, args.memory_budget, backends)
+    for row in cells:
         rows.append(row)
         print(json.dumps(row), flush=True)
     print_table(rows)

@@ -76,6 +76,11 @@ PRESETS = {
         dict(PAPER, modes=("samplewise",)),
         dict(PAPER, modes=("samplewise",), memory_budget={"fp32": "160MiB"}),
     ],
+    # The shapes of the public transducer-loss benchmark (csukuangfj/transducer-loss-benchmarking: LibriSpeech
+    # train-clean-100 batches of 30 utterances, BPE-500, encoder and predictor dim 512), approximated by one
+    # long batch: T = 600 frames (24 s at 40 ms, the corpus's longest utterances), U = 150 tokens. The GPU check
+    # runs every backend of ours side by side with torchaudio here.
+    "benchmark-b30": [dict(B=30, T=600, U=150, V=500, H=512, modes=MODES[:3])],
     # the paper-scale cell in TDT (D = 5), for the GPU check
     "paper-tdt": [
         dict(PAPER, D=5, modes=("samplewise",), memory_budget={"fp32": "192MiB", "bf16-autocast": "512MiB"}),
@@ -175,10 +180,11 @@ def _nemo_tdt_loss(durations: tuple[int, ...]) -> LossFn:
     return loss
 
 
-def make_loss(mode: str, lattice: TransducerLattice, memory_budget=None) -> LossFn:
-    """The loss of `mode` ("mean" reduction); ours are ``TransducerLoss`` objects (``last_plan`` after a call)."""
+def make_loss(mode: str, lattice: TransducerLattice, memory_budget=None, backend: str = "auto") -> LossFn:
+    """The loss of `mode` ("mean" reduction); ours are ``TransducerLoss`` objects (``last_plan`` after a call) over
+    the kernels of `backend` (``asr_plugin.losses.backends``; other modes ignore it)."""
     if mode in ("batched", "samplewise"):
-        return TransducerLoss(mode, lattice, memory_budget=memory_budget)
+        return TransducerLoss(mode, lattice, memory_budget=memory_budget, backend=backend)
     if mode == "torchaudio":
         if not isinstance(lattice, RNNT):
             raise ValueError("torchaudio has no TDT loss: the torchaudio mode runs RNN-T cells (D = 0) only")
@@ -221,7 +227,7 @@ def plan_figures(plan: Plan | None) -> dict:
 def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
     torch.set_num_threads(torch.get_num_threads())
     inputs = make_inputs(cell, torch.device("cpu"), dtype)
-    loss = make_loss(mode, inputs.lattice, memory_budget)
+    loss = make_loss(mode, inputs.lattice, memory_budget, cell.get("backend") or "auto")
     step(loss, inputs, dtype)  # warm-up (and extension load)
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     baseline = rss_kib("VmRSS")
@@ -251,8 +257,8 @@ def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget)
     inputs = None
     try:
         inputs = make_inputs(cell, device, dtype)
-        loss = make_loss(mode, inputs.lattice, memory_budget)
-        step(loss, inputs, dtype)  # warm-up (and extension build/load)
+        loss = make_loss(mode, inputs.lattice, memory_budget, cell.get("backend") or "auto")
+        step(loss, inputs, dtype)  # warm-up (and extension build/load, Triton compilation)
         torch.cuda.synchronize()
         baseline = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -274,19 +280,24 @@ def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget)
         torch.cuda.empty_cache()
 
 
-def run_cells(preset: str, device: str, dtype: str, repeats: int, modes: set[str], joints: list[str], memory_budget=None):
-    """Measure every (cell, joint, mode) of `preset` that `modes` and `joints` select; rows as they come."""
+def run_cells(
+    preset: str, device: str, dtype: str, repeats: int, modes: set[str], joints: list[str], memory_budget=None,
+    backends: tuple[str, ...] = ("auto",),
+):
+    """Measure every (cell, joint, mode, backend) of `preset` that `modes`, `joints` and `backends` select (our
+    modes once per backend, torchaudio and NeMo once, with backend None); rows as they come."""
     measure = measure_cuda if device == "cuda" else measure_cpu
     for cell in PRESETS[preset]:
         if isinstance(cell.get("memory_budget"), dict) and dtype not in cell["memory_budget"]:
             continue
         for joint in joints:
             for mode in (m for m in cell["modes"] if m in modes):
-                shape = dict({k: cell[k] for k in "BTUVH"}, D=cell.get("D", 0), joint=joint)
-                budget = memory_budget or cell.get("memory_budget")
-                budget = budget.get(dtype) if isinstance(budget, dict) else budget
-                budget = budget if mode == "samplewise" else None
-                yield dict(shape, mode=mode, memory_budget=budget, **measure(shape, mode, dtype, repeats, budget))
+                for backend in backends if mode in ("batched", "samplewise") else (None,):
+                    shape = dict({k: cell[k] for k in "BTUVH"}, D=cell.get("D", 0), joint=joint, backend=backend)
+                    budget = memory_budget or cell.get("memory_budget")
+                    budget = budget.get(dtype) if isinstance(budget, dict) else budget
+                    budget = budget if mode == "samplewise" else None
+                    yield dict(shape, mode=mode, memory_budget=budget, **measure(shape, mode, dtype, repeats, budget))
 
 
 def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0) -> dict:
@@ -401,7 +412,7 @@ def print_plans(num_durations: int = 0) -> None:
 
 def print_table(rows: list[dict]) -> None:
     header = (
-        f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4} {'D':>2}  {'joint':<8} {'mode':<11} {'budget':>8} {'time (s)':>9} "
+        f"{'B':>5} {'T':>5} {'U':>4} {'V':>5} {'H':>4} {'D':>2}  {'joint':<8} {'mode':<11} {'backend':<7} {'budget':>8} {'time (s)':>9} "
         f"{'peak (MiB)':>11}  note"
     )
     print(header)
@@ -414,7 +425,7 @@ def print_table(rows: list[dict]) -> None:
             result += f"  cpu {row['cpu_s']:.3f} s" if "cpu_s" in row else ""
         budget = row.get("memory_budget") or "default"
         shape = f"{row['B']:>5} {row['T']:>5} {row['U']:>4} {row['V']:>5} {row['H']:>4} {row.get('D', 0):>2}"
-        print(f"{shape}  {row['joint']:<8} {row['mode']:<11} {budget:>8} {result}")
+        print(f"{shape}  {row['joint']:<8} {row['mode']:<11} {row.get('backend') or '-':<7} {budget:>8} {result}")
 
 
 def plot(rows: list[dict], path: Path) -> None:

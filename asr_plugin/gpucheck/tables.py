@@ -81,16 +81,17 @@ def benchmark_table(target_dtype: bool = True) -> Callable[[Path], str]:
         result = json.loads(_one(stage_dir, "loss_*.json").read_text())
         dtype = result["meta"]["dtype"]
         target = PAPER_TARGETS.get(dtype) if target_dtype else None
-        lines = [f"{'cell':<32} {'dtype':<13} {'mode':<10} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  "
+        lines = [f"{'cell':<32} {'dtype':<13} {'mode':<17} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  "
                  + (f"target <= {target.seconds:g} s, <= {target.mib:.0f} MiB" if target else "note")]
         for row in result["rows"]:
             cell = f"B={row['B']} T={row['T']} U={row['U']} V={row['V']} H={row['H']}"
             budget = row.get("memory_budget") or "default"
+            mode = row["mode"] + (f"/{row['backend']}" if row.get("backend") else "")  # our modes: their kernels
             if "error" in row:
-                lines.append(f"{cell:<32} {dtype:<13} {row['mode']:<10} {budget:>8} {'-':>9} {'-':>11}  {row['error']}")
+                lines.append(f"{cell:<32} {dtype:<13} {mode:<17} {budget:>8} {'-':>9} {'-':>11}  {row['error']}")
                 continue
             note = target.verdict(row) if target else ""
-            lines.append(f"{cell:<32} {dtype:<13} {row['mode']:<10} {budget:>8} {row['time_s']:>9.3f} "
+            lines.append(f"{cell:<32} {dtype:<13} {mode:<17} {budget:>8} {row['time_s']:>9.3f} "
                          f"{row['peak_bytes'] / MiB:>11.0f}  {note}")
         return "\n".join(lines)
 

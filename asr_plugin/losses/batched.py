@@ -16,6 +16,7 @@ from ._validation import (
     check_sequences,
     check_vocabulary,
 )
+from .backends import check_backend
 from .lattices import LatticeStats, TransducerLattice, check_omega, loss_lattice
 
 
@@ -78,6 +79,7 @@ def transducer_loss(
     blank: int = 0,
     reduction: str = "mean",
     omega: float = 0.0,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Transducer negative log-likelihood from full joint-network scores over `lattice` (RNN-T, or TDT).
 
@@ -95,10 +97,13 @@ def transducer_loss(
         reduction: "none" -> (B,) float32 losses; "sum"; "mean" (over the batch, as torchaudio).
         omega: TDT only: the probability that this call computes the standard RNN-T loss over the token
             scores instead (``TDT.for_call``); 0 makes the loss deterministic.
+        backend: the kernels, "auto" (C++ on CPU tensors, Triton on CUDA tensors), "cpp", "triton" or "cuda"
+            (``backends``); not part of the lattice: the same lattice on any kernels.
     """
     check_options(blank, reduction)
+    backend = check_backend(backend)
     lattice = loss_lattice(lattice)
     omega = check_omega(lattice, omega)
     sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, lattice.num_extra_outputs)
-    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice.for_call(omega), blank)
+    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice.for_call(omega).on_backend(backend), blank)
     return reduce_losses(nll, reduction)

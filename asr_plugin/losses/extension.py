@@ -44,6 +44,7 @@ from typing import Iterator
 import torch
 
 from . import _fake
+from .backends import resolve_backend
 
 PREBUILT_ENV = "ASR_PLUGIN_EXTENSION_DIR"
 KINDS = ("cpu", "cuda")
@@ -332,10 +333,14 @@ def load_libraries(kind: str = "cpu", directory: Path | None = None) -> list[Lib
         return [_loaded[needed] for needed in KINDS[: KINDS.index(kind) + 1]]
 
 
-def ops_for(device: torch.device):
-    """``torch.ops.asr_plugin`` with the kernels for ``device`` built and loaded."""
-    if device.type not in KINDS:
-        raise TypeError(f"transducer loss: tensors on {device.type!r} are not supported (use cpu or cuda)")
+def ops_for(device: torch.device, backend: str = "auto"):
+    """The transducer ops for tensors on ``device`` computed by ``backend`` (``backends.resolve_backend``): the
+    Triton ops module, or ``torch.ops.asr_plugin`` with the C++ kernels for ``device`` built and loaded. Both
+    have the same op names and signatures."""
+    if resolve_backend(device, backend) == "triton":
+        from .triton import ops
+
+        return ops
     if device.type not in _loaded:
         load_libraries(device.type)
     return torch.ops.asr_plugin

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -112,6 +112,7 @@ class TransducerLattice:
     kind: ClassVar[str]  # the record's "kind"
     _ops_prefix: ClassVar[str]  # the op family: "transducer" (RNN-T) or "tdt"
     takes_omega: ClassVar[bool] = False  # whether a loss's omega may swap in the RNN-T loss (TDT)
+    _backend: ClassVar[str] = "auto"  # the kernels computing the ops; `on_backend` sets it on a call's copy
     clamp: float | None
 
     @property
@@ -152,8 +153,15 @@ class TransducerLattice:
         """The gradient op's arguments after its `grad` output."""
         return ()
 
+    def on_backend(self, backend: str) -> TransducerLattice:
+        """This lattice computed by `backend`'s kernels (``backends.BACKENDS``), a copy: the kernels are a loss
+        option, not part of the lattice's value, so they are in neither its record nor its equality."""
+        bound = replace(self)
+        object.__setattr__(bound, "_backend", backend)
+        return bound
+
     def _op(self, device: torch.device, name: str):
-        return getattr(ops_for(device), f"{self._ops_prefix}_{name}")
+        return getattr(ops_for(device, self._backend), f"{self._ops_prefix}_{name}")
 
     def log_probs(
         self, logits: torch.Tensor, sequences: Sequences, blank: int, bad: torch.Tensor, t_offset: int = 0

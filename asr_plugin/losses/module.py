@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ._validation import check_options
+from .backends import check_backend
 from .batched import transducer_loss
 from .engine import SamplewiseState
 from .lattices import TransducerLattice, check_omega, loss_lattice
@@ -30,7 +31,8 @@ class TransducerLoss(nn.Module):
     (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
     ``max_samples_per_group`` (both ignored in batched mode). ``omega`` (TDT only: the probability of a call
     computing the RNN-T loss instead) is as in ``transducer_loss``. A model's loss takes the model's lattice
-    (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it).
+    (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it). ``backend`` (the kernels:
+    "auto", "cpp", "triton", "cuda") is as in ``transducer_loss``.
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
@@ -46,8 +48,10 @@ class TransducerLoss(nn.Module):
         omega: float = 0.0,
         memory_budget: int | str | None = None,
         max_samples_per_group: int | None = None,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
+        self.backend = check_backend(backend)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         check_options(blank, reduction)
@@ -66,7 +70,8 @@ class TransducerLoss(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"mode={self.mode!r}, lattice={self.lattice!r}, blank={self.blank}, reduction={self.reduction!r}, "
-            f"omega={self.omega}, memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}"
+            f"omega={self.omega}, memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}, "
+            f"backend={self.backend!r}"
         )
 
     def plan(
@@ -93,7 +98,8 @@ class TransducerLoss(nn.Module):
         logit_lengths: torch.Tensor,  # (B,)
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        options = dict(lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega)
+        options = dict(lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega,
+                       backend=self.backend)
         if self.mode == "batched":
             check_extra_outputs(joint, self.lattice)
             logits = joint(encoder_out, predictor_out)

@@ -32,6 +32,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ._validation import Sequences, check_float_input, check_options, check_same_device, check_sequences, check_vocabulary
+from .backends import check_backend
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
 from .lattices import TransducerLattice, accumulation_dtype, check_omega, loss_lattice
@@ -217,6 +218,7 @@ def samplewise_transducer_loss(
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
     state: SamplewiseState | None = None,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Transducer loss over `lattice` (RNN-T, or TDT) computed sample-group by sample-group; same values and
     gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
@@ -236,7 +238,9 @@ def samplewise_transducer_loss(
         state: what the loss carries across calls (``engine.SamplewiseState``: the fp16 gradient scale, lowered
             after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
             own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
+        backend: the kernels, as in ``transducer_loss``.
     """
+    check_backend(backend)
     state = SamplewiseState() if state is None else state
     setup = _set_up(
         encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, reduction, omega,
@@ -252,7 +256,7 @@ def samplewise_transducer_loss(
         sequences=setup.sequences.permuted(order, plan.order),
         order=order,
         plan=plan,
-        lattice=setup.lattice.for_call(setup.omega),
+        lattice=setup.lattice.for_call(setup.omega).on_backend(backend),
         blank=blank,
         acc_dtype=accumulation_dtype(setup.probe.dtype),
         logits_dtype=setup.probe.dtype,

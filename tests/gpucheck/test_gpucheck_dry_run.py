@@ -28,7 +28,8 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
 
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     status = {stage["name"]: stage["status"] for stage in summary["stages"]}
-    assert status == {"build": "passed", "cuda-tests": "passed", "paper-bf16": "passed", "paper-fp32": "passed",
+    assert status == {"triton-tests": "passed", "triton-paper-bf16": "passed", "side-by-side": "passed",
+                      "build": "passed", "cuda-tests": "passed", "paper-bf16": "passed", "paper-fp32": "passed",
                       "paper-fp32-tf32": "passed", "paper-tdt": "passed", "train-smoke": "passed", "profile-bf16": "passed",
                       "profile-fp32": "passed", "limit-check": "timed_out"}
     limit_check = summary["stages"][-1]
@@ -42,6 +43,7 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
     for stage in status:
         assert f"{stage}/log.txt" in names
     for stage, pattern in (("paper-bf16", "loss_cpu_quick_bf16-autocast_"), ("paper-fp32-tf32", "loss_cpu_quick_fp32_"),
+                           ("triton-paper-bf16", "loss_cpu_quick_bf16-autocast_"), ("side-by-side", "loss_cpu_quick_fp32_"),
                            ("paper-tdt", "loss_cpu_quick-tdt_bf16-autocast_"),
                            ("profile-fp32", "profile_cpu_fp32_"), ("cuda-tests", "junit.xml")):
         assert any(name.startswith(f"{stage}/{pattern}") for name in names), (stage, names)
@@ -51,5 +53,5 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
         assert not stage["table"].startswith("(no table"), (stage["name"], stage["table"])
     assert [run["status"] for run in smoke["runs"]] == ["ok", "ok"]
     text = (tmp_path / "out" / "summary.txt").read_text()
-    assert "timed_out (as expected)" in text and "9 passed, 0 failed, 1 timed out, 0 skipped" in text
+    assert "timed_out (as expected)" in text and "12 passed, 0 failed, 1 timed out, 0 skipped" in text
     assert "== train-smoke" in text and "== paper-fp32-tf32" in text

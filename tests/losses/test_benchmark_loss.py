@@ -73,7 +73,7 @@ def test_cli_writes_the_table_and_json(tmp_path):
     (row,) = json.loads(path.read_text())["rows"]
     assert (row["mode"], row["joint"], row["memory_budget"]) == ("samplewise", "dropout", "64KiB")
     assert "error" not in row and row["time_s"] > 0 and math.isfinite(row["peak_bytes"]), row
-    assert " dropout  samplewise     64KiB " in process.stdout, process.stdout
+    assert " dropout  samplewise  auto       64KiB " in process.stdout, process.stdout
 
 
 def test_loss_only_compares_the_lattices(capsys):
