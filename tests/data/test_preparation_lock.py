@@ -13,15 +13,17 @@ from data_helpers import SMALL
 
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus, scan_split
 from asr_plugin.data.atomic import remove_stale_temporaries, temporary_path
+from asr_plugin.data.sources import MiniCorpusSource
 from asr_plugin.data.work_lock import preparation_lock
 
 PREPARE = """
 import logging, sys
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus
+from asr_plugin.data.sources import MiniCorpusSource
 root, work = sys.argv[1], sys.argv[2]
-plan = CorpusPlan(CorpusLayout(root, work), corpus="mini", train_splits=("train",), valid_splits=("dev",),
-                  test_splits=("test",), tokenizer_path=None, mini_corpus={mini})
+source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test",), mini_corpus={mini})
+plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
 print("ready", flush=True)
 prepare_corpus(plan, ["manifests"], progress=False)
 """
@@ -60,8 +62,9 @@ def test_a_file_being_written_is_not_scanned_as_audio(tmp_path):
 
 def test_stale_temporaries_are_removed_at_the_next_start_and_nothing_else(tmp_path):
     root, work = tmp_path / "corpus", tmp_path / "work"
-    plan = CorpusPlan(CorpusLayout(root, work), corpus="mini", train_splits=("train",), valid_splits=("dev",),
-                      test_splits=("test",), tokenizer_path=None, mini_corpus=SMALL)
+    source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test",),
+                              mini_corpus=SMALL)
+    plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
     prepare_corpus(plan, ["manifests"], progress=False)
     flac = next((root / "train").rglob("*.flac"))
     stale = [temporary_path(work / "train.jsonl"), temporary_path(flac)]

@@ -21,7 +21,7 @@ TDT_CASES = [  # (B, T, U, V, durations, sigma, blank)
 ]
 
 
-def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t_chunks, inplace, fastemit=None):
+def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t_chunks, inplace, fastemit=0.0):
     """All three ops over T-chunks of the logits, as the sample-wise engine calls them."""
     bad = torch.zeros(logits.shape[0], dtype=torch.bool)
     pieces = [ops.transducer_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, vocab, t0, bad) for t0, t1 in t_chunks]
@@ -31,8 +31,7 @@ def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
-        extra = () if fastemit is None else (fastemit,)
-        ops.transducer_logits_grad(chunk, denominators, log_probs, alphas, betas, nll, targets, T_len, U_len, blank, vocab, t0, weights, clamp, grad, *extra)
+        ops.transducer_logits_grad(chunk, denominators, log_probs, alphas, betas, nll, targets, T_len, U_len, blank, vocab, t0, weights, clamp, grad, fastemit)
         grads.append(grad)
     return dict(log_probs=log_probs, denominators=denominators, alphas=alphas, betas=betas, nll=nll, grad=torch.cat(grads, 1), bad=bad)
 
