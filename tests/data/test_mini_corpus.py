@@ -4,7 +4,9 @@ and refusal to touch foreign data."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import soundfile as sf
@@ -107,7 +109,7 @@ def test_deterministic_and_idempotent(mini_root, tmp_path):
 
 
 def test_missing_file_is_regenerated_identically(mini_root, tmp_path):
-    root = make_mini_librispeech(tmp_path / "c", **SMALL)
+    root = Path(shutil.copytree(mini_root, tmp_path / "c"))
     victims = [next((root / split).rglob("*.flac")) for split in ("train", "test-piper")]
     originals = [victim.read_bytes() for victim in victims]
     for victim in victims:

@@ -32,12 +32,14 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.data import MINI_SPLITS, make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.data.mini_corpus import CORPUS_VERSION
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.finetune.nemo.examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
-SPLITS = ("train", "dev", "test")
+SPLITS = MINI_SPLITS
+EVAL_SPLITS = SPLITS[1:]  # dev and each engine's test split: decoded by NeMo
 FORMS = ("hybrid", "rnnt")  # EncDecHybridRNNTCTCBPEModel, EncDecRNNTBPEModel
 RESULT_NAME = "reference.json"
 
@@ -47,7 +49,8 @@ class ReferenceSettings:
     """Everything the reference model depends on (its cache key).
 
     Attributes:
-        n_train, n_dev, n_test, corpus_seed: the mini corpus (`make_mini_librispeech`).
+        n_train, n_dev, n_test, corpus_seed: the mini corpus (`make_mini_librispeech`); corpus_version: its
+            `CORPUS_VERSION` (a new version is a new corpus, so a new cache key).
         pretrain_utterances: NeMo trains on the first this many training utterances (by id).
         vocab_size: SentencePiece pieces (NeMo's ``num_classes``; the model has one more output, the blank).
         d_model, n_layers, n_heads, conv_kernel_size, subsampling_factor: the FastConformer encoder.
@@ -62,6 +65,7 @@ class ReferenceSettings:
     n_dev: int = 40
     n_test: int = 40
     corpus_seed: int = 0
+    corpus_version: int = CORPUS_VERSION
     pretrain_utterances: int = 160
     vocab_size: int = 128
     d_model: int = 128
@@ -300,7 +304,7 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     for form, path in models.items():
         restored = ASRModel.restore_from(str(path), map_location="cpu").eval()
         transcripts[form], wer[form] = {}, {}
-        for split in ("dev", "test"):
+        for split in EVAL_SPLITS:
             references = [entry["text"] for entry in read_nemo_manifest(manifests[split])]
             transcripts[form][split] = nemo_transcripts(restored, manifests[split])
             wer[form][split] = word_error_rate(transcripts[form][split], references)
