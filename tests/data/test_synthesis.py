@@ -49,3 +49,11 @@ def test_to_sample_rate_plays_samples_at_their_declared_rate(played_at_hz):
         assert converted.size == -(-samples.size * 16000 // played_at_hz)
         assert abs(_peak_hz(converted, 16000) - played_at_hz / period) < 16000 / converted.size * 1.5
     assert out[1].size == -(-5000 * 16000 // 44100)
+
+
+def test_throughput_benchmark_times_each_engine():
+    from asr_plugin.benchmarks.tts import tts_throughput
+
+    rows = tts_throughput(utterances=2)
+    assert [row.engine for row in rows] == ["espeak", "piper"]
+    assert all(row.utterances == 2 and row.audio_s > 1.0 and row.real_time_factor > 0 for row in rows)
