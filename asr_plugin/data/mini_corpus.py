@@ -44,8 +44,8 @@ def engine_test_split(engine: str) -> str:
 
 MINI_SPLITS = ("train", "dev", *(engine_test_split(engine) for engine in ENGINES))
 _CHAPTER_BASE = {"train": 1000, "dev": 2000, "test": 3000}
-# Shares of each training engine in train and dev. Piper synthesises ~13x faster than real time on one core
-# of this project's CPU machine, espeak-ng some 300x: Piper's share is most of the corpus' synthesis time.
+# Shares of each training engine in train and dev. Piper synthesises ~10x faster than real time on one core
+# of this project's CPU machine, espeak-ng ~400x (docs/data.md): Piper's share is most of the synthesis time.
 ENGINE_WEIGHTS = {"espeak": 2, "piper": 1}
 # Utterances per synthesis process: the audio depends only on the chunk (module docstring of `synthesis`).
 SYNTHESIS_CHUNK = {"espeak": 256, "piper": 64}
