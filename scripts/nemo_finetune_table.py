@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.benchmarks.nemo_reference import (FineTuneSettings, cached_reference, imported_transcripts,
+from asr_plugin.benchmarks.nemo_reference import (EVAL_SPLITS, FineTuneSettings, cached_reference, imported_transcripts,
                                                 nemo_finetune, recipe_overrides, word_error_rate)
 from asr_plugin.training import train
 
@@ -41,7 +41,7 @@ def main() -> None:
     settings = FineTuneSettings(steps=args.steps, preset=args.preset)
     reference = cached_reference(args.cache)
     imported = {}
-    for split in ("dev", "test"):
+    for split in EVAL_SPLITS:
         ours = imported_transcripts(reference.models["rnnt"], reference.manifests[split])
         same = sum(a == b for a, b in zip(ours, reference.transcripts["rnnt"][split]))
         imported[split] = f"{100 * word_error_rate(ours, reference.references(split)):.2f} % ({same}/{len(ours)} identical)"
@@ -55,20 +55,24 @@ def main() -> None:
         return f"{100 * wer:.2f} % | {loss:.2f}"
 
     print(f"\nreference: {reference.settings}\nfine-tuning: {settings}\n")
-    print("| model | dev WER | dev loss (nats/utt) | test WER |\n| --- | --- | --- | --- |")
-    print(f"| NeMo's own `transcribe` | {cell(reference.wer['rnnt']['dev'], reference.loss['dev'])} | "
-          f"{100 * reference.wer['rnnt']['test']:.2f} % |")
-    print(f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['dev']} | | {imported['test']} |")
+    tests = EVAL_SPLITS[1:]
+    blank = " |" * len(tests)
+    print("| model | dev WER | dev loss (nats/utt) |" + "".join(f" {split} WER |" for split in tests))
+    print("| --- | --- | --- |" + " --- |" * len(tests))
+    print(f"| NeMo's own `transcribe` | {cell(reference.wer['rnnt']['dev'], reference.loss['dev'])} |"
+          + "".join(f" {100 * reference.wer['rnnt'][split]:.2f} % |" for split in tests))
+    print(f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['dev']} | |"
+          + "".join(f" {imported[split]} |" for split in tests))
     for form in ("rnnt", "hybrid"):
         modes = ("batched", "samplewise") if form == "rnnt" else ("samplewise",)
         start = results[form, modes[0]]["start"]
         print(f"| {form}: recipe `+finetune=from_nemo`, before the first step | "
-              f"{cell(start['val/wer'], start['val/loss'])} | |")
+              f"{cell(start['val/wer'], start['val/loss'])} |{blank}")
         for mode in modes:
             end = results[form, mode]["end"]
-            print(f"| {form}: recipe, after {args.steps} steps, {mode} | {cell(end['val/wer'], end['val/loss'])} | |")
+            print(f"| {form}: recipe, after {args.steps} steps, {mode} | {cell(end['val/wer'], end['val/loss'])} |{blank}")
         nemo = results[form, "nemo"]
-        print(f"| {form}: NeMo's own fine-tuning, after {args.steps} steps | {cell(nemo['wer'], nemo['loss'])} | |")
+        print(f"| {form}: NeMo's own fine-tuning, after {args.steps} steps | {cell(nemo['wer'], nemo['loss'])} |{blank}")
 
 
 if __name__ == "__main__":

@@ -33,11 +33,15 @@ import torchaudio
 from torch import nn
 
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
-SPLITS = ("train", "dev", "test")
+# The reference speaks espeak-ng only (ReferenceSettings.train_engines): dev and espeak-ng's test split are
+# decoded by NeMo.
+EVAL_SPLITS = ("dev", engine_test_split("espeak"))
+SPLITS = ("train", *EVAL_SPLITS)
 FORMS = ("hybrid", "rnnt")  # EncDecHybridRNNTCTCBPEModel, EncDecRNNTBPEModel
 RESULT_NAME = "reference.json"
 
@@ -47,7 +51,10 @@ class ReferenceSettings:
     """Everything the reference model depends on (its cache key).
 
     Attributes:
-        n_train, n_dev, n_test, corpus_seed: the mini corpus (`make_mini_librispeech`).
+        n_train, n_dev, n_test, corpus_seed: the mini corpus (`make_mini_librispeech`); corpus_version: its
+            `CORPUS_VERSION` (a new version is a new corpus, so a new cache key); train_engines: the engines of
+            its train and dev splits (espeak-ng alone: 500 steps on 160 utterances learn one engine, and the
+            comparison with NeMo needs no second).
         pretrain_utterances: NeMo trains on the first this many training utterances (by id).
         vocab_size: SentencePiece pieces (NeMo's ``num_classes``; the model has one more output, the blank).
         d_model, n_layers, n_heads, conv_kernel_size, subsampling_factor: the FastConformer encoder.
@@ -62,6 +69,8 @@ class ReferenceSettings:
     n_dev: int = 40
     n_test: int = 40
     corpus_seed: int = 0
+    corpus_version: int = CORPUS_VERSION
+    train_engines: tuple[str, ...] = ("espeak",)
     pretrain_utterances: int = 160
     vocab_size: int = 128
     d_model: int = 128
@@ -275,7 +284,7 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
 
     directory = Path(directory)
     corpus = make_mini_librispeech(directory / "mini_librispeech", settings.n_train, settings.n_dev, settings.n_test,
-                                   settings.corpus_seed)
+                                   settings.corpus_seed, list(settings.train_engines))
     manifests = write_nemo_manifests(corpus, directory / "manifests", settings.pretrain_utterances)
     texts = [entry["text"] for entry in read_nemo_manifest(manifests["pretrain"])]
     tokenizer_dir = directory / "tokenizer"
@@ -300,7 +309,7 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     for form, path in models.items():
         restored = ASRModel.restore_from(str(path), map_location="cpu").eval()
         transcripts[form], wer[form] = {}, {}
-        for split in ("dev", "test"):
+        for split in EVAL_SPLITS:
             references = [entry["text"] for entry in read_nemo_manifest(manifests[split])]
             transcripts[form][split] = nemo_transcripts(restored, manifests[split])
             wer[form][split] = word_error_rate(transcripts[form][split], references)
@@ -386,7 +395,8 @@ def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: 
         f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
         f"paths.output_dir={directory}/run", f"data.mini_corpus.n_train={corpus['n_train']}",
         f"data.mini_corpus.n_dev={corpus['n_dev']}", f"data.mini_corpus.n_test={corpus['n_test']}",
-        f"data.mini_corpus.seed={corpus['corpus_seed']}", "data.num_workers=0", "data.max_duration=30",
+        f"data.mini_corpus.seed={corpus['corpus_seed']}",
+        f"data.mini_corpus.train_engines=[{','.join(corpus['train_engines'])}]", "data.num_workers=0", "data.max_duration=30",
         f"trainer.max_steps={settings.steps}", f"trainer.val_check_interval={settings.steps}",
         "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs
         "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null",

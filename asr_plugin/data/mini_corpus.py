@@ -1,12 +1,15 @@
-"""A small synthetic LibriSpeech: espeak-ng speech of sentences from a ~400-word grammar
-(`asr_plugin.data.mini_grammar`), in the exact LibriSpeech layout
-(ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac, 16 kHz, trans.txt).
+"""A small synthetic LibriSpeech: speech of sentences from a ~400-word grammar (`asr_plugin.data.mini_grammar`)
+by two text-to-speech engines, espeak-ng (formant synthesis) and Piper (a neural VITS voice), in the exact
+LibriSpeech layout (ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac, 16 kHz, trans.txt).
 
-Splits "train", "dev" and "test" have disjoint sentences and disjoint speakers: dev and test voices use
-espeak-ng variants that training never hears. Speaking rate varies per speaker and utterance, and every
-utterance gets a room, background noise and a level (`asr_plugin.data.acoustics`). Everything is fixed by the
-seed: the same seed and version give byte-identical files. Generation is idempotent: files already there are
-reused, and a directory holding anything else is refused rather than touched.
+Splits "train" and "dev" mix the training engines (`train_engines`, by `ENGINE_WEIGHTS`); every engine has
+its own test split, "test-espeak" and "test-piper", whatever the training engines, so that a model trained
+without one engine is tested on it. Splits have disjoint sentences and disjoint speakers
+(`asr_plugin.data.mini_voices`). Speaking rate varies per speaker and utterance, and every utterance gets a
+room, background noise and a level (`asr_plugin.data.acoustics`). Everything is fixed by the seed: the same
+arguments and version give byte-identical files, and the test splits do not depend on `train_engines`.
+Generation is idempotent: files already there are reused, and a directory holding anything else is refused
+rather than touched.
 """
 
 from __future__ import annotations
@@ -14,145 +17,159 @@ from __future__ import annotations
 import json
 import os
 import random
+import zlib
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-import torch
-import torchaudio
 
 from asr_plugin.data.acoustics import degrade
 from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.audio import SAMPLE_RATE
 from asr_plugin.data.mini_grammar import random_sentence
-from asr_plugin.data.tts import synthesize_batch
+from asr_plugin.data.mini_voices import ENGINES, Speaker, speakers
+from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
 
-CORPUS_VERSION = 2
+CORPUS_VERSION = 3
 MARKER = "mini_corpus.json"
-MINI_SPLITS = ("train", "dev", "test")
+
+
+def engine_test_split(engine: str) -> str:
+    """The test split of one engine: "test-<engine>"."""
+    return f"test-{engine}"
+
+
+MINI_SPLITS = ("train", "dev", *(engine_test_split(engine) for engine in ENGINES))
 _CHAPTER_BASE = {"train": 1000, "dev": 2000, "test": 3000}
-_SYNTHESIS_CHUNK = 256  # utterances per fresh synthesis process (the audio depends only on the chunk)
-
-# English accents of espeak-ng: how words are pronounced. Every accent is heard in training.
-ACCENTS = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-us-nyc", "en-029", "en-gb-x-gbclan",
-           "en-gb-x-gbcwmd")
-# espeak-ng voice variants: the timbre (formants, pitch range, synthesis method). Dev and test speakers use
-# variants that training never hears, so dev/test WER measures unseen speakers.
-VARIANTS = {
-    "train": ("m1", "m3", "m5", "m6", "m7", "m8", "f1", "f3", "f4", "klatt", "klatt4", "klatt5", "Alex", "adam",
-              "anika", "aunty", "benjamin", "boris", "david", "ed", "edward", "grandma", "grandpa", "iven",
-              "linda", "max", "michel", "paul", "quincy", "rob", "steph", "travis", "victor", "Mike", "Reed",
-              "Hugo", "Alicia", "Andrea", "Denis", "Mario"),
-    "dev": ("m4", "f5", "klatt2", "robert"),
-    "test": ("m2", "f2", "klatt3", "Michael", "belinda", "Gene"),
-}
-_SPEAKER_BASE = {"train": 100, "dev": 800, "test": 900}
-RATE_RANGE = (135, 185)  # words per minute of a speaker
-RATE_JITTER = 0.1  # each utterance: the speaker's rate +-10 %
-PITCH_RANGE = (30, 70)  # espeak-ng base pitch (0-99), on top of the variant's own range
-
-
-@dataclass(frozen=True)
-class Speaker:
-    """A synthetic speaker: an espeak-ng accent + variant, a speaking rate (words/min) and pitch (0-99)."""
-
-    id: int
-    voice: str
-    rate: int
-    pitch: int
+# Shares of each training engine in train and dev. Piper synthesises ~10x faster than real time on one core
+# of this project's CPU machine, espeak-ng ~400x (docs/data.md): Piper's share is most of the synthesis time.
+ENGINE_WEIGHTS = {"espeak": 2, "piper": 1}
+# Utterances per synthesis process: the audio depends only on the chunk (module docstring of `synthesis`).
+SYNTHESIS_CHUNK = {"espeak": 256, "piper": 64}
+TEMPO_JITTER = 0.1  # each utterance: the speaker's speed +-10 %
 
 
 @dataclass(frozen=True)
 class Utterance:
-    """One planned utterance: LibriSpeech-style id, speaker, transcript and this utterance's speaking rate."""
+    """One planned utterance: LibriSpeech-style id, speaker, transcript and this utterance's tempo (a factor
+    on the speaker's speed)."""
 
     id: str
     speaker: Speaker
     text: str
-    rate: int
+    tempo: float
 
 
-def speakers(seed: int) -> dict[str, tuple[Speaker, ...]]:
-    """{split: speakers}: one speaker per variant of that split, with an accent, rate and pitch from `seed`."""
-    rng = random.Random(f"speakers-{seed}")
-    result = {}
-    for split in MINI_SPLITS:
-        result[split] = tuple(
-            Speaker(_SPEAKER_BASE[split] + index, f"{rng.choice(ACCENTS)}+{variant}", rng.randint(*RATE_RANGE),
-                    rng.randint(*PITCH_RANGE))
-            for index, variant in enumerate(VARIANTS[split]))
-    return result
+def _check_engines(train_engines: Sequence[str]) -> tuple[str, ...]:
+    engines = tuple(train_engines)
+    unknown = [engine for engine in engines if engine not in ENGINES]
+    if not engines or unknown or len(set(engines)) != len(engines):
+        raise ValueError(f"train_engines must name distinct engines out of {list(ENGINES)}, got {list(engines)}")
+    return engines
 
 
-def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int) -> dict[str, list[Utterance]]:
-    """{split: [Utterance]}: distinct sentences across and within splits, each split spoken by its own speakers."""
-    counts = {"train": n_train, "dev": n_dev, "test": n_test}
-    for split, count in counts.items():
-        if count < 1:
-            raise ValueError(f"n_{split} must be >= 1, got {count}")
+def _engine_sequence(count: int, engines: tuple[str, ...], rng: random.Random) -> list[str]:
+    """`count` engine names in `ENGINE_WEIGHTS` shares (largest remainders), shuffled."""
+    total = sum(ENGINE_WEIGHTS[engine] for engine in engines)
+    exact = {engine: count * ENGINE_WEIGHTS[engine] / total for engine in engines}
+    counts = {engine: int(value) for engine, value in exact.items()}
+    by_remainder = sorted(engines, key=lambda engine: counts[engine] - exact[engine])
+    for engine in by_remainder[: count - sum(counts.values())]:
+        counts[engine] += 1
+    sequence = [engine for engine in engines for _ in range(counts[engine])]
+    rng.shuffle(sequence)
+    return sequence
+
+
+def _sentences(total: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    total = sum(counts.values())
     sentences: dict[str, None] = {}  # insertion-ordered set
     for _ in range(100 * total):
         sentences.setdefault(random_sentence(rng))
         if len(sentences) == total:
-            break
-    else:
-        raise ValueError(f"the grammar produced only {len(sentences)} distinct sentences, {total} requested")
-    pool = list(sentences)
+            return list(sentences)
+    raise ValueError(f"the grammar produced only {len(sentences)} distinct sentences, {total} requested")
+
+
+def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int,
+                train_engines: Sequence[str] = ENGINES) -> dict[str, list[Utterance]]:
+    """{split: [Utterance]} for `MINI_SPLITS`: n_train and n_dev utterances of the training engines, n_test of
+    each engine's test split; distinct sentences across and within splits, each split spoken by its own
+    speakers. Each split draws from its own generator, so the test splits do not depend on `train_engines`."""
+    counts = {"train": n_train, "dev": n_dev, "test": n_test}
+    for name, count in counts.items():
+        if count < 1:
+            raise ValueError(f"n_{name} must be >= 1, got {count}")
+    engines = _check_engines(train_engines)
+    pool = iter(_sentences(n_train + n_dev + n_test * len(ENGINES), seed))
     voices = speakers(seed)
     plan = {}
-    start = 0
     for split in MINI_SPLITS:
+        kind = split.split("-")[0]
+        rng = random.Random(f"{seed}-{split}")
+        sequence = (_engine_sequence(counts[kind], engines, rng) if kind != "test"
+                    else [split.removeprefix("test-")] * n_test)
         utterances = []
-        per_chapter: dict[int, int] = defaultdict(int)
-        for sentence in pool[start:start + counts[split]]:
-            speaker = rng.choice(voices[split])
-            chapter = _CHAPTER_BASE[split] + speaker.id % 100
-            rate = round(speaker.rate * rng.uniform(1 - RATE_JITTER, 1 + RATE_JITTER))
-            utterances.append(Utterance(f"{speaker.id}-{chapter}-{per_chapter[speaker.id]:04d}", speaker, sentence,
-                                        rate))
-            per_chapter[speaker.id] += 1
+        per_speaker: dict[int, int] = defaultdict(int)
+        for engine in sequence:
+            speaker = rng.choice(voices[(kind, engine)])
+            chapter = _CHAPTER_BASE[kind] + speaker.id
+            tempo = round(rng.uniform(1 - TEMPO_JITTER, 1 + TEMPO_JITTER), 4)
+            utterances.append(Utterance(f"{speaker.id}-{chapter}-{per_speaker[speaker.id]:04d}", speaker,
+                                        next(pool), tempo))
+            per_speaker[speaker.id] += 1
         plan[split] = utterances
-        start += counts[split]
     return plan
 
 
-def _render_chunk(chunk: list[tuple[int, Utterance]], seed: int) -> dict[str, np.ndarray]:
-    """{utterance id: (N,) int16 audio at 16 kHz}: synthesis (in a fresh process), resampling, and room, noise
+def _chunks(plan: dict[str, list[Utterance]], seed: int) -> list[tuple[str, list[tuple[int, Utterance]], int]]:
+    """[(engine, [(position in the plan, utterance)], synthesis seed)]: each split's utterances of one engine
+    cut into `SYNTHESIS_CHUNK` pieces, so a chunk's audio depends only on its split's plan."""
+    chunks = []
+    position = 0
+    for split in MINI_SPLITS:
+        by_engine: dict[str, list[tuple[int, Utterance]]] = defaultdict(list)
+        for utt in plan[split]:
+            by_engine[utt.speaker.engine].append((position, utt))
+            position += 1
+        for engine, utterances in by_engine.items():
+            size = SYNTHESIS_CHUNK[engine]
+            for start in range(0, len(utterances), size):
+                chunk_seed = zlib.crc32(f"{seed}-{split}-{engine}-{start}".encode())
+                chunks.append((engine, utterances[start:start + size], chunk_seed))
+    return chunks
+
+
+def _render(chunk: list[tuple[int, Utterance]], synthesized: list[tuple[np.ndarray, int]],
+            seed: int) -> dict[str, np.ndarray]:
+    """{utterance id: (N,) int16 audio at 16 kHz}: the chunk's synthesized audio resampled, with room, noise
     and level drawn from (seed, position in the plan)."""
-    # espeak reads all-capital words as acronyms, so it gets lower case.
-    requests = [(utt.text.lower(), utt.speaker.voice, utt.rate, utt.speaker.pitch) for _, utt in chunk]
-    samples, sample_rate = synthesize_batch(requests)
-    for (_, utt), int16 in zip(chunk, samples):
-        if int16.size == 0:
-            raise RuntimeError(f"espeak-ng produced no audio for {utt.text!r} (voice {utt.speaker.voice})")
-    # One resampling call for the zero-padded chunk is far faster than one per utterance; the padding only
-    # meets each signal where the resampler pads with zeros anyway.
-    waves = [torch.from_numpy(int16.astype(np.float32) / 32768.0) for int16 in samples]
-    with torch.no_grad():
-        resampled = torchaudio.functional.resample(
-            torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), sample_rate, SAMPLE_RATE)  # (N, S')
+    for (_, utt), (samples, _) in zip(chunk, synthesized):
+        if samples.size == 0:
+            raise RuntimeError(f"{utt.speaker.engine} produced no audio for {utt.text!r} ({utt.speaker.voice})")
     audio = {}
-    for (position, utt), wave, row in zip(chunk, waves, resampled):
-        speech = row[: -(-wave.numel() * SAMPLE_RATE // sample_rate)].numpy()
+    for (position, utt), speech in zip(chunk, to_sample_rate(synthesized, SAMPLE_RATE)):
         degraded = degrade(speech, SAMPLE_RATE, np.random.default_rng([seed, position]))
         audio[utt.id] = np.round(degraded * 32767.0).astype(np.int16)
     return audio
 
 
-def _synthesize(plan: dict[str, list[Utterance]], wanted: set[str], seed: int) -> dict[str, np.ndarray]:
-    """{utterance id: (N,) int16 audio} for the `wanted` ids. The plan is cut into fixed chunks and only chunks
-    holding a wanted id are rendered, so every file is a function of the plan alone, whichever are missing."""
-    utterances = list(enumerate(utt for split in MINI_SPLITS for utt in plan[split]))
-    chunks = [utterances[start:start + _SYNTHESIS_CHUNK] for start in range(0, len(utterances), _SYNTHESIS_CHUNK)]
-    audio: dict[str, np.ndarray] = {}
-    for chunk in chunks:
-        if any(utt.id in wanted for _, utt in chunk):
-            audio.update(_render_chunk(chunk, seed))
-    return audio
+def _synthesize(plan: dict[str, list[Utterance]], flac_paths: dict[str, Path], seed: int,
+                workers: int | None) -> None:
+    """Writes the missing files of `flac_paths`: only chunks holding one are synthesised, so every file is a
+    function of the plan alone, whichever are missing."""
+    wanted = {utt_id for utt_id, path in flac_paths.items() if not _is_valid_audio(path)}
+    chunks = [chunk for chunk in _chunks(plan, seed) if any(utt.id in wanted for _, utt in chunk[1])]
+    tasks = [(engine, [utt.speaker.voice.request(utt.text, utt.tempo) for _, utt in chunk], chunk_seed)
+             for engine, chunk, chunk_seed in chunks]
+    for (_, chunk, _), synthesized in zip(chunks, synthesize_lists(tasks, workers)):
+        for utt_id, samples in _render(chunk, synthesized, seed).items():
+            if utt_id in wanted:
+                write_atomic(flac_paths[utt_id], lambda tmp, samples=samples: sf.write(
+                    str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
 
 
 def _is_valid_audio(path: Path) -> bool:
@@ -186,24 +203,24 @@ def _write_transcript(path: Path, lines: list[str]) -> None:
     write_text_atomic(path, text)
 
 
-def make_mini_librispeech(root: str | os.PathLike, n_train: int = 3000, n_dev: int = 200, n_test: int = 300,
-                          seed: int = 0) -> Path:
+def make_mini_librispeech(root: str | os.PathLike, n_train: int = 2700, n_dev: int = 210, n_test: int = 150,
+                          seed: int = 0, train_engines: Sequence[str] = ENGINES, workers: int | None = None) -> Path:
     """Generates (or completes) the mini corpus under `root` and returns `root`.
 
-    About 20 s for the default 3,500 utterances; n_train=24, n_dev=8, n_test=8 makes a corpus for tests in
-    about a second. Raises RuntimeError naming what to install without espeak-ng.
+    n_train and n_dev utterances of the training engines (`ENGINE_WEIGHTS` shares; `train_engines=["espeak"]`
+    leaves Piper out of train and dev), n_test in each engine's test split. `workers`: synthesis processes at
+    once (default: every CPU; the files do not depend on it). n_train=24, n_dev=8, n_test=8 makes a corpus for
+    tests in a few seconds. Raises RuntimeError naming what to install without an engine.
     """
     root = Path(root)
-    params = {"version": CORPUS_VERSION, "seed": seed, "n_train": n_train, "n_dev": n_dev, "n_test": n_test}
-    plan = plan_corpus(n_train, n_dev, n_test, seed)
+    engines = list(_check_engines(train_engines))
+    params = {"version": CORPUS_VERSION, "seed": seed, "n_train": n_train, "n_dev": n_dev, "n_test": n_test,
+              "train_engines": engines}
+    plan = plan_corpus(n_train, n_dev, n_test, seed, engines)
     _check_root(root, params)
     flac_paths = {utt.id: root / split / _chapter_dir(utt.id) / f"{utt.id}.flac"
                   for split in MINI_SPLITS for utt in plan[split]}
-    missing = {utt_id for utt_id, path in flac_paths.items() if not _is_valid_audio(path)}
-    audio = _synthesize(plan, missing, seed) if missing else {}
-    for utt_id in sorted(missing):
-        write_atomic(flac_paths[utt_id], lambda tmp, samples=audio[utt_id]: sf.write(
-            str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
+    _synthesize(plan, flac_paths, seed, workers)
     for split in MINI_SPLITS:
         chapters: dict[Path, list[str]] = defaultdict(list)
         for utt in plan[split]:

@@ -5,8 +5,8 @@ Preferred backend: the libespeak-ng.so shipped by the `espeakng-loader` package,
 
 libespeak-ng keeps state across utterances that neither re-initialisation nor its random seed resets
 (pitch flutter advances with every sample ever produced), so the same text comes out slightly different
-each time within one process. `synthesize_batch` therefore synthesises a whole list in a fresh child
-process: the audio then depends only on the list.
+each time within one process. `synthesize_espeak` must therefore run in a fresh process for each list
+(`asr_plugin.data.synthesis` does that): the audio then depends only on the list.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import io
-import multiprocessing
 import shutil
 import subprocess
 
@@ -112,17 +111,11 @@ def get_synthesizer() -> _LibraryBackend | _CommandBackend:
     return _CommandBackend(program)
 
 
-def _synthesize_here(requests: list[tuple[str, str, int, int]]) -> tuple[list[np.ndarray], int]:
+def synthesize_espeak(requests: list[tuple[str, str, int, int]], seed: int = 0) -> list[tuple[np.ndarray, int]]:
+    """Synthesises (text, voice, rate_wpm, pitch) requests in order: [((N_i,) float32 in [-1, 1], sample
+    rate)]. Call it in a fresh process (see the module docstring); `seed` is unused (espeak's noise generators
+    are seeded when the process first loads the library), it is there for the engine interface of
+    `asr_plugin.data.synthesis`."""
+    del seed
     synthesizer = get_synthesizer()
-    return [synthesizer(*request) for request in requests], synthesizer.sample_rate
-
-
-def synthesize_batch(requests: list[tuple[str, str, int, int]]) -> tuple[list[np.ndarray], int]:
-    """Synthesises (text, voice, rate_wpm, pitch) requests in order in a new process.
-
-    Returns ((N_i,) int16 arrays, sample rate); the same list always gives the same samples.
-    """
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(1) as pool:
-        return pool.apply(_synthesize_here, (requests,))
+    return [(synthesizer(*request).astype(np.float32) / 32768.0, synthesizer.sample_rate) for request in requests]

@@ -38,8 +38,13 @@ def report(result: dict) -> None:
         print(f"stopped by {stop['signal']} at step {stop['step']}: checkpoint {stop['checkpoint'] or '(none)'} "
               f"(resume with ckpt_path=last); no test; exit status {stop['exit_status']}")
     weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(result["test_weights"])
-    for key in sorted(key for key in metrics if key.startswith("test") and key.endswith("/wer")):
-        print(f"{key} (greedy, {weights}): {100 * metrics[key]:.2f} %")
+    tests = {key.removesuffix("/wer").removeprefix("test/") or "test": metrics[key]
+             for key in sorted(metrics) if key.startswith("test") and key.endswith("/wer")}
+    if tests:  # one line per test split: on the mini corpus dev and each engine's test split
+        print(f"test WER (greedy, {weights}):")
+        width = max(len(name) for name in tests)
+        for name, wer in tests.items():
+            print(f"  {name:<{width}}  {100 * wer:6.2f} %")
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")

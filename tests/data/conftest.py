@@ -23,7 +23,7 @@ def prepared_module(mini_root, tmp_path_factory) -> TransducerDataModule:
     """A data module over `mini_root` after prepare_data() and setup("fit")."""
     dm = TransducerDataModule(root=str(mini_root), work_dir=str(tmp_path_factory.mktemp("manifests")),
                               corpus="mini", train_splits=["train"], valid_splits=["dev"],
-                              test_splits=["dev", "test"], vocab_size=48, max_duration=10.0, num_buckets=3,
+                              test_splits=["dev", "test-piper"], vocab_size=48, max_duration=10.0, num_buckets=3,
                               num_workers=0, prepare_num_workers=1, mini_corpus=SMALL)
     dm.prepare_data()
     dm.setup("fit")

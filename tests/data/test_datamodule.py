@@ -30,7 +30,7 @@ def _check_batch(batch, dm):
     assert batch.feature_lengths.max() == batch.features.shape[1]
     assert batch.target_lengths.max() == batch.targets.shape[1]
     assert len(batch.ids) == len(batch.texts) == B
-    durations = {e.id: e.duration for split in ("train", "dev", "test")
+    durations = {e.id: e.duration for split in ("train", "dev", "test-piper")
                  for e in read_manifest(dm.split_manifest(split))}
     for b in range(B):
         T, U = batch.feature_lengths[b], batch.target_lengths[b]
@@ -43,11 +43,11 @@ def _check_batch(batch, dm):
 
 def test_prepare_makes_everything(prepared_module):
     dm = prepared_module
-    for split in ("train", "dev", "test"):
+    for split in ("train", "dev", "test-piper"):
         assert dm.split_manifest(split).exists()
     assert dm.tokenizer_path.name == "tokenizer_bpe48.model" and dm.stats_path.exists()
     assert dm.vocab_size == dm.tokenizer.vocab_size == 48 and dm.tokenizer.blank_id == 0
-    assert sorted(dm.test_manifests) == ["dev", "test"]
+    assert sorted(dm.test_manifests) == ["dev", "test-piper"]
 
 
 def test_prepare_is_idempotent(prepared_module):
@@ -71,7 +71,7 @@ def test_train_batches(prepared_module):
 
 def test_eval_loaders_are_sorted(prepared_module):
     dm = prepared_module
-    for loader in (dm.val_dataloader(), dm.eval_dataloader("test"), dm.eval_dataloader(dm.split_manifest("test"))):
+    for loader in (dm.val_dataloader(), dm.eval_dataloader("test-piper"), dm.eval_dataloader(dm.split_manifest("test-piper"))):
         batches = list(loader)
         lengths = [int(t) for b in batches for t in b.feature_lengths]
         assert lengths == sorted(lengths)
@@ -83,7 +83,7 @@ def test_eval_loaders_are_sorted(prepared_module):
 
 def test_worker_processes_and_speed_perturb(prepared_module):
     dm = TransducerDataModule(root=str(prepared_module.root), work_dir=str(prepared_module.work_dir),
-                              corpus="mini", train_splits=["train"], valid_splits=["dev"], test_splits=["test"],
+                              corpus="mini", train_splits=["train"], valid_splits=["dev"], test_splits=["test-piper"],
                               vocab_size=48, max_duration=10.0, num_workers=1, speed_perturb=[0.9, 1.1],
                               mini_corpus=SMALL)
     dm.prepare_data()

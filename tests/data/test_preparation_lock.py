@@ -22,7 +22,7 @@ logging.basicConfig(level=logging.WARNING, format="%(message)s")
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus
 from asr_plugin.data.sources import MiniCorpusSource
 root, work = sys.argv[1], sys.argv[2]
-source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test",), mini_corpus={mini})
+source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test-espeak",), mini_corpus={mini})
 plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
 print("ready", flush=True)
 prepare_corpus(plan, ["manifests"], progress=False)
@@ -62,7 +62,7 @@ def test_a_file_being_written_is_not_scanned_as_audio(tmp_path):
 
 def test_stale_temporaries_are_removed_at_the_next_start_and_nothing_else(tmp_path):
     root, work = tmp_path / "corpus", tmp_path / "work"
-    source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test",),
+    source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test-espeak",),
                               mini_corpus=SMALL)
     plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
     prepare_corpus(plan, ["manifests"], progress=False)

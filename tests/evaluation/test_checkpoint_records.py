@@ -90,7 +90,7 @@ def test_long_audio_is_decoded_in_chunks_with_a_progress_bar(corpus, tmp_path, c
     root, datamodule = corpus
     checkpoint = tmp_path / "model.ckpt"
     save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
-    entries = read_manifest(datamodule.split_manifest("test"))[:2]
+    entries = read_manifest(datamodule.split_manifest("test-piper"))[:2]
     first, second = (torch.from_numpy(sf.read(e.path, dtype="float32")[0]) for e in entries)
     silence = torch.zeros(16_000)
     path = tmp_path / "long.wav"

@@ -94,10 +94,10 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     summary = json.loads((out / "wer-summary.json").read_text())
     assert summary["weights"] == result["weights"] == "average of 2 checkpoints: epoch=0-step=5.ckpt, epoch=1-step=10.ckpt"
     assert {(r["set"], r["method"]) for r in summary["results"]} == {
-        (s, m) for s in ("dev", "test") for m in ("greedy", "beam")}
+        (s, m) for s in ("dev", "test-espeak", "test-piper") for m in ("greedy", "beam")}
     assert all(r["utterances"] == 8 and r["ref_words"] > 0 and r["rtf"] > 0 for r in summary["results"])
     assert (out / "wer-summary.tsv").read_text().startswith("set\tmethod\twer")
-    recogs = (out / "recogs-test-beam.txt").read_text().splitlines()
+    recogs = (out / "recogs-test-piper-beam.txt").read_text().splitlines()
     assert recogs[0] == "id\tref\thyp" and len(recogs) == 9
     assert (out / "errs-dev-greedy.txt").read_text().startswith("%WER")
     # The model evaluated is the average of the two checkpoints.
@@ -116,7 +116,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     spec.loader.exec_module(transcribe)
     rows = [line.split("\t") for line in recogs[1:3]]
     manifest = {json.loads(line)["id"]: json.loads(line)["path"]
-                for line in Path(datamodule.test_manifests["test"]).read_text().splitlines()}
+                for line in Path(datamodule.test_manifests["test-piper"]).read_text().splitlines()}
     audio = [manifest[row[0]] for row in rows]
     capsys.readouterr()
     assert transcribe.main(audio + ["--checkpoint", str(ckpt_dir), "--avg", "2", "--beam", "3"]) == 0

@@ -19,10 +19,11 @@ pytestmark = pytest.mark.slow  # end-to-end training runs
 @pytest.mark.parametrize("mode", ["batched", "samplewise"])
 def test_fast_dev_run_in_both_loss_modes_then_test_every_split(tiny_run, mode):
     cfg = tiny_run([f"+loss={mode}", "trainer.fast_dev_run=true", "test=true"])
-    assert list(cfg.data.test_splits) == ["dev", "test"]
+    assert list(cfg.data.test_splits) == ["dev", "test-espeak", "test-piper"]
     result = train(cfg)
     assert result["global_step"] == 1 and result["test_weights"] == "last"  # fast_dev_run saves no checkpoint
-    for key in ("train/loss_epoch", "val/loss", "val/wer", "test/dev/wer", "test/test/wer", "test/test/loss"):
+    for key in ("train/loss_epoch", "val/loss", "val/wer", "test/dev/wer", "test/test-espeak/wer", "test/test-piper/wer",
+                "test/test-piper/loss"):
         assert torch.isfinite(torch.tensor(result["metrics"][key])), key
 
 
