@@ -80,8 +80,15 @@ def matches(value: Any, annotation: Any) -> bool:
         if len(args) == 2 and args[1] is Ellipsis:
             return all(matches(item, args[0]) for item in value)
         return not args or (len(args) == len(value) and all(matches(v, a) for v, a in zip(value, args)))
-    if origin in (list, set, frozenset, collections.abc.Sequence, collections.abc.Iterable,
-                  collections.abc.Collection, collections.abc.MutableSequence):
+    if origin in (
+        list,
+        set,
+        frozenset,
+        collections.abc.Sequence,
+        collections.abc.Iterable,
+        collections.abc.Collection,
+        collections.abc.MutableSequence,
+    ):
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
             return False
         return not args or all(matches(item, args[0]) for item in value)
@@ -111,8 +118,14 @@ def _signature(target: Callable) -> tuple[inspect.Signature, dict[str, Any]]:
     return signature, hints
 
 
-def check_arguments(target: Callable, arguments: Mapping[str, Any], key: str, partial: bool = False,
-                    supplied: Iterable[str] = (), name: str | None = None) -> None:
+def check_arguments(
+    target: Callable,
+    arguments: Mapping[str, Any],
+    key: str,
+    partial: bool = False,
+    supplied: Iterable[str] = (),
+    name: str | None = None,
+) -> None:
     """Raises ConfigError unless ``target(**arguments)`` fits its signature.
 
     Args:
@@ -127,22 +140,32 @@ def check_arguments(target: Callable, arguments: Mapping[str, Any], key: str, pa
     signature, hints = _signature(target)
     parameters = signature.parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    named = {name for name, p in parameters.items()
-             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    named = {
+        name
+        for name, p in parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     where = f"{key}: " if key else ""
     unknown = sorted(set(arguments) - named) if not takes_any else []
     if unknown:
         raise ConfigError(f"{where}{shown} has no argument(s) {unknown}; it takes {sorted(named)}")
     if not partial:
-        missing = [name for name in named if parameters[name].default is inspect.Parameter.empty
-                   and name not in arguments and name not in set(supplied)]
+        missing = [
+            name
+            for name in named
+            if parameters[name].default is inspect.Parameter.empty
+            and name not in arguments
+            and name not in set(supplied)
+        ]
         if missing:
             raise ConfigError(f"{where}{shown} needs {missing}: set {', '.join(_join(key, m) for m in missing)}")
     for argument, value in arguments.items():
         annotation = hints.get(argument, inspect.Parameter.empty)
         if argument in named and not matches(value, annotation):
-            raise ConfigError(f"{_join(key, argument)}={value!r}: {shown} expects {_type_name(annotation)}, "
-                              f"got {type(value).__name__}")
+            raise ConfigError(
+                f"{_join(key, argument)}={value!r}: {shown} expects {_type_name(annotation)}, "
+                f"got {type(value).__name__}"
+            )
 
 
 def _join(key: str, name: str) -> str:
@@ -161,8 +184,11 @@ def _split(node: Mapping[str, Any], key: str) -> tuple[str, bool, dict[str, Any]
     partial = node.get(PARTIAL, False)
     if not isinstance(partial, bool):
         raise ConfigError(f"{_join(key, PARTIAL)}={partial!r} must be true or false")
-    special = sorted(k for k in node if str(k).startswith("_") and str(k).endswith("_")
-                     and k not in (TARGET, PARTIAL, *HYDRA_OPTIONS))
+    special = sorted(
+        k
+        for k in node
+        if str(k).startswith("_") and str(k).endswith("_") and k not in (TARGET, PARTIAL, *HYDRA_OPTIONS)
+    )
     if special:
         raise ConfigError(f"{key}: {special} are not supported in a config node (keyword arguments only)")
     arguments = {str(k): v for k, v in node.items() if k not in (TARGET, PARTIAL, *HYDRA_OPTIONS)}
@@ -210,8 +236,10 @@ class AllowList:
             if isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer):
                 return candidate
         allowed = ", ".join(self.names())
-        raise ConfigError(f"{_join(key, TARGET)}={name!r} is refused: a node that checkpoints store (and files "
-                          f"bring back) may name only this project's classes here: {allowed}")
+        raise ConfigError(
+            f"{_join(key, TARGET)}={name!r} is refused: a node that checkpoints store (and files "
+            f"bring back) may name only this project's classes here: {allowed}"
+        )
 
     def build(self, node: Mapping[str, Any], key: str) -> Any:
         """Builds `node` (a ``_partial_`` node: a ``functools.partial``); nested nodes are built the same way.
@@ -235,8 +263,10 @@ class AllowList:
         if isinstance(value, (list, tuple)):
             return type(value)(self._value(v, f"{key}[{i}]") for i, v in enumerate(value))
         if not isinstance(value, PLAIN):
-            raise ConfigError(f"{key}: a {type(value).__name__} where a config holds plain values "
-                              "(None, bool, int, float, str, lists and mappings of them)")
+            raise ConfigError(
+                f"{key}: a {type(value).__name__} where a config holds plain values "
+                "(None, bool, int, float, str, lists and mappings of them)"
+            )
         return value
 
 
@@ -259,8 +289,14 @@ def check_config_node(node: Mapping[str, Any], key: str, supplied: Iterable[str]
         for child_key, child in _nested_nodes(value, _join(key, arg)):
             check_config_node(child, child_key)
     plain = {arg: value for arg, value in given.items() if not _nested_nodes(value, "")}
-    check_arguments(target, plain, key, partial=partial, name=name,
-                    supplied=set(supplied) | {arg for arg, value in arguments.items() if value == MISSING})
+    check_arguments(
+        target,
+        plain,
+        key,
+        partial=partial,
+        name=name,
+        supplied=set(supplied) | {arg for arg, value in arguments.items() if value == MISSING},
+    )
 
 
 def _nested_nodes(value: Any, key: str) -> list[tuple[str, Mapping[str, Any]]]:

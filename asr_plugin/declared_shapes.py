@@ -22,10 +22,20 @@ from asr_plugin.config_nodes import ConfigError
 # transducer (Parakeet-TDT 1.1B: d_model 1024, 42 layers, 1024 tokens) and keep the meta-device build, which
 # makes Python objects for every layer, cheap.
 ARCHITECTURE_BOUNDS: dict[str, tuple[int, int]] = {
-    "vocab_size": (2, 2**20), "input_dim": (1, 4096), "d_model": (1, 16384), "num_layers": (1, 256),
-    "num_heads": (1, 256), "ffn_dim": (1, 65536), "conv_kernel_size": (1, 1023), "subsampling_factor": (1, 64),
-    "subsampling_channels": (1, 16384), "predictor_embed_dim": (1, 16384), "predictor_dim": (1, 16384),
-    "predictor_layers": (1, 64), "joint_dim": (1, 16384), "blank_id": (0, 2**20),
+    "vocab_size": (2, 2**20),
+    "input_dim": (1, 4096),
+    "d_model": (1, 16384),
+    "num_layers": (1, 256),
+    "num_heads": (1, 256),
+    "ffn_dim": (1, 65536),
+    "conv_kernel_size": (1, 1023),
+    "subsampling_factor": (1, 64),
+    "subsampling_channels": (1, 16384),
+    "predictor_embed_dim": (1, 16384),
+    "predictor_dim": (1, 16384),
+    "predictor_layers": (1, 64),
+    "joint_dim": (1, 16384),
+    "blank_id": (0, 2**20),
 }
 # Zip headers, the pickle and the record alignment of a torch file, beyond its tensors' bytes.
 MEMBER_OVERHEAD_BYTES = 2**20
@@ -42,8 +52,9 @@ def check_architecture_bounds(arguments: Mapping[str, Any], source: str) -> None
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{source}: {key}={value!r} is not an integer")
         if not least <= value <= most:
-            raise ValueError(f"{source}: {key}={value} is outside [{least}, {most}], the sizes a transducer "
-                             "file may declare")
+            raise ValueError(
+                f"{source}: {key}={value} is outside [{least}, {most}], the sizes a transducer file may declare"
+            )
 
 
 def meta_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ...]]:
@@ -53,26 +64,38 @@ def meta_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ..
     return {key: tuple(value.shape) for key, value in module.state_dict().items()}
 
 
-def compare_shapes(declared: Mapping[str, tuple[int, ...]], stored: Mapping[str, torch.Tensor], source: str,
-                   architecture: Mapping[str, Any]) -> None:
+def compare_shapes(
+    declared: Mapping[str, tuple[int, ...]],
+    stored: Mapping[str, torch.Tensor],
+    source: str,
+    architecture: Mapping[str, Any],
+) -> None:
     """ValueError naming `source`, the weight key and both shapes when the shapes the declared `architecture`
     implies differ from the `stored` tensors' (whose data is never touched), or when either has keys the other
     lacks."""
     summary = ", ".join(f"{k}={v}" for k, v in architecture.items() if k in ARCHITECTURE_BOUNDS)
     for key, shape in declared.items():
         if key in stored and tuple(stored[key].shape) != shape:
-            raise ValueError(f"{source}: weight {key} has shape {tuple(stored[key].shape)} but the declared "
-                             f"architecture ({summary}) implies {shape}")
+            raise ValueError(
+                f"{source}: weight {key} has shape {tuple(stored[key].shape)} but the declared "
+                f"architecture ({summary}) implies {shape}"
+            )
     missing = [key for key in declared if key not in stored]
     unexpected = [key for key in stored if key not in declared]
     if missing or unexpected:
-        raise ValueError(f"{source}: the declared architecture ({summary}) does not match the stored weights: "
-                         f"{len(missing)} weight(s) missing {missing[:5]}, {len(unexpected)} unexpected "
-                         f"{unexpected[:5]}")
+        raise ValueError(
+            f"{source}: the declared architecture ({summary}) does not match the stored weights: "
+            f"{len(missing)} weight(s) missing {missing[:5]}, {len(unexpected)} unexpected "
+            f"{unexpected[:5]}"
+        )
 
 
-def check_declared_shapes(build: Callable[[], torch.nn.Module], architecture: Mapping[str, Any],
-                          stored: Mapping[str, torch.Tensor], source: str) -> None:
+def check_declared_shapes(
+    build: Callable[[], torch.nn.Module],
+    architecture: Mapping[str, Any],
+    stored: Mapping[str, torch.Tensor],
+    source: str,
+) -> None:
     """Bounds `architecture` (`check_architecture_bounds`), then compares the shapes `build()` gives on the meta
     device with `stored` (`compare_shapes`): after this, building the model allocates what the file holds."""
     check_architecture_bounds(architecture, source)
@@ -98,8 +121,10 @@ def check_member_size(state: Mapping[str, torch.Tensor], member_bytes: int, sour
     if needed > member_bytes:
         raise ValueError(f"{source}: its tensors declare {needed:,} bytes but the file holds only {member_bytes:,}")
     if member_bytes > needed + slack:
-        raise ValueError(f"{source}: the file is {member_bytes:,} bytes but its tensors take only {needed:,}: "
-                         "refused before it is read (a padded or hostile file)")
+        raise ValueError(
+            f"{source}: the file is {member_bytes:,} bytes but its tensors take only {needed:,}: "
+            "refused before it is read (a padded or hostile file)"
+        )
 
 
 def check_finite(state: Mapping[str, torch.Tensor], source: str) -> None:

@@ -26,5 +26,7 @@ def refuse_interpolations(value: Any, key: str, source: str) -> None:
     """ValueError naming `source` and the key of the first interpolation-like string under `value`."""
     found = first_interpolation(value, key)
     if found is not None:
-        raise ValueError(f"{source}: {found[0]}={found[1]!r} looks like an interpolation; values read from a file "
-                         "are data and are never resolved, so this one is refused")
+        raise ValueError(
+            f"{source}: {found[0]}={found[1]!r} looks like an interpolation; values read from a file "
+            "are data and are never resolved, so this one is refused"
+        )

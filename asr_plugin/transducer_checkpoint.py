@@ -34,8 +34,8 @@ import torch
 
 from asr_plugin.config_nodes import TARGET, AllowList
 from asr_plugin.data.frontend import complete_frontend_spec
-from asr_plugin.declared_shapes import check_declared_shapes, check_finite
 from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.declared_shapes import check_declared_shapes, check_finite
 from asr_plugin.models import Transducer, build_transducer
 from asr_plugin.plain_data import refuse_interpolations
 
@@ -62,13 +62,19 @@ def with_model_lattice(model: Mapping[str, Any], loss: Mapping[str, Any] | None 
     legacy = {key: loss.pop(key) for key in LEGACY_LOSS_LATTICE_KEYS if key in loss}
     model_durations, loss_durations = model.pop("durations", None), legacy.get("durations")
     if model_durations and loss_durations and list(model_durations) != list(loss_durations):
-        raise ValueError(f"the checkpoint's model.durations {list(model_durations)} and loss.durations "
-                         f"{list(loss_durations)} differ: it trained one lattice and decodes another and cannot be "
-                         "converted; train it again")
+        raise ValueError(
+            f"the checkpoint's model.durations {list(model_durations)} and loss.durations "
+            f"{list(loss_durations)} differ: it trained one lattice and decodes another and cannot be "
+            "converted; train it again"
+        )
     durations, clamp = model_durations or loss_durations, legacy.get("clamp")
     if durations:
-        model["lattice"] = {"kind": "tdt", "durations": list(durations), "sigma": float(legacy.get("sigma") or 0.0),
-                            "clamp": clamp}
+        model["lattice"] = {
+            "kind": "tdt",
+            "durations": list(durations),
+            "sigma": float(legacy.get("sigma") or 0.0),
+            "clamp": clamp,
+        }
     else:
         model["lattice"] = {"kind": "rnnt", "clamp": clamp, "fastemit_lambda": 0.0}
     return model, loss
@@ -125,7 +131,9 @@ def peek_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # UnpicklingError, RuntimeError (zip), EOFError, ValueError
         first_line = (str(err).splitlines() or [""])[0][:200]
-        raise ValueError(f"checkpoint {path}: not a readable torch checkpoint ({type(err).__name__}: {first_line})") from None
+        raise ValueError(
+            f"checkpoint {path}: not a readable torch checkpoint ({type(err).__name__}: {first_line})"
+        ) from None
     if not isinstance(obj, dict):
         raise ValueError(f"checkpoint {path}: not a training checkpoint (a {type(obj).__name__}, not a dict)")
     return obj
@@ -162,9 +170,11 @@ class CheckpointInfo:
 
     def _record(self, name: str) -> Mapping[str, Any]:
         if not self.has_data_records:
-            raise ValueError(f"{self.path}: no tokenizer and front-end record (a checkpoint written before "
-                             "checkpoints carried them): decode it with eval.py and the data config it was trained "
-                             "with, or train (or resume and save) it again with this version")
+            raise ValueError(
+                f"{self.path}: no tokenizer and front-end record (a checkpoint written before "
+                "checkpoints carried them): decode it with eval.py and the data config it was trained "
+                "with, or train (or resume and save) it again with this version"
+            )
         return self.records[name]
 
     def tokenizer(self) -> Tokenizer:

@@ -39,9 +39,21 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data import (LIBRISPEECH_NORMALIZER, CorpusLayout, DurationBatchSampler, ManifestDataset,
-                             ManifestEntry, NemoManifestSource, Tokenizer, audio_problems, build_frontend,
-                             prepare_split, read_manifest, train_tokenizer, write_manifest)
+from asr_plugin.data import (
+    LIBRISPEECH_NORMALIZER,
+    CorpusLayout,
+    DurationBatchSampler,
+    ManifestDataset,
+    ManifestEntry,
+    NemoManifestSource,
+    Tokenizer,
+    audio_problems,
+    build_frontend,
+    prepare_split,
+    read_manifest,
+    train_tokenizer,
+    write_manifest,
+)
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -97,11 +109,21 @@ def check(args: argparse.Namespace) -> None:
             times = _timed(lambda t=threads: audio_problems(entries, num_threads=t), args.repeats)
             print(_row(f"audio_problems, {threads} thread(s)", times, args.entries))
         texts = [entry.text for entry in entries]
-        print(_row("normalize_all (LibriSpeech, upper case)",
-                   _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(texts), args.repeats), args.entries))
+        print(
+            _row(
+                "normalize_all (LibriSpeech, upper case)",
+                _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(texts), args.repeats),
+                args.entries,
+            )
+        )
         lower = [text.lower() for text in texts]
-        print(_row("normalize_all (upper-case normaliser, lower-case text)",
-                   _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(lower), args.repeats), args.entries))
+        print(
+            _row(
+                "normalize_all (upper-case normaliser, lower-case text)",
+                _timed(lambda: LIBRISPEECH_NORMALIZER.normalize_all(lower), args.repeats),
+                args.entries,
+            )
+        )
         assert audio_problems(entries) == []
 
 
@@ -110,26 +132,52 @@ def loader(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(dir=args.tmp_dir) as tmp:
         tmp = Path(tmp)
         script = Path(__file__).resolve().parent / "make_synthetic_librispeech.py"
-        subprocess.run([sys.executable, str(script), "--root", str(tmp / "LibriSpeech"), "--split",
-                        f"train-clean-100:{args.utterances}", "--min-seconds", str(args.min_seconds),
-                        "--max-seconds", str(args.max_seconds)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(script),
+                "--root",
+                str(tmp / "LibriSpeech"),
+                "--split",
+                f"train-clean-100:{args.utterances}",
+                "--min-seconds",
+                str(args.min_seconds),
+                "--max-seconds",
+                str(args.max_seconds),
+            ],
+            check=True,
+            capture_output=True,
+        )
         layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
         entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
         if args.source == "nemo":
             manifest = _long_recordings_manifest(entries, tmp / "own", args.rate, args.channels)
-            entries = read_manifest(prepare_split(CorpusLayout(None, tmp / "work_nemo"), "train", progress=False,
-                                                  source=NemoManifestSource(train_manifests=[str(manifest)])))
-        tokenizer: Tokenizer = train_tokenizer((e.text for e in entries), layout.tokenizer("bpe", args.vocab_size),
-                                               args.vocab_size)
+            entries = read_manifest(
+                prepare_split(
+                    CorpusLayout(None, tmp / "work_nemo"),
+                    "train",
+                    progress=False,
+                    source=NemoManifestSource(train_manifests=[str(manifest)]),
+                )
+            )
+        tokenizer: Tokenizer = train_tokenizer(
+            (e.text for e in entries), layout.tokenizer("bpe", args.vocab_size), args.vocab_size
+        )
         audio_seconds = sum(e.duration for e in entries)
         frontends = {
             "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
             "nemo": {"kind": "nemo", "options": {"num_mel_bins": 80}},
         }
-        read_as = ("" if args.source == "librispeech" else f", read as segments of {args.channels}-channel "
-                   f"{args.rate} Hz flac recordings (4 utterances each) through a NeMo manifest")
-        print(f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
-              f"({args.min_seconds:g}-{args.max_seconds:g} s each){read_as}, one process, torch threads 1\n")
+        read_as = (
+            ""
+            if args.source == "librispeech"
+            else f", read as segments of {args.channels}-channel "
+            f"{args.rate} Hz flac recordings (4 utterances each) through a NeMo manifest"
+        )
+        print(
+            f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
+            f"({args.min_seconds:g}-{args.max_seconds:g} s each){read_as}, one process, torch threads 1\n"
+        )
         print(f"| front end | speed perturbation | audio s per CPU s: median | min-max ({args.repeats} runs) |")
         print("|---|---|---|---|")
         for name, spec in frontends.items():
@@ -141,8 +189,10 @@ def loader(args: argparse.Namespace) -> None:
                     for index in range(len(dataset)):
                         dataset[index]
                     rates.append(audio_seconds / (time.process_time() - start))
-                print(f"| {name} | {'0.9/1.0/1.1' if factors else 'off'} | {statistics.median(rates):.0f} | "
-                      f"{min(rates):.0f}-{max(rates):.0f} |")
+                print(
+                    f"| {name} | {'0.9/1.0/1.1' if factors else 'off'} | {statistics.median(rates):.0f} | "
+                    f"{min(rates):.0f}-{max(rates):.0f} |"
+                )
 
 
 def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int, channels: int) -> Path:
@@ -157,10 +207,18 @@ def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int
     lines = []
     for number in range(0, len(entries), 4):
         path, pieces, cursor = out / f"long_{number:04d}.flac", [], 0
-        for entry in entries[number:number + 4]:
+        for entry in entries[number : number + 4]:
             audio = torchaudio.functional.resample(entry.load_audio(16000), 16000, rate)
-            lines.append(json.dumps({"audio_filepath": path.name, "offset": cursor / rate,
-                                     "duration": audio.numel() / rate, "text": entry.text}))
+            lines.append(
+                json.dumps(
+                    {
+                        "audio_filepath": path.name,
+                        "offset": cursor / rate,
+                        "duration": audio.numel() / rate,
+                        "text": entry.text,
+                    }
+                )
+            )
             pieces.append(audio)
             cursor += audio.numel()
         sf.write(str(path), torch.cat(pieces).unsqueeze(1).repeat(1, channels).numpy(), rate, subtype="PCM_16")
@@ -193,8 +251,15 @@ class _Ours:
         self.durations, self.args = durations, args
 
     def make(self, rank: int = 0, replicas: int = 1) -> DurationBatchSampler:
-        return DurationBatchSampler(self.durations, self.args.max_duration, self.args.num_buckets, seed=0,
-                                    num_replicas=replicas, rank=rank, quadratic_duration=self.args.quadratic_duration)
+        return DurationBatchSampler(
+            self.durations,
+            self.args.max_duration,
+            self.args.num_buckets,
+            seed=0,
+            num_replicas=replicas,
+            rank=rank,
+            quadratic_duration=self.args.quadratic_duration,
+        )
 
     def batches(self, sampler) -> list[list[int]]:
         return list(sampler)
@@ -212,15 +277,24 @@ class _Lhotse:
         from lhotse import CutSet, MonoCut
 
         self.args = args
-        self.cuts = CutSet.from_cuts(MonoCut(id=str(i), start=0.0, duration=d, channel=0)
-                                     for i, d in enumerate(durations))
+        self.cuts = CutSet.from_cuts(
+            MonoCut(id=str(i), start=0.0, duration=d, channel=0) for i, d in enumerate(durations)
+        )
 
     def make(self, rank: int = 0, replicas: int = 1):
         from lhotse.dataset import DynamicBucketingSampler
 
-        return DynamicBucketingSampler(self.cuts, max_duration=self.args.max_duration, num_buckets=self.args.num_buckets,
-                                       shuffle=True, seed=0, world_size=replicas, rank=rank, sync_buckets=True,
-                                       quadratic_duration=self.args.quadratic_duration)
+        return DynamicBucketingSampler(
+            self.cuts,
+            max_duration=self.args.max_duration,
+            num_buckets=self.args.num_buckets,
+            shuffle=True,
+            seed=0,
+            world_size=replicas,
+            rank=rank,
+            sync_buckets=True,
+            quadratic_duration=self.args.quadratic_duration,
+        )
 
     def batches(self, sampler) -> list[list[int]]:
         return [[int(cut.id) for cut in batch] for batch in sampler]
@@ -241,10 +315,14 @@ def sampler(args: argparse.Namespace) -> None:
 
     warnings.filterwarnings("ignore", message="You are using DynamicBucketingSampler with an eagerly read CutSet")
     durations = _durations(args.entries)
-    print(f"{args.entries} utterances, {sum(durations) / 3600:.0f} h, max_duration {args.max_duration:g} s, "
-          f"{args.num_buckets} buckets, quadratic_duration {args.quadratic_duration}, {args.replicas} DDP ranks\n")
-    print("| sampler | batches per s (one epoch, median of runs) | min-max | batches | padding % | DDP: batches "
-          "per rank | DDP: used once | DDP: longest-utterance spread per step (median, max) | resume exact |")
+    print(
+        f"{args.entries} utterances, {sum(durations) / 3600:.0f} h, max_duration {args.max_duration:g} s, "
+        f"{args.num_buckets} buckets, quadratic_duration {args.quadratic_duration}, {args.replicas} DDP ranks\n"
+    )
+    print(
+        "| sampler | batches per s (one epoch, median of runs) | min-max | batches | padding % | DDP: batches "
+        "per rank | DDP: used once | DDP: longest-utterance spread per step (median, max) | resume exact |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for kind in (_Ours, _Lhotse):
         built = kind(durations, args)
@@ -259,14 +337,19 @@ def sampler(args: argparse.Namespace) -> None:
         used = sorted(i for batches in ranks for batch in batches for i in batch)
         once = "yes" if used == list(range(args.entries)) else f"no ({len(used)} used, {len(set(used))} distinct)"
         steps = min(counts)
-        spreads = sorted(max(max(durations[i] for i in r[step]) for r in ranks)
-                         - min(max(durations[i] for i in r[step]) for r in ranks) for step in range(steps))
+        spreads = sorted(
+            max(max(durations[i] for i in r[step]) for r in ranks)
+            - min(max(durations[i] for i in r[step]) for r in ranks)
+            for step in range(steps)
+        )
         half = len(batches) // 2
         rest = built.batches(built.resume(built.make(), half))
         exact = "yes" if rest == batches[half:] else f"no ({len(rest)} batches, {len(batches) - half} expected)"
-        print(f"| {built.name} | {statistics.median(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} | {len(batches)} | "
-              f"{100 * padding:.1f} | {'-'.join(map(str, counts))} | {once} | "
-              f"{statistics.median(spreads):.1f} s, {spreads[-1]:.1f} s | {exact} |")
+        print(
+            f"| {built.name} | {statistics.median(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} | {len(batches)} | "
+            f"{100 * padding:.1f} | {'-'.join(map(str, counts))} | {once} | "
+            f"{statistics.median(spreads):.1f} s, {spreads[-1]:.1f} s | {exact} |"
+        )
 
 
 def main() -> None:
@@ -280,8 +363,12 @@ def main() -> None:
     loader_parser.add_argument("--min-seconds", type=float, default=8.0)
     loader_parser.add_argument("--max-seconds", type=float, default=30.0)
     loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
-    loader_parser.add_argument("--source", choices=("librispeech", "nemo"), default="librispeech",
-                               help="nemo: read the utterances as segments of long recordings via a NeMo manifest")
+    loader_parser.add_argument(
+        "--source",
+        choices=("librispeech", "nemo"),
+        default="librispeech",
+        help="nemo: read the utterances as segments of long recordings via a NeMo manifest",
+    )
     loader_parser.add_argument("--rate", type=int, default=48000, help="sample rate of the nemo recordings")
     loader_parser.add_argument("--channels", type=int, default=2, help="channels of the nemo recordings")
     sampler_parser = sub.add_parser("sampler", help="our batch sampler against lhotse's DynamicBucketingSampler")

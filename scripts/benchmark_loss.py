@@ -33,8 +33,6 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.losses.backends import BACKENDS, check_backend
 from asr_plugin.benchmarks.loss import (
     JOINTS,
     MODES,
@@ -47,6 +45,8 @@ from asr_plugin.benchmarks.loss import (
     print_table,
     run_cells,
 )
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.losses.backends import BACKENDS, check_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,16 +57,30 @@ def main() -> None:
     parser.add_argument("--preset", choices=tuple(PRESETS), default="quick")
     parser.add_argument("--dtype", choices=("fp32", "bf16-autocast"), default="fp32")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)")
+    parser.add_argument(
+        "--memory-budget", default=None, help="sample-wise budget, e.g. 512MiB (default: the cell's, else the loss's)"
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     parser.add_argument("--joints", default="standard", help="comma-separated subset of " + ",".join(JOINTS))
-    parser.add_argument("--backends", default="auto", help="comma-separated kernels of our modes: " + ",".join(BACKENDS))
-    parser.add_argument("--durations", type=int, default=0, help="D for --count-ops/--host-overhead/--plan: TDT with durations 0..D-1")
+    parser.add_argument(
+        "--backends", default="auto", help="comma-separated kernels of our modes: " + ",".join(BACKENDS)
+    )
+    parser.add_argument(
+        "--durations", type=int, default=0, help="D for --count-ops/--host-overhead/--plan: TDT with durations 0..D-1"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--plan", action="store_true", help="print the paper-scale plans (no computation)")
-    parser.add_argument("--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)")
-    parser.add_argument("--host-overhead", action="store_true", help="host time per sample-wise sample at tiny lattices (CPU)")
-    parser.add_argument("--loss-only", action="store_true", help="batched loss alone on given logits: RNN-T vs TDT (--durations, default 5)")
+    parser.add_argument(
+        "--count-ops", action="store_true", help="count aten ops and host syncs per sample-wise step (CPU)"
+    )
+    parser.add_argument(
+        "--host-overhead", action="store_true", help="host time per sample-wise sample at tiny lattices (CPU)"
+    )
+    parser.add_argument(
+        "--loss-only",
+        action="store_true",
+        help="batched loss alone on given logits: RNN-T vs TDT (--durations, default 5)",
+    )
     args = parser.parse_args()
     joints = [joint for joint in args.joints.split(",") if joint in JOINTS]
     if args.count_ops:
@@ -84,7 +98,16 @@ def main() -> None:
 
     rows = []
     backends = tuple(check_backend(backend) for backend in args.backends.split(","))
-    cells = run_cells(args.preset, args.device, args.dtype, args.repeats, set(args.modes.split(",")), joints, args.memory_budget, backends)
+    cells = run_cells(
+        args.preset,
+        args.device,
+        args.dtype,
+        args.repeats,
+        set(args.modes.split(",")),
+        joints,
+        args.memory_budget,
+        backends,
+    )
     for row in cells:
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -92,7 +115,13 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     stem = args.out / f"loss_{args.device}_{args.preset}_{args.dtype}_{stamp}"
-    meta = dict(device=args.device, preset=args.preset, dtype=args.dtype, threads=torch.get_num_threads(), torch=torch.__version__)
+    meta = dict(
+        device=args.device,
+        preset=args.preset,
+        dtype=args.dtype,
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+    )
     write_text_atomic(stem.with_suffix(".json"), json.dumps(dict(meta=meta, rows=rows), indent=2))
     plot(rows, stem.with_suffix(".png"))
     print(f"results: {stem}.json")

@@ -36,14 +36,25 @@ PRESETS = {
     # NeMo's Conformer-Transducer Small (d_model 176, 4 heads, 16 layers, predictor/joint 320, 1024 tokens) with
     # 2 of its 16 layers: the joint and the loss, what the configurations differ in, keep their full size.
     "conformer-small-shrunk": dict(
-        architecture="conformer_transducer", sizes=dict(d_model=176, n_heads=4, n_layers=2, hidden=320),
-        batch=4, seconds=30.0, vocab=1024, device="cpu", dtype="fp32", fused_batch_sizes=[1, 2, 4],
+        architecture="conformer_transducer",
+        sizes=dict(d_model=176, n_heads=4, n_layers=2, hidden=320),
+        batch=4,
+        seconds=30.0,
+        vocab=1024,
+        device="cpu",
+        dtype="fp32",
+        fused_batch_sizes=[1, 2, 4],
     ),
     # Parakeet-RNNT-1.1B: FastConformer XXL (d_model 1024, 8 heads, 42 layers, 2-layer LSTM 640, joint 640).
     "parakeet-rnnt-1.1b": dict(
         architecture="fast_conformer_transducer",
         sizes=dict(d_model=1024, n_heads=8, n_layers=42, hidden=640, pred_rnn_layers=2, subsampling_conv_channels=256),
-        batch=32, seconds=40.0, vocab=1024, device="cuda", dtype="bf16", fused_batch_sizes=[1, 4, 8, 16],
+        batch=32,
+        seconds=40.0,
+        vocab=1024,
+        device="cuda",
+        dtype="bf16",
+        fused_batch_sizes=[1, 4, 8, 16],
     ),
 }
 WARM_UP_SECONDS = 2.0
@@ -63,7 +74,11 @@ def model_config(run: dict) -> dict:
     for key in ("d_model", "n_heads", "n_layers", "subsampling_conv_channels"):
         if key in sizes:
             config["encoder"][key] = sizes[key]
-    config["model_defaults"] = {"enc_hidden": sizes["d_model"], "pred_hidden": sizes["hidden"], "joint_hidden": sizes["hidden"]}
+    config["model_defaults"] = {
+        "enc_hidden": sizes["d_model"],
+        "pred_hidden": sizes["hidden"],
+        "joint_hidden": sizes["hidden"],
+    }
     config["decoder"]["prednet"].update(pred_hidden=sizes["hidden"], pred_rnn_layers=sizes["pred_rnn_layers"])
     config["joint"]["jointnet"]["joint_hidden"] = sizes["hidden"]
     for section, key in DROPOUTS:
@@ -159,7 +174,9 @@ def measure_in_subprocess(run: dict) -> dict:
         result = Path(directory) / "result.json"
         process = subprocess.run(
             [sys.executable, __file__, "--run", json.dumps(run), "--result", str(result)],
-            capture_output=True, text=True, env=environment,
+            capture_output=True,
+            text=True,
+            env=environment,
         )
         if process.returncode != 0 or not result.exists():
             lines = process.stderr.strip().splitlines()
@@ -173,15 +190,23 @@ def configurations(args, preset: dict) -> list[dict]:
     if "nemo" in args.joints:
         runs.append(dict(name="NeMo RNNTJoint", fused_batch_size=None, samplewise=False, memory_budget=None))
     for size in (args.fused_batch_sizes or preset["fused_batch_sizes"]) if "fused" in args.joints else []:
-        runs.append(dict(name=f"NeMo fused_batch_size={size}", fused_batch_size=size, samplewise=False, memory_budget=None))
+        runs.append(
+            dict(name=f"NeMo fused_batch_size={size}", fused_batch_size=size, samplewise=False, memory_budget=None)
+        )
     for budget in args.memory_budgets if "samplewise" in args.joints else []:
         name = f"SampleWiseRNNTJoint {budget or 'default budget'}"
         runs.append(dict(name=name, fused_batch_size=None, samplewise=True, memory_budget=budget))
     common = dict(
-        architecture=preset["architecture"], sizes=preset["sizes"], vocab=preset["vocab"],
-        batch=args.batch or preset["batch"], seconds=args.seconds or preset["seconds"],
-        device=args.device or preset["device"], dtype=args.dtype or preset["dtype"],
-        tokens_per_second=args.tokens_per_second, dropout=args.dropout, repeats=args.repeats,
+        architecture=preset["architecture"],
+        sizes=preset["sizes"],
+        vocab=preset["vocab"],
+        batch=args.batch or preset["batch"],
+        seconds=args.seconds or preset["seconds"],
+        device=args.device or preset["device"],
+        dtype=args.dtype or preset["dtype"],
+        tokens_per_second=args.tokens_per_second,
+        dropout=args.dropout,
+        repeats=args.repeats,
     )
     return [{**common, **run} for run in runs]
 
@@ -235,12 +260,23 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: the preset's")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], help="autocast dtype (default: the preset's)")
     parser.add_argument("--dropout", type=float, default=0.1, help="every dropout of the model (the examples' 0.1)")
-    parser.add_argument("--joints", type=lambda text: text.split(","), default=list(JOINTS),
-                        help=f"which of {','.join(JOINTS)} to run (NeMo's unfused and fused joint, SampleWiseRNNTJoint)")
-    parser.add_argument("--fused-batch-sizes", type=lambda text: [int(v) for v in text.split(",")],
-                        help="NeMo fused_batch_size settings, comma-separated (default: the preset's)")
-    parser.add_argument("--memory-budgets", type=lambda text: [v if v != "default" else None for v in text.split(",")],
-                        default=[None, "1GiB"], help="SampleWiseRNNTJoint budgets, comma-separated ('default': the loss's)")
+    parser.add_argument(
+        "--joints",
+        type=lambda text: text.split(","),
+        default=list(JOINTS),
+        help=f"which of {','.join(JOINTS)} to run (NeMo's unfused and fused joint, SampleWiseRNNTJoint)",
+    )
+    parser.add_argument(
+        "--fused-batch-sizes",
+        type=lambda text: [int(v) for v in text.split(",")],
+        help="NeMo fused_batch_size settings, comma-separated (default: the preset's)",
+    )
+    parser.add_argument(
+        "--memory-budgets",
+        type=lambda text: [v if v != "default" else None for v in text.split(",")],
+        default=[None, "1GiB"],
+        help="SampleWiseRNNTJoint budgets, comma-separated ('default': the loss's)",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="runs of every configuration, interleaved")
     parser.add_argument("--repeats", type=int, default=1, help="measured steps per run (median time)")
     parser.add_argument("--json", type=Path, help="also write the results here")

@@ -62,8 +62,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     device = torch.device(args.device)
-    vectorised = SpecAugment(num_freq_masks=2, freq_mask_width=27, num_time_masks=10, time_mask_width=None,
-                             max_time_mask_ratio=0.05).train()
+    vectorised = SpecAugment(
+        num_freq_masks=2, freq_mask_width=27, num_time_masks=10, time_mask_width=None, max_time_mask_ratio=0.05
+    ).train()
     loop = LoopSpecAugment().train()
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}")
     print(f"{'B':>4} {'T':>6} {'loop ms':>9} {'vectorised ms':>14} {'speed-up':>9}")

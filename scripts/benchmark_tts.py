@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Synthesis throughput of the mini corpus' engines (espeak-ng, Piper), one process each:
 
-    python scripts/benchmark_tts.py [--utterances 64]
+python scripts/benchmark_tts.py [--utterances 64]
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ def main() -> None:
     args = parser.parse_args()
     print("| engine | utterances | audio (s) | wall (s) | x real time |\n| --- | --- | --- | --- | --- |")
     for row in tts_throughput(args.utterances):
-        print(f"| {row.engine} | {row.utterances} | {row.audio_s:.1f} | {row.wall_s:.2f} | {row.real_time_factor:.1f} |")
+        print(
+            f"| {row.engine} | {row.utterances} | {row.audio_s:.1f} | {row.wall_s:.2f} | {row.real_time_factor:.1f} |"
+        )
 
 
 if __name__ == "__main__":

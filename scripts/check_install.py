@@ -31,8 +31,12 @@ def _exercise() -> None:
     wave = torch.randn(1, 1600)
     torchaudio.functional.resample(wave, 16000, 8000)
     torchaudio.transforms.MelSpectrogram(n_mels=8)(wave)
-    torchaudio.functional.rnnt_loss(torch.randn(1, 2, 2, 3), torch.ones(1, 1, dtype=torch.int32),
-                                    torch.tensor([2], dtype=torch.int32), torch.tensor([1], dtype=torch.int32))
+    torchaudio.functional.rnnt_loss(
+        torch.randn(1, 2, 2, 3),
+        torch.ones(1, 1, dtype=torch.int32),
+        torch.tensor([2], dtype=torch.int32),
+        torch.tensor([1], dtype=torch.int32),
+    )
     soundfile.available_formats()
     np.zeros(1)
 
@@ -57,8 +61,20 @@ def _lock_differences() -> list[str]:
 
 def main() -> int:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    for module in ("torch", "torchaudio", "lightning", "hydra", "sentencepiece", "soundfile", "jiwer",
-                   "torchmetrics", "espeakng_loader", "matplotlib", "asr_plugin.data", "asr_plugin.training"):
+    for module in (
+        "torch",
+        "torchaudio",
+        "lightning",
+        "hydra",
+        "sentencepiece",
+        "soundfile",
+        "jiwer",
+        "torchmetrics",
+        "espeakng_loader",
+        "matplotlib",
+        "asr_plugin.data",
+        "asr_plugin.training",
+    ):
         try:
             importlib.import_module(module)
         except Exception as err:  # noqa: BLE001 - report any import failure by package
@@ -72,7 +88,9 @@ def main() -> int:
     import torch
     import torchaudio
 
-    print(f"imports ok: torch {torch.__version__}, torchaudio {torchaudio.__version__}, python {sys.version.split()[0]}")
+    print(
+        f"imports ok: torch {torch.__version__}, torchaudio {torchaudio.__version__}, python {sys.version.split()[0]}"
+    )
     differences = _lock_differences()
     if differences:
         why = "other versions within the bounds, e.g. newer releases or a venv's own setuptools"

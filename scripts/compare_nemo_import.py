@@ -16,8 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from asr_plugin.finetune.nemo.compare import compare_file
 from asr_plugin.benchmarks.nemo_examples import ARCHITECTURES, save_example_model
+from asr_plugin.finetune.nemo.compare import compare_file
 
 
 def main() -> None:
@@ -30,9 +30,13 @@ def main() -> None:
     paths = args.nemo or [save_example_model(name, out, full_size=args.full_size) for name in ARCHITECTURES]
     for path in paths:
         result = compare_file(path)
-        print(f"{Path(path).name}: " + ", ".join(
-            f"{key} {value:.2e}" if isinstance(value, float) and not key.startswith("loss") else f"{key} {value}"
-            for key, value in result.items()))
+        print(
+            f"{Path(path).name}: "
+            + ", ".join(
+                f"{key} {value:.2e}" if isinstance(value, float) and not key.startswith("loss") else f"{key} {value}"
+                for key, value in result.items()
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ from asr_plugin.finetune.nemo.output_path import nemo_output_path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", help="a training checkpoint (.ckpt), or with --nemo a .nemo file")
-    parser.add_argument("output", help="the .nemo file to write (replaced if it exists), or a directory to write "
-                        "<source stem>.nemo into")
+    parser.add_argument(
+        "output",
+        help="the .nemo file to write (replaced if it exists), or a directory to write <source stem>.nemo into",
+    )
     parser.add_argument("--nemo", action="store_true", help="source is a .nemo file: import it and export it again")
     args = parser.parse_args()
     output = nemo_output_path(args.source, args.output)

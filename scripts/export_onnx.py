@@ -29,8 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export in OUTDIR")
     args = parser.parse_args(argv)
     source = load_export_source(args.source, args.avg)
-    paths = export_onnx(source.model, source.frontend_spec, source.tokenizer, args.out_dir, int8=args.int8,
-                        overwrite=args.overwrite)
+    paths = export_onnx(
+        source.model, source.frontend_spec, source.tokenizer, args.out_dir, int8=args.int8, overwrite=args.overwrite
+    )
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"feature_dim: {source.frontend_spec['options']['num_mel_bins']}")

@@ -30,8 +30,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="synthesis processes (default: every CPU)")
     args = parser.parse_args()
     start = time.perf_counter()
-    root = make_mini_librispeech(args.root, args.n_train, args.n_dev, args.n_test, args.seed, args.train_engines,
-                                 args.workers)
+    root = make_mini_librispeech(
+        args.root, args.n_train, args.n_dev, args.n_test, args.seed, args.train_engines, args.workers
+    )
     elapsed = time.perf_counter() - start
     plan = plan_corpus(args.n_train, args.n_dev, args.n_test, args.seed, args.train_engines)
     for split in MINI_SPLITS:
@@ -39,13 +40,17 @@ def main() -> None:
         hours = Counter()
         for utt in plan[split]:
             hours[utt.speaker.engine] += seconds[utt.id] / 3600
-        per_engine = ", ".join(f"{engine} {sum(u.speaker.engine == engine for u in plan[split])} utt / {h:.3f} h / "
-                               f"{len({u.speaker.id for u in plan[split] if u.speaker.engine == engine})} speakers"
-                               for engine, h in sorted(hours.items()))
+        per_engine = ", ".join(
+            f"{engine} {sum(u.speaker.engine == engine for u in plan[split])} utt / {h:.3f} h / "
+            f"{len({u.speaker.id for u in plan[split] if u.speaker.engine == engine})} speakers"
+            for engine, h in sorted(hours.items())
+        )
         words = {word for utt in plan[split] for word in utt.text.split()}
-        print(f"{split}: {len(seconds)} utterances, {sum(seconds.values()) / 3600:.3f} h, "
-              f"{min(seconds.values()):.2f}-{max(seconds.values()):.2f} s each, {len(words)} distinct words; "
-              f"{per_engine}")
+        print(
+            f"{split}: {len(seconds)} utterances, {sum(seconds.values()) / 3600:.3f} h, "
+            f"{min(seconds.values()):.2f}-{max(seconds.values()):.2f} s each, {len(words)} distinct words; "
+            f"{per_engine}"
+        )
     print(f"corpus at {root} ready in {elapsed:.1f} s")
 
 

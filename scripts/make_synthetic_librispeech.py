@@ -79,8 +79,10 @@ def write_split(root: Path, split: str, count: int, min_seconds: float, max_seco
         chapter_dir = split_dir / str(speaker) / str(chapter)
         chapter_dir.mkdir(parents=True, exist_ok=True)
         utt_id = f"{speaker}-{chapter}-{n:04d}"
-        write_atomic(chapter_dir / f"{utt_id}.flac",
-                     lambda tmp, audio=audio: sf.write(str(tmp), audio, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
+        write_atomic(
+            chapter_dir / f"{utt_id}.flac",
+            lambda tmp, audio=audio: sf.write(str(tmp), audio, SAMPLE_RATE, format="FLAC", subtype="PCM_16"),
+        )
         line = f"{utt_id} {' '.join(WORDS[w] for w in words)}"
         transcripts.setdefault(chapter_dir / f"{speaker}-{chapter}.trans.txt", []).append(line)
     for path, lines in transcripts.items():
@@ -99,8 +101,13 @@ def _split_count(text: str) -> tuple[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", required=True, help="the corpus directory (the LibriSpeech/ folder)")
-    parser.add_argument("--split", type=_split_count, action="append", required=True,
-                        help="NAME:COUNT, repeatable, e.g. train-clean-100:200")
+    parser.add_argument(
+        "--split",
+        type=_split_count,
+        action="append",
+        required=True,
+        help="NAME:COUNT, repeatable, e.g. train-clean-100:200",
+    )
     parser.add_argument("--min-seconds", type=float, default=1.0)
     parser.add_argument("--max-seconds", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=0)

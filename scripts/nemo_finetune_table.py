@@ -16,8 +16,15 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.benchmarks.nemo_reference import (EVAL_SPLITS, FineTuneSettings, cached_reference, imported_transcripts,
-                                                nemo_finetune, recipe_overrides, word_error_rate)
+from asr_plugin.benchmarks.nemo_reference import (
+    EVAL_SPLITS,
+    FineTuneSettings,
+    cached_reference,
+    imported_transcripts,
+    nemo_finetune,
+    recipe_overrides,
+    word_error_rate,
+)
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -27,7 +34,10 @@ def recipe_row(reference, form: str, mode: str, directory: Path, settings: FineT
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=recipe_overrides(reference, form, mode, directory, settings))
     result = train(cfg)
-    return {"start": result["start_metrics"], "end": {k: v for k, v in result["metrics"].items() if k.startswith("val/")}}
+    return {
+        "start": result["start_metrics"],
+        "end": {k: v for k, v in result["metrics"].items() if k.startswith("val/")},
+    }
 
 
 def main() -> None:
@@ -35,8 +45,11 @@ def main() -> None:
     parser.add_argument("--cache", required=True, help="directory of the NeMo-trained reference (reused)")
     parser.add_argument("--out", required=True, help="directory for the recipe runs")
     parser.add_argument("--steps", type=int, default=FineTuneSettings.steps)
-    parser.add_argument("--preset", action="store_true",
-                        help="each side's defaults: the recipe's +finetune=from_nemo as is, NeMo's fine-tuning config")
+    parser.add_argument(
+        "--preset",
+        action="store_true",
+        help="each side's defaults: the recipe's +finetune=from_nemo as is, NeMo's fine-tuning config",
+    )
     args = parser.parse_args()
     settings = FineTuneSettings(steps=args.steps, preset=args.preset)
     reference = cached_reference(args.cache)
@@ -44,7 +57,9 @@ def main() -> None:
     for split in EVAL_SPLITS:
         ours = imported_transcripts(reference.models["rnnt"], reference.manifests[split])
         same = sum(a == b for a, b in zip(ours, reference.transcripts["rnnt"][split]))
-        imported[split] = f"{100 * word_error_rate(ours, reference.references(split)):.2f} % ({same}/{len(ours)} identical)"
+        imported[split] = (
+            f"{100 * word_error_rate(ours, reference.references(split)):.2f} % ({same}/{len(ours)} identical)"
+        )
     results = {}
     for form, modes in (("rnnt", ("batched", "samplewise")), ("hybrid", ("samplewise",))):
         for mode in modes:
@@ -59,20 +74,30 @@ def main() -> None:
     blank = " |" * len(tests)
     print("| model | dev WER | dev loss (nats/utt) |" + "".join(f" {split} WER |" for split in tests))
     print("| --- | --- | --- |" + " --- |" * len(tests))
-    print(f"| NeMo's own `transcribe` | {cell(reference.wer['rnnt']['dev'], reference.loss['dev'])} |"
-          + "".join(f" {100 * reference.wer['rnnt'][split]:.2f} % |" for split in tests))
-    print(f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['dev']} | |"
-          + "".join(f" {imported[split]} |" for split in tests))
+    print(
+        f"| NeMo's own `transcribe` | {cell(reference.wer['rnnt']['dev'], reference.loss['dev'])} |"
+        + "".join(f" {100 * reference.wer['rnnt'][split]:.2f} % |" for split in tests)
+    )
+    print(
+        f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['dev']} | |"
+        + "".join(f" {imported[split]} |" for split in tests)
+    )
     for form in ("rnnt", "hybrid"):
         modes = ("batched", "samplewise") if form == "rnnt" else ("samplewise",)
         start = results[form, modes[0]]["start"]
-        print(f"| {form}: recipe `+finetune=from_nemo`, before the first step | "
-              f"{cell(start['val/wer'], start['val/loss'])} |{blank}")
+        print(
+            f"| {form}: recipe `+finetune=from_nemo`, before the first step | "
+            f"{cell(start['val/wer'], start['val/loss'])} |{blank}"
+        )
         for mode in modes:
             end = results[form, mode]["end"]
-            print(f"| {form}: recipe, after {args.steps} steps, {mode} | {cell(end['val/wer'], end['val/loss'])} |{blank}")
+            print(
+                f"| {form}: recipe, after {args.steps} steps, {mode} | {cell(end['val/wer'], end['val/loss'])} |{blank}"
+            )
         nemo = results[form, "nemo"]
-        print(f"| {form}: NeMo's own fine-tuning, after {args.steps} steps | {cell(nemo['wer'], nemo['loss'])} |{blank}")
+        print(
+            f"| {form}: NeMo's own fine-tuning, after {args.steps} steps | {cell(nemo['wer'], nemo['loss'])} |{blank}"
+        )
 
 
 if __name__ == "__main__":

@@ -33,11 +33,15 @@ os.environ.setdefault("PROJECT_ROOT", str(CONF_DIR.parent))  # paths.root_dir, a
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of conf/train.yaml, as for train.py")
-    parser.add_argument("--steps", default=",".join(PREPARE_STEPS),
-                        help=f"comma-separated, in order (default: {','.join(PREPARE_STEPS)})")
+    parser.add_argument(
+        "--steps",
+        default=",".join(PREPARE_STEPS),
+        help=f"comma-separated, in order (default: {','.join(PREPARE_STEPS)})",
+    )
     parser.add_argument("--download", action="store_true", help="fetch missing LibriSpeech splits from OpenSLR first")
-    parser.add_argument("--num-workers", type=int, default=os.cpu_count() or 1,
-                        help="processes checking audio and computing statistics")
+    parser.add_argument(
+        "--num-workers", type=int, default=os.cpu_count() or 1, help="processes checking audio and computing statistics"
+    )
     parser.add_argument("--strict", action="store_true", help="refuse unusable audio instead of leaving it out")
     parser.add_argument("--overwrite", action="store_true", help="rebuild what exists")
     parser.add_argument("--full-check", action="store_true", help="decode all audio, not only headers")
@@ -45,8 +49,15 @@ def main() -> None:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=args.overrides)
     datamodule = instantiate(cfg.data)
-    prepare_corpus(datamodule.plan, [step for step in args.steps.split(",") if step], num_workers=args.num_workers,
-                   download=args.download, strict=args.strict, overwrite=args.overwrite, full_check=args.full_check)
+    prepare_corpus(
+        datamodule.plan,
+        [step for step in args.steps.split(",") if step],
+        num_workers=args.num_workers,
+        download=args.download,
+        strict=args.strict,
+        overwrite=args.overwrite,
+        full_check=args.full_check,
+    )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dtype", choices=("fp32", "bf16-autocast"), default="fp32")
     for name, default in (("B", 128), ("T", 1000), ("U", 200), ("V", 1024), ("H", 512)):
         parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument("--memory-budget", default=None, help="e.g. 192MiB (default: the loss's, 1 GiB on CUDA, 256 MiB on CPU)")
+    parser.add_argument(
+        "--memory-budget", default=None, help="e.g. 192MiB (default: the loss's, 1 GiB on CUDA, 256 MiB on CPU)"
+    )
     parser.add_argument("--joint", choices=("standard", "custom"), default="standard")
-    parser.add_argument("--durations", type=int, default=0, help="D > 0: the TDT loss with durations 0..D-1 (the joint emits V + D)")
+    parser.add_argument(
+        "--durations", type=int, default=0, help="D > 0: the TDT loss with durations 0..D-1 (the joint emits V + D)"
+    )
     parser.add_argument("--steps", type=int, default=1, help="profiled steps after the warm-up and the unprofiled step")
     parser.add_argument("--history-entries", type=int, default=2_000_000, help="CUDA allocator trace entries kept")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -64,8 +68,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     device = torch.device(args.device)
     cell = dict(B=args.B, T=args.T, U=args.U, V=args.V, H=args.H, D=args.durations, joint=args.joint)
-    print(f"cell {cell}, {args.dtype}, memory budget {args.memory_budget or 'default'}, {args.device}"
-          f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch {torch.__version__}")
+    print(
+        f"cell {cell}, {args.dtype}, memory budget {args.memory_budget or 'default'}, {args.device}"
+        f"{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch {torch.__version__}"
+    )
     inputs = make_inputs(cell, device, args.dtype)
     loss = make_loss("samplewise", inputs.lattice, args.memory_budget)
     warm_up = timed_step(loss, inputs, args.dtype)  # extension load, allocator and cuBLAS warm-up
@@ -76,7 +82,10 @@ def main(argv: list[str] | None = None) -> dict:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     budget = (args.memory_budget or "default").replace(" ", "")
     lattice = f"_D{args.durations}" if args.durations else ""
-    stem = args.out / f"profile_{args.device}_{args.dtype}_B{args.B}_T{args.T}_U{args.U}_V{args.V}_H{args.H}{lattice}_{args.joint}_{budget}_{stamp}"
+    stem = (
+        args.out
+        / f"profile_{args.device}_{args.dtype}_B{args.B}_T{args.T}_U{args.U}_V{args.V}_H{args.H}{lattice}_{args.joint}_{budget}_{stamp}"
+    )
     trace = stem.with_name(stem.name + ".trace.json.gz") if device.type == "cuda" else None
     steps = []
     for index in range(args.steps):
@@ -86,8 +95,13 @@ def main(argv: list[str] | None = None) -> dict:
     history = memory_history_step(loss, inputs, args.dtype, args.history_entries) if device.type == "cuda" else None
     summary = dict(
         meta=dict(
-            cell=cell, dtype=args.dtype, memory_budget=args.memory_budget, device=args.device, torch=torch.__version__,
-            gpu=torch.cuda.get_device_name() if device.type == "cuda" else None, threads=torch.get_num_threads(),
+            cell=cell,
+            dtype=args.dtype,
+            memory_budget=args.memory_budget,
+            device=args.device,
+            torch=torch.__version__,
+            gpu=torch.cuda.get_device_name() if device.type == "cuda" else None,
+            threads=torch.get_num_threads(),
             date=stamp,
         ),
         plan=plan_summary(plan),

@@ -21,15 +21,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--avg", type=int, default=1, help="average the last N checkpoints")
     parser.add_argument("--method", choices=("greedy", "beam"), default="beam")
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--max-symbols-per-frame", type=int, default=None,
-                        help="tokens per frame at most (default: the checkpoint's, as its validation decoded)")
-    parser.add_argument("--chunk-seconds", type=float, default=30.0,
-                        help="decode longer audio in chunks of at most this many seconds (default 30)")
+    parser.add_argument(
+        "--max-symbols-per-frame",
+        type=int,
+        default=None,
+        help="tokens per frame at most (default: the checkpoint's, as its validation decoded)",
+    )
+    parser.add_argument(
+        "--chunk-seconds",
+        type=float,
+        default=30.0,
+        help="decode longer audio in chunks of at most this many seconds (default 30)",
+    )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
-    transcriber = Transcriber(select_checkpoints(args.checkpoint, args.avg), args.method, args.beam,
-                              args.max_symbols_per_frame, args.device, chunk_seconds=args.chunk_seconds)
+    transcriber = Transcriber(
+        select_checkpoints(args.checkpoint, args.avg),
+        args.method,
+        args.beam,
+        args.max_symbols_per_frame,
+        args.device,
+        chunk_seconds=args.chunk_seconds,
+    )
     for path in args.audio:
         print(f"{path}\t{transcriber.transcribe_file(path)}", flush=True)
     return 0

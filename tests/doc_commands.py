@@ -99,9 +99,11 @@ def snippets(text: str) -> list[tuple[int, str]]:
 
 
 def program_of(token: str) -> str | None:
-    """"train.py", "eval.py", "run.sh" or "scripts/<name>.py" for a token that runs one of ours, else None."""
+    """ "train.py", "eval.py", "run.sh" or "scripts/<name>.py" for a token that runs one of ours, else None."""
     path = token.replace("\\", "/")
-    if path in ("train.py", "eval.py", "run.sh") or re.search(r"(^|/)recipes/librispeech/(train|eval)\.py$|(^|/)recipes/librispeech/run\.sh$", path):
+    if path in ("train.py", "eval.py", "run.sh") or re.search(
+        r"(^|/)recipes/librispeech/(train|eval)\.py$|(^|/)recipes/librispeech/run\.sh$", path
+    ):
         return path.rsplit("/", 1)[-1]
     match = re.search(r"(^|/)scripts/(\w+\.py)$", path)
     return f"scripts/{match.group(2)}" if match else None
@@ -132,7 +134,7 @@ def collect_commands(doc: Path) -> list[DocCommand]:
                     continue
                 launched = index > 0 and words[0] in LAUNCHERS
                 if launched or (index == 0 and len(words) > 1):
-                    commands.append(DocCommand(doc, line, text, program, words[index + 1:]))
+                    commands.append(DocCommand(doc, line, text, program, words[index + 1 :]))
                 break
     return commands
 
@@ -163,8 +165,12 @@ def check_hydra(config_name: str, arguments: list[str]) -> None:
             overrides.append(argument)
         index += 1
     # a sweep's jobs: every combination of the swept values, as Hydra's basic sweeper runs them
-    choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()] if o.is_sweep_override()
-               else [o.input_line] for o in OverridesParser.create().parse_overrides(overrides)]
+    choices = [
+        [f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()]
+        if o.is_sweep_override()
+        else [o.input_line]
+        for o in OverridesParser.create().parse_overrides(overrides)
+    ]
     for job in itertools.product(*choices):
         cfg = compose_config(config_name, list(job))
         if config_name == "train":
@@ -188,13 +194,17 @@ def check_run_sh(arguments: list[str]) -> None:
     experiment = options.get("--experiment", "librispeech_medium")
     if not (CONF_DIR / "experiment" / f"{experiment}.yaml").is_file():
         raise ValueError(f"--experiment {experiment}: no conf/experiment/{experiment}.yaml")
-    check_hydra("train", [f"experiment={experiment}", "data=librispeech", *shlex.split(options.get("--train-args", ""))])
+    check_hydra(
+        "train", [f"experiment={experiment}", "data=librispeech", *shlex.split(options.get("--train-args", ""))]
+    )
     check_hydra("eval", ["data=librispeech", "checkpoint=/x/checkpoints", *shlex.split(options.get("--eval-args", ""))])
     kept = yaml.safe_load((CONF_DIR / "callbacks" / "default.yaml").read_text())["model_checkpoint"]["save_top_k"]
     avg = int(options.get("--avg", 1))
     if int(options.get("--stage", 0)) >= 4 and avg > kept:
-        raise ValueError(f"--stage {options['--stage']} --avg {avg}: stage 3 keeps {kept} checkpoints "
-                         "(conf/callbacks/default.yaml) unless it ran with that --avg")
+        raise ValueError(
+            f"--stage {options['--stage']} --avg {avg}: stage 3 keeps {kept} checkpoints "
+            "(conf/callbacks/default.yaml) unless it ran with that --avg"
+        )
 
 
 class ArgumentsParsed(Exception):
@@ -220,10 +230,14 @@ def check_script(program: str, arguments: list[str]) -> None:
         raise ValueError(f"{program} has no argparse parser to check its arguments (and --help) with")
     stderr = io.StringIO()
     # the script's module-level settings (os.environ.setdefault, sys.path) stay in the script
-    with mock.patch.object(sys, "argv", [str(path), *arguments]), mock.patch.dict(os.environ), \
-            mock.patch.object(sys, "path", list(sys.path)), \
-            mock.patch.object(argparse.ArgumentParser, "parse_args", strict_parse_args), \
-            contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    with (
+        mock.patch.object(sys, "argv", [str(path), *arguments]),
+        mock.patch.dict(os.environ),
+        mock.patch.object(sys, "path", list(sys.path)),
+        mock.patch.object(argparse.ArgumentParser, "parse_args", strict_parse_args),
+        contextlib.redirect_stderr(stderr),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         try:
             runpy.run_path(str(path), run_name="__main__")
         except ArgumentsParsed as parsed:
@@ -231,7 +245,9 @@ def check_script(program: str, arguments: list[str]) -> None:
         except SystemExit as exit_:
             if exit_.code in (0, None):  # --help
                 return
-            raise ValueError(f"{program} refuses these arguments: {stderr.getvalue().strip().splitlines()[-1]}") from None
+            raise ValueError(
+                f"{program} refuses these arguments: {stderr.getvalue().strip().splitlines()[-1]}"
+            ) from None
         else:
             raise ValueError(f"{program} finished without parsing its arguments")
     if isinstance(getattr(namespace, "overrides", None), list):

@@ -20,8 +20,9 @@ def run_limited(code: str, limit_bytes: int = DEFAULT_LIMIT, timeout: float = 18
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=limit, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, preexec_fn=limit, env=env
+    )
 
 
 def refusals(imports: str, calls: list[str], limit_bytes: int = DEFAULT_LIMIT) -> list[str]:

@@ -12,9 +12,9 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
+from asr_plugin.benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
-from asr_plugin.benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 from asr_plugin.models import Transducer, build_transducer
 
 # Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
@@ -44,8 +44,13 @@ def nemo_layout(model: Transducer) -> dict[str, torch.Tensor]:
     return state
 
 
-def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", seed: int = 0,
-                         config_edit=None, extra_weights: dict | None = None) -> tuple[Path, Transducer]:
+def write_synthetic_nemo(
+    directory: Path,
+    name: str = "conformer_transducer",
+    seed: int = 0,
+    config_edit=None,
+    extra_weights: dict | None = None,
+) -> tuple[Path, Transducer]:
     """A `.nemo` file laid out as NeMo writes one (`nemo_config(name)`, SentencePiece tokenizer,
     random weights under NeMo's names) and the model of ours it should import as. No NeMo needed.
 
@@ -85,13 +90,40 @@ def write_synthetic_nemo(directory: Path, name: str = "conformer_transducer", se
 
 
 # NeMo-expressible sizes none of the NeMo example fixtures use (64 mel bins, no biases, 2-layer LSTM, tanh joint)
-OUR_ARCHITECTURE = dict(input_dim=64, d_model=24, num_layers=2, num_heads=2, ffn_dim=96, conv_kernel_size=7,
-                        subsampling_factor=4, dropout=0.0, attention="rel_pos", subsampling="dw_striding",
-                        subsampling_channels=8, xscaling=False, encoder_bias=False, predictor_embed_dim=20,
-                        predictor_dim=20, predictor_layers=2, predictor_dropout=0.0, joint_dim=28,
-                        joint_activation="tanh", joint_dropout=0.0)
-OUR_FRONTEND = {"kind": "nemo", "options": {"num_mel_bins": 64, "n_fft": 400, "win_length": 320, "preemphasis": None,
-                                            "log_guard": 1e-6, "normalize": "all_features", "window": "hamming"}}
+OUR_ARCHITECTURE = dict(
+    input_dim=64,
+    d_model=24,
+    num_layers=2,
+    num_heads=2,
+    ffn_dim=96,
+    conv_kernel_size=7,
+    subsampling_factor=4,
+    dropout=0.0,
+    attention="rel_pos",
+    subsampling="dw_striding",
+    subsampling_channels=8,
+    xscaling=False,
+    encoder_bias=False,
+    predictor_embed_dim=20,
+    predictor_dim=20,
+    predictor_layers=2,
+    predictor_dropout=0.0,
+    joint_dim=28,
+    joint_activation="tanh",
+    joint_dropout=0.0,
+)
+OUR_FRONTEND = {
+    "kind": "nemo",
+    "options": {
+        "num_mel_bins": 64,
+        "n_fft": 400,
+        "win_length": 320,
+        "preemphasis": None,
+        "log_guard": 1e-6,
+        "normalize": "all_features",
+        "window": "hamming",
+    },
+}
 
 
 def our_model_and_tokenizer(directory: Path) -> tuple[Transducer, dict, Tokenizer]:

@@ -27,8 +27,10 @@ from asr_plugin.transducer_checkpoint import peek_checkpoint
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL = {"_target_": "asr_plugin.models.build_transducer", "vocab_size": 7, **TINY_SIZES}
 LOSS = {"_target_": "asr_plugin.losses.TransducerLoss", "mode": "batched"}
-OPTIM = {"optimizer": {"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 1e-3},
-         "scheduler": {"_target_": "asr_plugin.training.schedulers.warmup_noam", "_partial_": True, "warmup_steps": 1}}
+OPTIM = {
+    "optimizer": {"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 1e-3},
+    "scheduler": {"_target_": "asr_plugin.training.schedulers.warmup_noam", "_partial_": True, "warmup_steps": 1},
+}
 
 
 class _TouchOnUnpickle:
@@ -43,15 +45,26 @@ class _TouchOnUnpickle:
 
 def torch_load_node(marker: Path) -> dict:
     """Hydra node: torch.load(io.BytesIO(<pickle>), weights_only=False), which runs the pickle."""
-    return {"_target_": "torch.load", "weights_only": False,
-            "f": {"_target_": "io.BytesIO", "initial_bytes": pickle.dumps(_TouchOnUnpickle(marker))}}
+    return {
+        "_target_": "torch.load",
+        "weights_only": False,
+        "f": {"_target_": "io.BytesIO", "initial_bytes": pickle.dumps(_TouchOnUnpickle(marker))},
+    }
 
 
 def save_checkpoint(path: Path, **hyper_parameters) -> Path:
     """A TransducerModule-layout checkpoint of the tiny model with the given hyper_parameters."""
     state = {f"model.{k}": v for k, v in tiny_transducer().state_dict().items()}
-    torch.save({"state_dict": state, "epoch": 0, "global_step": 1, "pytorch-lightning_version": "2.6.0",
-                "hyper_parameters": {"model": MODEL, "loss": LOSS, "optim": OPTIM, **hyper_parameters}}, path)
+    torch.save(
+        {
+            "state_dict": state,
+            "epoch": 0,
+            "global_step": 1,
+            "pytorch-lightning_version": "2.6.0",
+            "hyper_parameters": {"model": MODEL, "loss": LOSS, "optim": OPTIM, **hyper_parameters},
+        },
+        path,
+    )
     assert peek_checkpoint(path)  # weights_only=True reads it: nothing but plain data and tensors
     return path
 
@@ -98,11 +111,14 @@ def test_load_from_checkpoint_refuses_foreign_targets(tmp_path, marker, key):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize(("key", "node"), [
-    ("optimizer", {"_target_": "shutil.copyfile", "_partial_": True, "src": "/etc/hostname", "dst": "copied"}),
-    ("scheduler", {"_target_": "builtins.open", "_partial_": True, "file": "opened", "mode": "w"}),
-    ("optimizer", {"_target_": "torch.optim.lr_scheduler.LambdaLR", "_partial_": True}),
-])
+@pytest.mark.parametrize(
+    ("key", "node"),
+    [
+        ("optimizer", {"_target_": "shutil.copyfile", "_partial_": True, "src": "/etc/hostname", "dst": "copied"}),
+        ("scheduler", {"_target_": "builtins.open", "_partial_": True, "file": "opened", "mode": "w"}),
+        ("optimizer", {"_target_": "torch.optim.lr_scheduler.LambdaLR", "_partial_": True}),
+    ],
+)
 def test_optimiser_nodes_are_refused_before_anything_runs(tmp_path, key, node):
     path = save_checkpoint(tmp_path / "evil.ckpt", optim={**OPTIM, key: node})
     with pytest.raises(ConfigError, match=rf"optim\.{key}\._target_='{node['_target_']}' is refused"):
@@ -127,7 +143,19 @@ def test_interpolations_in_checkpoint_strings_are_never_resolved(tmp_path):
 def test_export_script_refuses_a_hostile_checkpoint(tmp_path, marker):
     path = save_checkpoint(tmp_path / "evil.ckpt", model=torch_load_node(marker))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "export_model.py"), "--checkpoint", str(path),
-                           "--out", str(tmp_path / "export")], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "export_model.py"),
+            "--checkpoint",
+            str(path),
+            "--out",
+            str(tmp_path / "export"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "'torch.load' is refused" in done.stderr, done.stderr[-2000:]
     assert not marker.exists() and not (tmp_path / "export").exists()

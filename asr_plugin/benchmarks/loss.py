@@ -199,7 +199,9 @@ def make_loss(mode: str, lattice: TransducerLattice, memory_budget=None, backend
 def step(loss: LossFn, inputs: Inputs, dtype: str) -> None:
     """One forward + backward of joint + loss."""
     device_type = inputs.encoder_out.device.type
-    autocast = torch.autocast(device_type, dtype=torch.bfloat16) if dtype == "bf16-autocast" else contextlib.nullcontext()
+    autocast = (
+        torch.autocast(device_type, dtype=torch.bfloat16) if dtype == "bf16-autocast" else contextlib.nullcontext()
+    )
     with autocast:
         value = loss(*inputs.loss_args())
     value.backward()
@@ -220,8 +222,12 @@ def plan_figures(plan: Plan | None) -> dict:
     """A sample-wise plan's figures for the results (empty without one)."""
     if plan is None:
         return {}
-    return dict(groups=len(plan.groups), steps=plan.steps, recomputed_fraction=plan.recomputed_fraction(),
-                estimated_peak_bytes=plan.estimated_peak_bytes())
+    return dict(
+        groups=len(plan.groups),
+        steps=plan.steps,
+        recomputed_fraction=plan.recomputed_fraction(),
+        estimated_peak_bytes=plan.estimated_peak_bytes(),
+    )
 
 
 def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
@@ -248,7 +254,9 @@ def measure_cpu(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) 
     request = json.dumps(dict(cell=cell, mode=mode, dtype=dtype, repeats=repeats, memory_budget=memory_budget))
     process = subprocess.run([sys.executable, "-m", __name__, request], capture_output=True, text=True)
     if process.returncode != 0:
-        return dict(error=process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}")
+        return dict(
+            error=process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}"
+        )
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
@@ -281,7 +289,13 @@ def measure_cuda(cell: dict, mode: str, dtype: str, repeats: int, memory_budget)
 
 
 def run_cells(
-    preset: str, device: str, dtype: str, repeats: int, modes: set[str], joints: list[str], memory_budget=None,
+    preset: str,
+    device: str,
+    dtype: str,
+    repeats: int,
+    modes: set[str],
+    joints: list[str],
+    memory_budget=None,
     backends: tuple[str, ...] = ("auto",),
 ):
     """Measure every (cell, joint, mode, backend) of `preset` that `modes`, `joints` and `backends` select (our
@@ -309,17 +323,28 @@ def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0
     with SyncCounter() as counter:
         step(loss, inputs, "fp32")
     aten = counter.aten_ops
-    return dict(cell, memory_budget=memory_budget, aten_ops=aten, aten_ops_per_sample=aten / batch,
-                sync_ops=counter.sync_ops, syncs=counter.syncs)
+    return dict(
+        cell,
+        memory_budget=memory_budget,
+        aten_ops=aten,
+        aten_ops_per_sample=aten / batch,
+        sync_ops=counter.sync_ops,
+        syncs=counter.syncs,
+    )
 
 
 def print_op_counts(joints: list[str], num_durations: int = 0) -> None:
     """Ops per sample-wise step at B=16 and 64: about one sample per group (1 MiB) and T-chunked samples
     (256 KiB) for the custom joint at these sizes (the fused standard joint fits more per group)."""
     rows = [
-        count_ops(batch, budget, joint, num_durations) for joint in joints for budget in ("1MiB", "256KiB") for batch in (16, 64)
+        count_ops(batch, budget, joint, num_durations)
+        for joint in joints
+        for budget in ("1MiB", "256KiB")
+        for batch in (16, 64)
     ]
-    header = f"{'joint':<9} {'D':>2} {'B':>4} {'budget':>7} {'aten ops':>9} {'per sample':>10} {'sync ops':>8}  sync calls"
+    header = (
+        f"{'joint':<9} {'D':>2} {'B':>4} {'budget':>7} {'aten ops':>9} {'per sample':>10} {'sync ops':>8}  sync calls"
+    )
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -337,7 +362,9 @@ def print_host_overhead(joints: list[str], num_durations: int = 0) -> None:
     batch = 256
     print(f"{'joint':<9} {'D':>2} {'budget':<17} {'host us per sample':>18}")
     for joint in joints:
-        inputs = make_inputs(dict(B=batch, T=8, U=3, V=16, H=8, D=num_durations, joint=joint), torch.device("cpu"), "fp32")
+        inputs = make_inputs(
+            dict(B=batch, T=8, U=3, V=16, H=8, D=num_durations, joint=joint), torch.device("cpu"), "fp32"
+        )
         inputs.logit_lengths.fill_(8)
         inputs.target_lengths.fill_(3)
         for budget, label in ((None, "whole sample"), ("2KiB", "2 KiB: T-chunks")):
@@ -364,7 +391,10 @@ def print_loss_only(repeats: int, num_durations: int = 5) -> None:
     logit_lengths = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
     target_lengths = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)
     logit_lengths[0], target_lengths[0] = T, U
-    lattices = {"rnnt": (logits[..., :V].contiguous(), RNNT()), f"tdt D={num_durations}": (logits, TDT(range(num_durations)))}
+    lattices = {
+        "rnnt": (logits[..., :V].contiguous(), RNNT()),
+        f"tdt D={num_durations}": (logits, TDT(range(num_durations))),
+    }
     times: dict[str, list[float]] = {name: [] for name in lattices}
     for round_ in range(repeats + 1):
         for name, (scores, lattice) in lattices.items():
@@ -385,7 +415,10 @@ def print_plans(num_durations: int = 0) -> None:
     benchmark's lengths; TDT with `num_durations` D > 0), per joint, dtype and budget; nothing is allocated."""
     B, T, U, V, H = (PAPER[k] for k in "BTUVH")
     generator = torch.Generator().manual_seed(0)
-    torch.randn(B, T, H, generator=generator), torch.randn(B, U + 1, H, generator=generator)  # same draws as make_inputs
+    (
+        torch.randn(B, T, H, generator=generator),
+        torch.randn(B, U + 1, H, generator=generator),
+    )  # same draws as make_inputs
     torch.randint(1, V, (B, U), generator=generator)
     frames = torch.randint(int(0.7 * T), T + 1, (B,), generator=generator)
     labels = torch.randint(int(0.7 * U), U + 1, (B,), generator=generator)

@@ -66,14 +66,64 @@ CUDA_RULES = (
 CPU_RULES = (
     ("GEMM", {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "_addmm_activation"}),
     ("memset/memcpy", {"copy", "fill", "zero", "zeros", "zeros_like", "ones", "ones_like", "clone"}),
-    ("indexing/cat", {"index_select", "index_add", "index_copy", "index", "index_put", "cat", "stack", "gather", "scatter"}),
-    ("reduction", {"sum", "mean", "amax", "amin", "max", "min", "any", "all", "logsumexp", "_log_softmax", "_softmax", "norm", "prod"}),
+    (
+        "indexing/cat",
+        {"index_select", "index_add", "index_copy", "index", "index_put", "cat", "stack", "gather", "scatter"},
+    ),
+    (
+        "reduction",
+        {
+            "sum",
+            "mean",
+            "amax",
+            "amin",
+            "max",
+            "min",
+            "any",
+            "all",
+            "logsumexp",
+            "_log_softmax",
+            "_softmax",
+            "norm",
+            "prod",
+        },
+    ),
     (
         "elementwise",
         {
-            "add", "sub", "mul", "div", "neg", "tanh", "tanh_backward", "gelu", "gelu_backward", "relu", "threshold_backward",
-            "sigmoid", "exp", "log", "pow", "sqrt", "rsqrt", "abs", "clamp", "where", "isfinite", "eq", "ne", "lt", "le",
-            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "logical_not", "arange", "masked_fill",
+            "add",
+            "sub",
+            "mul",
+            "div",
+            "neg",
+            "tanh",
+            "tanh_backward",
+            "gelu",
+            "gelu_backward",
+            "relu",
+            "threshold_backward",
+            "sigmoid",
+            "exp",
+            "log",
+            "pow",
+            "sqrt",
+            "rsqrt",
+            "abs",
+            "clamp",
+            "where",
+            "isfinite",
+            "eq",
+            "ne",
+            "lt",
+            "le",
+            "gt",
+            "ge",
+            "bitwise_and",
+            "bitwise_or",
+            "bitwise_not",
+            "logical_not",
+            "arange",
+            "masked_fill",
         },
     ),
 )
@@ -93,7 +143,7 @@ def cuda_category(name: str) -> str:
 
 
 def _lattice_op(name: str) -> str | None:
-    """"log_probs" for "asr_plugin::transducer_log_probs" or "asr_plugin::tdt_log_probs"; None for other names."""
+    """ "log_probs" for "asr_plugin::transducer_log_probs" or "asr_plugin::tdt_log_probs"; None for other names."""
     family, _, op = name.removeprefix("asr_plugin::").partition("_")
     return op if name.startswith("asr_plugin::") and family in _OP_FAMILIES and op in LATTICE_OPS else None
 
@@ -123,7 +173,9 @@ def summarise_events(events, device: str) -> dict:
     """Category table, top kernels/ops, device-busy and host-in-ops time (us) of one profiled step."""
     table = {category: dict(us=0.0, calls=0) for category in CATEGORIES}
     by_name: dict[str, dict] = {}
-    host_ops = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async and e.name.startswith(_OP_PREFIXES)]
+    host_ops = [
+        e for e in events if e.device_type == DeviceType.CPU and not e.is_async and e.name.startswith(_OP_PREFIXES)
+    ]
     host_intervals = [(e.time_range.start, e.time_range.end) for e in host_ops]
 
     def add(name: str, category: str, us: float, call: bool) -> None:
@@ -179,9 +231,14 @@ def expected_calls(plan: Plan) -> dict:
 def plan_summary(plan: Plan) -> dict:
     """The plan's figures for the JSON summary."""
     return dict(
-        samples=len(plan.order), groups=len(plan.groups), steps=plan.steps, recomputed_fraction=plan.recomputed_fraction(),
-        largest_step_mib=plan.step_bytes() / MiB, estimated_peak_mib=plan.estimated_peak_bytes() / MiB,
-        fixed_mib=plan.fixed_bytes / MiB, description=plan.describe(),
+        samples=len(plan.order),
+        groups=len(plan.groups),
+        steps=plan.steps,
+        recomputed_fraction=plan.recomputed_fraction(),
+        largest_step_mib=plan.step_bytes() / MiB,
+        estimated_peak_mib=plan.estimated_peak_bytes() / MiB,
+        fixed_mib=plan.fixed_bytes / MiB,
+        description=plan.describe(),
     )
 
 
@@ -238,31 +295,46 @@ def print_step(index: int, summary: dict, plan: Plan, device: str) -> None:
         print(f"{entry['us'] / 1e3:>10.2f} {entry['calls']:>7} {entry['category']:<24} {name[:110]}")
     steps = plan.steps
     host_ms = summary["host_in_ops_us"] / 1e3
-    print(f"\nwall {wall_ms:.1f} ms, {'device busy (union of kernels)' if device == 'cuda' else 'busy in ops (union)'} "
-          f"{busy_ms:.1f} ms, idle fraction {1 - busy_ms / wall_ms:.3f}")
+    print(
+        f"\nwall {wall_ms:.1f} ms, {'device busy (union of kernels)' if device == 'cuda' else 'busy in ops (union)'} "
+        f"{busy_ms:.1f} ms, idle fraction {1 - busy_ms / wall_ms:.3f}"
+    )
     if device == "cuda":
-        print(f"host inside torch ops {host_ms:.1f} ms ({100 * host_ms / wall_ms:.0f} % of wall), outside (Python, autograd "
-              f"engine, profiler) {wall_ms - host_ms:.1f} ms")
-    print(f"plan: {len(plan.groups)} groups, {steps} steps (T-chunks); wall per step {wall_ms / steps:.3f} ms, idle per step "
-          f"{(wall_ms - busy_ms) / steps:.3f} ms, {summary['device_events'] / steps:.1f} {unit}s per step, "
-          f"mean {unit} {summary['busy_us'] / max(1, summary['device_events']):.1f} us; event analysis took {summary['analysis_s']:.1f} s")
+        print(
+            f"host inside torch ops {host_ms:.1f} ms ({100 * host_ms / wall_ms:.0f} % of wall), outside (Python, autograd "
+            f"engine, profiler) {wall_ms - host_ms:.1f} ms"
+        )
+    print(
+        f"plan: {len(plan.groups)} groups, {steps} steps (T-chunks); wall per step {wall_ms / steps:.3f} ms, idle per step "
+        f"{(wall_ms - busy_ms) / steps:.3f} ms, {summary['device_events'] / steps:.1f} {unit}s per step, "
+        f"mean {unit} {summary['busy_us'] / max(1, summary['device_events']):.1f} us; event analysis took {summary['analysis_s']:.1f} s"
+    )
     counted = summary["asr_op_calls"]
     checks = ", ".join(f"{op} {counted[op]}/{want}" for op, want in expected_calls(plan).items())
-    print(f"lattice op calls (counted/expected from the plan): {checks}"
-          f"{'' if all(counted[op] == want for op, want in expected_calls(plan).items()) else '  MISMATCH'}")
+    print(
+        f"lattice op calls (counted/expected from the plan): {checks}"
+        f"{'' if all(counted[op] == want for op, want in expected_calls(plan).items()) else '  MISMATCH'}"
+    )
     if summary["runtime"]:
-        calls = ", ".join(f"{name} {entry['calls']}x {entry['us'] / 1e3:.1f} ms" for name, entry in list(summary["runtime"].items())[:6])
+        calls = ", ".join(
+            f"{name} {entry['calls']}x {entry['us'] / 1e3:.1f} ms"
+            for name, entry in list(summary["runtime"].items())[:6]
+        )
         print(f"CUDA runtime on the host: {calls}")
     memory = summary["memory"]
     if memory:
         peak = memory["peak_bytes"] / MiB
-        print(f"memory: peak allocated {peak:.1f} MiB (allocated before the step: {memory['before_bytes'] / MiB:.1f} MiB), "
-              f"peak reserved {memory['peak_reserved_bytes'] / MiB:.1f} MiB; allocator during the step: "
-              + ", ".join(f"{key} {value}" for key, value in memory["allocator"].items()))
+        print(
+            f"memory: peak allocated {peak:.1f} MiB (allocated before the step: {memory['before_bytes'] / MiB:.1f} MiB), "
+            f"peak reserved {memory['peak_reserved_bytes'] / MiB:.1f} MiB; allocator during the step: "
+            + ", ".join(f"{key} {value}" for key, value in memory["allocator"].items())
+        )
         estimate = plan.estimated_peak_bytes() / MiB
-        print(f"planner: inputs + their gradients + parameter-gradient buffers {plan.fixed_bytes / MiB:.1f} MiB + largest "
-              f"step {plan.step_bytes() / MiB:.1f} MiB = estimated peak {estimate:.1f} MiB; peak - estimate = "
-              f"{peak - estimate:.1f} MiB")
+        print(
+            f"planner: inputs + their gradients + parameter-gradient buffers {plan.fixed_bytes / MiB:.1f} MiB + largest "
+            f"step {plan.step_bytes() / MiB:.1f} MiB = estimated peak {estimate:.1f} MiB; peak - estimate = "
+            f"{peak - estimate:.1f} MiB"
+        )
 
 
 # --- CUDA memory: which allocations are live at the peak -------------------------------------------------------
@@ -331,15 +403,19 @@ def memory_history_step(loss: TransducerLoss, inputs: Inputs, dtype: str, max_en
         print("the snapshot holds no allocator trace; skipped")
         return None
     if len(trace) >= max_entries:
-        print(f"warning: the trace hit --history-entries={max_entries}; older entries were dropped, the replay is partial")
+        print(
+            f"warning: the trace hit --history-entries={max_entries}; older entries were dropped, the replay is partial"
+        )
     result = live_at_peak(trace, before)
     live = result["live"]
     by_line: dict[str, list[int]] = {}
     for entry in live:
         by_line.setdefault(short_frame(entry.get("frames", [])), []).append(entry["size"])
-    print(f"allocated before the step {before / MiB:.1f} MiB; peak replayed from the trace {result['peak_bytes'] / MiB:.1f} MiB "
-          f"(max_memory_allocated {measured_peak / MiB:.1f} MiB) at trace entry {result['peak_index']} of {len(trace)}; "
-          f"{len(live)} allocations of this step live then, {sum(e['size'] for e in live) / MiB:.1f} MiB")
+    print(
+        f"allocated before the step {before / MiB:.1f} MiB; peak replayed from the trace {result['peak_bytes'] / MiB:.1f} MiB "
+        f"(max_memory_allocated {measured_peak / MiB:.1f} MiB) at trace entry {result['peak_index']} of {len(trace)}; "
+        f"{len(live)} allocations of this step live then, {sum(e['size'] for e in live) / MiB:.1f} MiB"
+    )
     print(f"{'MiB':>9}  largest allocations live at the peak: allocating line (innermost frame in this repository)")
     for entry in live[:10]:
         print(f"{entry['size'] / MiB:>9.1f}  {short_frame(entry.get('frames', []))}")

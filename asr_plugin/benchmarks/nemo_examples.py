@@ -34,16 +34,32 @@ SENTENCES = [
 # Encoder overrides of the two example configs' shrunk forms.
 ARCHITECTURES: dict[str, dict[str, Any]] = {
     "conformer_transducer": dict(
-        subsampling="striding", subsampling_factor=4, subsampling_conv_channels=-1, conv_kernel_size=31,
-        d_model=32, n_heads=4, n_layers=2,
+        subsampling="striding",
+        subsampling_factor=4,
+        subsampling_conv_channels=-1,
+        conv_kernel_size=31,
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
     ),
     "fast_conformer_transducer": dict(
-        subsampling="dw_striding", subsampling_factor=8, subsampling_conv_channels=16, conv_kernel_size=9,
-        d_model=32, n_heads=4, n_layers=2,
+        subsampling="dw_striding",
+        subsampling_factor=8,
+        subsampling_conv_channels=16,
+        conv_kernel_size=9,
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
     ),
     "fast_conformer_tdt": dict(
-        subsampling="dw_striding", subsampling_factor=8, subsampling_conv_channels=24, conv_kernel_size=11,
-        d_model=40, n_heads=5, n_layers=3, feat_in=96,
+        subsampling="dw_striding",
+        subsampling_factor=8,
+        subsampling_conv_channels=24,
+        conv_kernel_size=11,
+        d_model=40,
+        n_heads=5,
+        n_layers=3,
+        feat_in=96,
     ),
 }
 HIDDEN = 24  # predictor and joint width of the shrunk forms
@@ -66,9 +82,16 @@ def train_nemo_style_tokenizer(directory: Path, vocab_size: int = 40, sentences:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences or SENTENCES), model_prefix=str(directory / "tokenizer"),
-        vocab_size=vocab_size, model_type="bpe", character_coverage=1.0, unk_id=0, bos_id=-1, eos_id=-1,
-        pad_id=-1, minloglevel=2,
+        sentence_iterator=iter(sentences or SENTENCES),
+        model_prefix=str(directory / "tokenizer"),
+        vocab_size=vocab_size,
+        model_type="bpe",
+        character_coverage=1.0,
+        unk_id=0,
+        bos_id=-1,
+        eos_id=-1,
+        pad_id=-1,
+        minloglevel=2,
     )
     vocab = [line.split("\t")[0] for line in (directory / "tokenizer.vocab").read_text().splitlines()]
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
@@ -79,16 +102,31 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
     """The model section of NeMo's example config for `name` (a key of `ARCHITECTURES`), shrunk unless `full_size`."""
     if name not in ARCHITECTURES:
         raise ValueError(f"example {name!r}; choose one of {sorted(ARCHITECTURES)}")
-    sizes = FULL_SIZE if full_size else dict(hidden=TDT_HIDDEN if name == "fast_conformer_tdt" else HIDDEN,
-                                              pred_rnn_layers=1)
+    sizes = (
+        FULL_SIZE
+        if full_size
+        else dict(hidden=TDT_HIDDEN if name == "fast_conformer_tdt" else HIDDEN, pred_rnn_layers=1)
+    )
     hidden = sizes["hidden"]
     encoder = {
         "_target_": "nemo.collections.asr.modules.ConformerEncoder",
-        "feat_in": 80, "feat_out": -1, "causal_downsampling": False, "ff_expansion_factor": 4,
-        "self_attention_model": "rel_pos", "att_context_size": [-1, -1], "att_context_style": "regular",
-        "xscaling": True, "untie_biases": True, "pos_emb_max_len": 5000, "conv_norm_type": "batch_norm",
-        "conv_context_size": None, "dropout": 0.1, "dropout_pre_encoder": 0.1, "dropout_emb": 0.0,
-        "dropout_att": 0.1, **ARCHITECTURES[name],
+        "feat_in": 80,
+        "feat_out": -1,
+        "causal_downsampling": False,
+        "ff_expansion_factor": 4,
+        "self_attention_model": "rel_pos",
+        "att_context_size": [-1, -1],
+        "att_context_style": "regular",
+        "xscaling": True,
+        "untie_biases": True,
+        "pos_emb_max_len": 5000,
+        "conv_norm_type": "batch_norm",
+        "conv_context_size": None,
+        "dropout": 0.1,
+        "dropout_pre_encoder": 0.1,
+        "dropout_emb": 0.0,
+        "dropout_att": 0.1,
+        **ARCHITECTURES[name],
     }
     if full_size:
         encoder.update({key: FULL_SIZE[key] for key in ("d_model", "n_heads", "n_layers")})
@@ -101,23 +139,44 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
         "model_defaults": {"enc_hidden": encoder["d_model"], "pred_hidden": hidden, "joint_hidden": hidden},
         "tokenizer": {"dir": str(tokenizer_dir), "type": "bpe"},
         "preprocessor": {
-            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
-            "normalize": "per_feature", "window_size": 0.025, "window_stride": 0.01, "window": "hann",
-            "features": encoder["feat_in"], "n_fft": 512, "frame_splicing": 1, "dither": 0.00001, "pad_to": 0,
+            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+            "sample_rate": 16000,
+            "normalize": "per_feature",
+            "window_size": 0.025,
+            "window_stride": 0.01,
+            "window": "hann",
+            "features": encoder["feat_in"],
+            "n_fft": 512,
+            "frame_splicing": 1,
+            "dither": 0.00001,
+            "pad_to": 0,
         },
         "spec_augment": {
             "_target_": "nemo.collections.asr.modules.SpectrogramAugmentation",
-            "freq_masks": 2, "time_masks": 10, "freq_width": 27, "time_width": 0.05,
+            "freq_masks": 2,
+            "time_masks": 10,
+            "freq_width": 27,
+            "time_width": 0.05,
         },
         "encoder": encoder,
         "decoder": {
-            "_target_": "nemo.collections.asr.modules.RNNTDecoder", "normalization_mode": None,
-            "random_state_sampling": False, "blank_as_pad": True,
-            "prednet": {"pred_hidden": hidden, "pred_rnn_layers": sizes["pred_rnn_layers"], "t_max": None, "dropout": 0.1},
+            "_target_": "nemo.collections.asr.modules.RNNTDecoder",
+            "normalization_mode": None,
+            "random_state_sampling": False,
+            "blank_as_pad": True,
+            "prednet": {
+                "pred_hidden": hidden,
+                "pred_rnn_layers": sizes["pred_rnn_layers"],
+                "t_max": None,
+                "dropout": 0.1,
+            },
         },
         "joint": {
-            "_target_": "nemo.collections.asr.modules.RNNTJoint", "log_softmax": None, "preserve_memory": False,
-            "fuse_loss_wer": False, "fused_batch_size": 4,
+            "_target_": "nemo.collections.asr.modules.RNNTJoint",
+            "log_softmax": None,
+            "preserve_memory": False,
+            "fuse_loss_wer": False,
+            "fused_batch_size": 4,
             "jointnet": {"joint_hidden": hidden, "activation": "relu", "dropout": 0.1},
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 10}},
@@ -129,8 +188,16 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
         config["model_defaults"].update(tdt_durations=list(TDT_DURATIONS), num_tdt_durations=len(TDT_DURATIONS))
         config["joint"]["num_extra_outputs"] = "${model.model_defaults.num_tdt_durations}"
         config["decoding"].update(model_type="tdt", durations=durations)
-        config["loss"] = {"loss_name": "tdt", "tdt_kwargs": {"fastemit_lambda": 0.0, "clamp": -1.0,
-                                                              "durations": durations, "sigma": TDT_SIGMA, "omega": 0.0}}
+        config["loss"] = {
+            "loss_name": "tdt",
+            "tdt_kwargs": {
+                "fastemit_lambda": 0.0,
+                "clamp": -1.0,
+                "durations": durations,
+                "sigma": TDT_SIGMA,
+                "omega": 0.0,
+            },
+        }
     return config
 
 

@@ -94,9 +94,16 @@ def measure_in_process(args: dict, mode: str) -> dict:
     else:
         peak = rss_kib("VmHWM") * 1024 - baseline
     frames = int(model.encoder.output_lengths(frontend.num_frames(batch[1]))[0])
-    return dict(mode=mode, loss=loss, time_s=time.perf_counter() - start, peak_mib=peak / 2**20,
-                frames=frames, tokens=int(batch[3][0]), vocab=model.vocab_size,
-                parameters_m=sum(p.numel() for p in model.parameters()) / 1e6)
+    return dict(
+        mode=mode,
+        loss=loss,
+        time_s=time.perf_counter() - start,
+        peak_mib=peak / 2**20,
+        frames=frames,
+        tokens=int(batch[3][0]),
+        vocab=model.vocab_size,
+        parameters_m=sum(p.numel() for p in model.parameters()) / 1e6,
+    )
 
 
 def measure(args: dict, mode: str) -> dict:
@@ -112,15 +119,19 @@ def measure(args: dict, mode: str) -> dict:
 def table(rows: list[dict], args: dict) -> str:
     """The rows as the text table the script prints."""
     source = args["nemo"] or f"preset {args['preset']}"
-    lines = [f"{source}, {args['device']}, B={args['batch']}, {args['seconds']:g} s/utterance, "
-             f"threads={torch.get_num_threads()}",
-             f"{'mode':<11} {'params (M)':>10} {'T enc':>6} {'U':>4} {'V':>5} {'loss':>9} {'peak MiB':>9} {'time s':>7}"]
+    lines = [
+        f"{source}, {args['device']}, B={args['batch']}, {args['seconds']:g} s/utterance, "
+        f"threads={torch.get_num_threads()}",
+        f"{'mode':<11} {'params (M)':>10} {'T enc':>6} {'U':>4} {'V':>5} {'loss':>9} {'peak MiB':>9} {'time s':>7}",
+    ]
     for row in rows:
         if "error" in row:
             lines.append(f"{row['mode']:<11} error: {row['error']}")
             continue
-        lines.append(f"{row['mode']:<11} {row['parameters_m']:>10.1f} {row['frames']:>6} {row['tokens']:>4} "
-                     f"{row['vocab']:>5} {row['loss']:>9.2f} {row['peak_mib']:>9.0f} {row['time_s']:>7.1f}")
+        lines.append(
+            f"{row['mode']:<11} {row['parameters_m']:>10.1f} {row['frames']:>6} {row['tokens']:>4} "
+            f"{row['vocab']:>5} {row['loss']:>9.2f} {row['peak_mib']:>9.0f} {row['time_s']:>7.1f}"
+        )
     return "\n".join(lines)
 
 

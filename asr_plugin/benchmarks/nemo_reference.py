@@ -32,10 +32,10 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
-from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
+from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
 
 # The reference speaks espeak-ng only (ReferenceSettings.train_engines): dev and espeak-ng's test split are
@@ -132,12 +132,18 @@ class TorchaudioRNNTLoss(nn.Module):
         self.blank = blank
         self.reduction = None  # NeMo's RNNTLoss sets and restores it around the call, and reduces itself
 
-    def forward(self, acts: torch.Tensor, labels: torch.Tensor, act_lens: torch.Tensor,
-                label_lens: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, acts: torch.Tensor, labels: torch.Tensor, act_lens: torch.Tensor, label_lens: torch.Tensor
+    ) -> torch.Tensor:
         frames, tokens = int(act_lens.max()), int(label_lens.max())  # torchaudio wants the padding trimmed
-        return torchaudio.functional.rnnt_loss(acts[:, :frames, : tokens + 1].float().contiguous(),
-                                               labels[:, :tokens].int().contiguous(),
-                                               act_lens.int(), label_lens.int(), blank=self.blank, reduction="none")
+        return torchaudio.functional.rnnt_loss(
+            acts[:, :frames, : tokens + 1].float().contiguous(),
+            labels[:, :tokens].int().contiguous(),
+            act_lens.int(),
+            label_lens.int(),
+            blank=self.blank,
+            reduction="none",
+        )
 
 
 def read_nemo_manifest(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -173,27 +179,50 @@ def _write_manifest(path: Path, entries: list[dict[str, Any]]) -> Path:
 def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: dict[str, Path]) -> dict[str, Any]:
     """The example FastConformer config at `settings`' sizes, hybrid, with NeMo's data and optimiser sections."""
     config = nemo_config("fast_conformer_transducer", tokenizer_dir)
-    config["encoder"].update(d_model=settings.d_model, n_layers=settings.n_layers, n_heads=settings.n_heads,
-                             conv_kernel_size=settings.conv_kernel_size, subsampling_factor=settings.subsampling_factor,
-                             subsampling_conv_channels=settings.d_model)
+    config["encoder"].update(
+        d_model=settings.d_model,
+        n_layers=settings.n_layers,
+        n_heads=settings.n_heads,
+        conv_kernel_size=settings.conv_kernel_size,
+        subsampling_factor=settings.subsampling_factor,
+        subsampling_conv_channels=settings.d_model,
+    )
     for key in ("dropout", "dropout_pre_encoder", "dropout_att"):
         config["encoder"][key] = settings.dropout
-    config["model_defaults"].update(enc_hidden=settings.d_model, pred_hidden=settings.hidden,
-                                    joint_hidden=settings.hidden)
+    config["model_defaults"].update(
+        enc_hidden=settings.d_model, pred_hidden=settings.hidden, joint_hidden=settings.hidden
+    )
     config["decoder"]["prednet"].update(pred_hidden=settings.hidden, dropout=settings.dropout)
     config["joint"]["jointnet"].update(joint_hidden=settings.hidden, dropout=settings.dropout)
     config["spec_augment"] = None  # a few hundred steps: masking would only slow the learning down
-    dataset = {"sample_rate": 16000, "batch_size": settings.batch_size, "num_workers": 0, "pin_memory": False,
-               "max_duration": 30.0, "min_duration": 0.1}
+    dataset = {
+        "sample_rate": 16000,
+        "batch_size": settings.batch_size,
+        "num_workers": 0,
+        "pin_memory": False,
+        "max_duration": 30.0,
+        "min_duration": 0.1,
+    }
     config["train_ds"] = {**dataset, "manifest_filepath": str(manifests["pretrain"]), "shuffle": True}
     config["validation_ds"] = {**dataset, "manifest_filepath": str(manifests["dev"]), "shuffle": False}
-    config["optim"] = {"name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
-                       "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps, "min_lr": 1e-5}}
+    config["optim"] = {
+        "name": "adamw",
+        "lr": settings.lr,
+        "betas": [0.9, 0.98],
+        "weight_decay": 1e-3,
+        "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps, "min_lr": 1e-5},
+    }
     config["target"] = HYBRID_TARGET  # the class ASRModel.restore_from builds
     config["aux_ctc"] = {
-        "ctc_loss_weight": settings.ctc_weight, "use_cer": False, "ctc_reduction": "mean_batch",
-        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": None, "num_classes": -1,
-                    "vocabulary": []},
+        "ctc_loss_weight": settings.ctc_weight,
+        "use_cer": False,
+        "ctc_reduction": "mean_batch",
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+            "feat_in": None,
+            "num_classes": -1,
+            "vocabulary": [],
+        },
         "decoding": {"strategy": "greedy"},
     }
     return config
@@ -203,9 +232,18 @@ def nemo_trainer(max_steps: int, gradient_clip_val: float = 1.0):
     """A CPU Lightning trainer for NeMo models: no logger, checkpoints, progress bar or validation."""
     import lightning.pytorch as pl
 
-    return pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                      limit_val_batches=0, gradient_clip_val=gradient_clip_val)
+    return pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        gradient_clip_val=gradient_clip_val,
+    )
 
 
 def use_torchaudio_rnnt_loss(model) -> None:
@@ -249,7 +287,7 @@ def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
     entries = read_nemo_manifest(manifest)
     total = 0.0
     for start in range(0, len(entries), batch_size):
-        chunk = entries[start:start + batch_size]
+        chunk = entries[start : start + batch_size]
         waves = [load_audio(entry["audio_filepath"]) for entry in chunk]
         audio = nn.utils.rnn.pad_sequence(waves, batch_first=True)
         lengths = torch.tensor([len(w) for w in waves])
@@ -259,8 +297,9 @@ def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
         encoded, encoded_lengths = model.forward(input_signal=audio, input_signal_length=lengths)
         decoder_out, _, _ = model.decoder(targets=targets, target_length=target_lengths)
         log_probs = model.joint(encoder_outputs=encoded, decoder_outputs=decoder_out)  # (B, T, U+1, V)
-        losses = TorchaudioRNNTLoss(model.joint.num_classes_with_blank - 1)(log_probs, targets, encoded_lengths,
-                                                                             target_lengths)
+        losses = TorchaudioRNNTLoss(model.joint.num_classes_with_blank - 1)(
+            log_probs, targets, encoded_lengths, target_lengths
+        )
         total += float(losses.sum())
     return total / len(entries)
 
@@ -283,8 +322,14 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     from omegaconf import OmegaConf
 
     directory = Path(directory)
-    corpus = make_mini_librispeech(directory / "mini_librispeech", settings.n_train, settings.n_dev, settings.n_test,
-                                   settings.corpus_seed, list(settings.train_engines))
+    corpus = make_mini_librispeech(
+        directory / "mini_librispeech",
+        settings.n_train,
+        settings.n_dev,
+        settings.n_test,
+        settings.corpus_seed,
+        list(settings.train_engines),
+    )
     manifests = write_nemo_manifests(corpus, directory / "manifests", settings.pretrain_utterances)
     texts = [entry["text"] for entry in read_nemo_manifest(manifests["pretrain"])]
     tokenizer_dir = directory / "tokenizer"
@@ -323,8 +368,13 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
 
 # NeMo's own fine-tuning optimiser (examples/asr/conf/asr_finetune/speech_to_text_finetune.yaml), with the warmup
 # as a tenth of the run (its 5000 steps would outlast these runs), as conf/finetune/from_checkpoint.yaml has it
-NEMO_FINETUNE_OPTIM = {"name": "adamw", "lr": 1e-4, "betas": [0.9, 0.98], "weight_decay": 1e-3,
-                       "sched": {"name": "CosineAnnealing", "warmup_steps": None, "warmup_ratio": 0.1, "min_lr": 5e-6}}
+NEMO_FINETUNE_OPTIM = {
+    "name": "adamw",
+    "lr": 1e-4,
+    "betas": [0.9, 0.98],
+    "weight_decay": 1e-3,
+    "sched": {"name": "CosineAnnealing", "warmup_steps": None, "warmup_ratio": 0.1, "min_lr": 5e-6},
+}
 
 
 @dataclass(frozen=True)
@@ -346,8 +396,9 @@ class FineTuneSettings:
     preset: bool = False
 
 
-def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(),
-                  seed: int = 0) -> dict[str, Any]:
+def nemo_finetune(
+    reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(), seed: int = 0
+) -> dict[str, Any]:
     """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the whole training
     split (its own training step, data loader and dither; the RNN-T loss by torchaudio, module docstring).
 
@@ -363,21 +414,40 @@ def nemo_finetune(reference: NemoReference, form: str, settings: FineTuneSetting
     with open_dict(model.cfg):
         model.cfg.train_ds.manifest_filepath = str(reference.manifests["train"])
         model.cfg.train_ds.batch_size = settings.batch_size
-        model.cfg.optim = NEMO_FINETUNE_OPTIM if settings.preset else {
-            "name": "adamw", "lr": settings.lr, "betas": [0.9, 0.98], "weight_decay": 1e-3,
-            "sched": {"name": "CosineAnnealing", "warmup_steps": settings.warmup_steps,
-                      "min_lr": settings.lr * settings.min_lr_ratio}}
+        model.cfg.optim = (
+            NEMO_FINETUNE_OPTIM
+            if settings.preset
+            else {
+                "name": "adamw",
+                "lr": settings.lr,
+                "betas": [0.9, 0.98],
+                "weight_decay": 1e-3,
+                "sched": {
+                    "name": "CosineAnnealing",
+                    "warmup_steps": settings.warmup_steps,
+                    "min_lr": settings.lr * settings.min_lr_ratio,
+                },
+            }
+        )
     model.setup_training_data(model.cfg.train_ds)
     model.setup_optimization(model.cfg.optim)
     use_torchaudio_rnnt_loss(model)
     trainer.fit(model)
     transcripts = nemo_transcripts(model, reference.manifests["dev"])
-    return {"wer": word_error_rate(transcripts, reference.references("dev")),
-            "loss": nemo_mean_loss(model, reference.manifests["dev"]), "transcripts": transcripts}
+    return {
+        "wer": word_error_rate(transcripts, reference.references("dev")),
+        "loss": nemo_mean_loss(model, reference.manifests["dev"]),
+        "transcripts": transcripts,
+    }
 
 
-def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: str | os.PathLike,
-                     settings: FineTuneSettings = FineTuneSettings()) -> list[str]:
+def recipe_overrides(
+    reference: NemoReference,
+    form: str,
+    mode: str,
+    directory: str | os.PathLike,
+    settings: FineTuneSettings = FineTuneSettings(),
+) -> list[str]:
     """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
     (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's corpus; the run and its
     prepared data go under `directory`. Validation before the first step and after the last; no test.
@@ -386,20 +456,35 @@ def recipe_overrides(reference: NemoReference, form: str, mode: str, directory: 
     corpus = reference.settings
     ctc_weight = corpus["ctc_weight"] if form == "hybrid" else 0.0
     matched = [
-        "spec_augment=null", "finetune.augmentation=config", f"optim.optimizer.lr={settings.lr}",
-        "optim.scheduler.warmup_ratio=null", f"optim.scheduler.warmup_steps={settings.warmup_steps}",
-        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}", f"ctc_weight={ctc_weight}",
+        "spec_augment=null",
+        "finetune.augmentation=config",
+        f"optim.optimizer.lr={settings.lr}",
+        "optim.scheduler.warmup_ratio=null",
+        f"optim.scheduler.warmup_steps={settings.warmup_steps}",
+        f"optim.scheduler.min_lr_ratio={settings.min_lr_ratio}",
+        f"ctc_weight={ctc_weight}",
     ]
     return [
-        "+finetune=from_nemo", f"finetune.path={reference.models[form]}", f"+loss={mode}",
-        f"data.root={reference.corpus}", f"data.work_dir={directory}/work", f"paths.root_dir={directory}",
-        f"paths.output_dir={directory}/run", f"data.mini_corpus.n_train={corpus['n_train']}",
-        f"data.mini_corpus.n_dev={corpus['n_dev']}", f"data.mini_corpus.n_test={corpus['n_test']}",
+        "+finetune=from_nemo",
+        f"finetune.path={reference.models[form]}",
+        f"+loss={mode}",
+        f"data.root={reference.corpus}",
+        f"data.work_dir={directory}/work",
+        f"paths.root_dir={directory}",
+        f"paths.output_dir={directory}/run",
+        f"data.mini_corpus.n_train={corpus['n_train']}",
+        f"data.mini_corpus.n_dev={corpus['n_dev']}",
+        f"data.mini_corpus.n_test={corpus['n_test']}",
         f"data.mini_corpus.seed={corpus['corpus_seed']}",
-        f"data.mini_corpus.train_engines=[{','.join(corpus['train_engines'])}]", "data.num_workers=0", "data.max_duration=30",
-        f"trainer.max_steps={settings.steps}", f"trainer.val_check_interval={settings.steps}",
+        f"data.mini_corpus.train_engines=[{','.join(corpus['train_engines'])}]",
+        "data.num_workers=0",
+        "data.max_duration=30",
+        f"trainer.max_steps={settings.steps}",
+        f"trainer.val_check_interval={settings.steps}",
         "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs
-        "trainer.enable_progress_bar=false", "test=false", "callbacks.model_summary=null",
+        "trainer.enable_progress_bar=false",
+        "test=false",
+        "callbacks.model_summary=null",
         *([] if settings.preset else matched),
     ]
 
@@ -417,9 +502,10 @@ def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: in
     entries = read_nemo_manifest(manifest)
     texts = []
     for start in range(0, len(entries), batch_size):
-        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start:start + batch_size]]
-        features = imported.frontend(nn.utils.rnn.pad_sequence(waves, batch_first=True),
-                                     torch.tensor([len(w) for w in waves]))
+        waves = [load_audio(entry["audio_filepath"]) for entry in entries[start : start + batch_size]]
+        features = imported.frontend(
+            nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
+        )
         hyps = greedy_search(imported.model, *imported.model.encode(*features), max_symbols, imported.tokenizer)
         texts += [hyp.text for hyp in hyps]
     return texts
@@ -430,10 +516,15 @@ def load_reference(directory: str | os.PathLike) -> NemoReference:
     directory = Path(directory)
     record = json.loads((directory / RESULT_NAME).read_text(encoding="utf-8"))
     return NemoReference(
-        directory=directory, corpus=Path(record["corpus"]),
+        directory=directory,
+        corpus=Path(record["corpus"]),
         manifests={key: Path(value) for key, value in record["manifests"].items()},
         models={key: Path(value) for key, value in record["models"].items()},
-        transcripts=record["transcripts"], wer=record["wer"], loss=record["loss"], settings=record["settings"])
+        transcripts=record["transcripts"],
+        wer=record["wer"],
+        loss=record["loss"],
+        settings=record["settings"],
+    )
 
 
 def cached_reference(cache_dir: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:

@@ -30,8 +30,13 @@ from asr_plugin.export.sherpa_decode import (
 from asr_plugin.export.sources import load_export_source
 
 
-def benchmark_onnx(source: str | os.PathLike, manifest: str | os.PathLike, out_dir: str | os.PathLike,
-                   num_threads: int = 1, limit: int | None = None) -> list[dict]:
+def benchmark_onnx(
+    source: str | os.PathLike,
+    manifest: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    num_threads: int = 1,
+    limit: int | None = None,
+) -> list[dict]:
     """Exports `source` (a checkpoint or .nemo) into `out_dir` (kept if it is already there) and decodes
     `manifest`; returns one row per method: {"method", "wer", "rtf", "agree", "utterances"}."""
     loaded = load_export_source(source)
@@ -59,14 +64,17 @@ def benchmark_onnx(source: str | os.PathLike, manifest: str | os.PathLike, out_d
         reference = reference or texts
         counts = score([Recognition(e.id, e.text, t) for e, t in zip(entries, texts)])
         agree = sum(a == b for a, b in zip(texts, reference)) / len(texts)
-        rows.append({"method": name, "wer": counts.wer, "rtf": elapsed / seconds, "agree": agree,
-                     "utterances": len(texts)})
+        rows.append(
+            {"method": name, "wer": counts.wer, "rtf": elapsed / seconds, "agree": agree, "utterances": len(texts)}
+        )
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """A Markdown table of `benchmark_onnx`'s rows."""
     lines = ["| method | WER % | RTF | transcripts equal to ours greedy |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r['method']} | {r['wer']:.2f} | {r['rtf']:.4f} | {100 * r['agree']:.1f} % of {r['utterances']} |"
-              for r in rows]
+    lines += [
+        f"| {r['method']} | {r['wer']:.2f} | {r['rtf']:.4f} | {100 * r['agree']:.1f} % of {r['utterances']} |"
+        for r in rows
+    ]
     return "\n".join(lines)

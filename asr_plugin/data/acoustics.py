@@ -34,8 +34,9 @@ def _fft_size(length: int) -> int:
     return 1 << max(0, length - 1).bit_length()
 
 
-def room_impulse_response(rng: np.random.Generator, sample_rate: int, rt60: float,
-                          direct_to_reverb_db: float) -> np.ndarray:
+def room_impulse_response(
+    rng: np.random.Generator, sample_rate: int, rt60: float, direct_to_reverb_db: float
+) -> np.ndarray:
     """(N,) float64: a unit direct path followed by exponentially decaying noise (the statistical model of a
     reverberant tail), 60 dB down after `rt60` seconds."""
     length = max(2, int(rt60 * sample_rate))
@@ -63,8 +64,9 @@ def add_noise(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarra
     return signal + gain * noise
 
 
-def degrade(speech: np.ndarray, sample_rate: int, rng: np.random.Generator,
-            acoustics: Acoustics = Acoustics()) -> np.ndarray:
+def degrade(
+    speech: np.ndarray, sample_rate: int, rng: np.random.Generator, acoustics: Acoustics = Acoustics()
+) -> np.ndarray:
     """(N,) float speech -> (N,) float64 with (maybe) reverberation, noise at a random SNR and a random level.
 
     The output keeps the input's length (the reverberant tail past the end is cut, as a recording stops).
@@ -73,8 +75,9 @@ def degrade(speech: np.ndarray, sample_rate: int, rng: np.random.Generator,
         raise ValueError(f"speech must be a non-empty 1-D array, got shape {speech.shape}")
     signal = speech.astype(np.float64)
     if rng.uniform() < acoustics.reverb_probability:
-        response = room_impulse_response(rng, sample_rate, rng.uniform(*acoustics.rt60),
-                                         rng.uniform(*acoustics.direct_to_reverb_db))
+        response = room_impulse_response(
+            rng, sample_rate, rng.uniform(*acoustics.rt60), rng.uniform(*acoustics.direct_to_reverb_db)
+        )
         size = _fft_size(signal.size + response.size - 1)
         signal = np.fft.irfft(np.fft.rfft(signal, size) * np.fft.rfft(response, size), size)[: speech.size]
     mixed = add_noise(signal, coloured_noise(rng, signal.size), rng.uniform(*acoustics.snr_db))

@@ -22,8 +22,9 @@ SAMPLE_RATE = 16000
 SEEK_PRE_ROLL_S = {"MP3": 0.25}
 
 
-def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE, offset: float | None = None,
-               duration: float | None = None) -> torch.Tensor:
+def load_audio(
+    path: str | os.PathLike, sample_rate: int = SAMPLE_RATE, offset: float | None = None, duration: float | None = None
+) -> torch.Tensor:
     """Reads a file, or its segment, as a (N,) float32 tensor in [-1, 1] at `sample_rate`.
 
     Args:
@@ -51,8 +52,9 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE, offset: 
     return torch.from_numpy(mono)
 
 
-def probe_audio(path: str | os.PathLike, expected_sample_rate: int | None = None,
-                full_check: bool = False) -> tuple[float | None, str | None]:
+def probe_audio(
+    path: str | os.PathLike, expected_sample_rate: int | None = None, full_check: bool = False
+) -> tuple[float | None, str | None]:
     """Checks one file without raising: returns (duration_seconds, None) or (None, reason).
 
     By default only the header is read (fast on 1000 h); `full_check` decodes every sample too,

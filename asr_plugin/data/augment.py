@@ -28,12 +28,23 @@ class SpecAugment(nn.Module):
         time_warp: W, the largest shift (frames) of the warp point; 0 = no time warp.
     """
 
-    def __init__(self, num_freq_masks: int = 2, freq_mask_width: int = 27, num_time_masks: int = 10,
-                 time_mask_width: int | None = None, max_time_mask_ratio: float = 0.05, time_warp: int = 0):
+    def __init__(
+        self,
+        num_freq_masks: int = 2,
+        freq_mask_width: int = 27,
+        num_time_masks: int = 10,
+        time_mask_width: int | None = None,
+        max_time_mask_ratio: float = 0.05,
+        time_warp: int = 0,
+    ):
         super().__init__()
-        for name, value in (("num_freq_masks", num_freq_masks), ("freq_mask_width", freq_mask_width),
-                            ("num_time_masks", num_time_masks), ("time_mask_width", time_mask_width or 0),
-                            ("time_warp", time_warp)):
+        for name, value in (
+            ("num_freq_masks", num_freq_masks),
+            ("freq_mask_width", freq_mask_width),
+            ("num_time_masks", num_time_masks),
+            ("time_mask_width", time_mask_width or 0),
+            ("time_warp", time_warp),
+        ):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         if not 0.0 < max_time_mask_ratio <= 1.0:
@@ -50,8 +61,9 @@ class SpecAugment(nn.Module):
         if not self.training:
             return features
         if features.ndim != 3 or lengths.shape != features.shape[:1]:
-            raise ValueError(f"features must be (B, T, F) with lengths (B,), got {tuple(features.shape)} "
-                             f"and {tuple(lengths.shape)}")
+            raise ValueError(
+                f"features must be (B, T, F) with lengths (B,), got {tuple(features.shape)} and {tuple(lengths.shape)}"
+            )
         batch, frames, bins = features.shape
         lengths = lengths.to(features.device)
         if self.time_warp > 0:
@@ -62,8 +74,12 @@ class SpecAugment(nn.Module):
         if self.time_mask_width is not None:
             max_widths = max_widths.clamp(max=self.time_mask_width)
         time_masked = _masks(max_widths, lengths, self.num_time_masks, frames)  # (B, T)
-        freq_masked = _masks(torch.full((batch,), float(self.freq_mask_width), device=features.device),
-                             torch.full((batch,), bins, device=features.device), self.num_freq_masks, bins)  # (B, F)
+        freq_masked = _masks(
+            torch.full((batch,), float(self.freq_mask_width), device=features.device),
+            torch.full((batch,), bins, device=features.device),
+            self.num_freq_masks,
+            bins,
+        )  # (B, F)
         masked = (time_masked[:, :, None] | freq_masked[:, None, :]) & valid[:, :, None]  # (B, T, F)
         return features.masked_fill(masked, 0.0)
 

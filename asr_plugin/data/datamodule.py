@@ -26,8 +26,13 @@ from torch.utils.data import DataLoader
 
 from asr_plugin.data.dataset import ManifestDataset, collate_utterances
 from asr_plugin.data.features import FeatureStats
-from asr_plugin.data.frontend import (build_frontend, complete_frontend_spec, frontend_feature_dim,
-                                      frontend_needs_stats, with_stats)
+from asr_plugin.data.frontend import (
+    build_frontend,
+    complete_frontend_spec,
+    frontend_feature_dim,
+    frontend_needs_stats,
+    with_stats,
+)
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.loader import ResumableDataLoader
 from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
@@ -79,15 +84,33 @@ class TransducerDataModule(L.LightningDataModule):
         prepare_timeout_s: how long the other ranks of a job wait for rank 0's preparation.
     """
 
-    def __init__(self, work_dir: str, corpus: str = "librispeech", vocab_size: int = 500, tokenizer_type: str = "bpe",
-                 tokenizer: Tokenizer | None = None, tokenizer_path: str | None = None,
-                 frontend: Mapping[str, Any] | None = None, num_mel_bins: int | None = None,
-                 stats_path: str | None = None, stats_max_utterances: int | None = None, max_duration: float = 200.0,
-                 max_utterance_duration: float | None = None, quadratic_duration: float | None = None,
-                 num_buckets: int = 10, num_workers: int = 2, pin_memory: bool = False,
-                 persistent_workers: bool = True, speed_perturb: Sequence[float] | None = None, seed: int = 0,
-                 num_replicas: int | None = None, rank: int | None = None, prepare_num_workers: int = 2,
-                 prepare_timeout_s: float = 3600.0, **source_options: Any):
+    def __init__(
+        self,
+        work_dir: str,
+        corpus: str = "librispeech",
+        vocab_size: int = 500,
+        tokenizer_type: str = "bpe",
+        tokenizer: Tokenizer | None = None,
+        tokenizer_path: str | None = None,
+        frontend: Mapping[str, Any] | None = None,
+        num_mel_bins: int | None = None,
+        stats_path: str | None = None,
+        stats_max_utterances: int | None = None,
+        max_duration: float = 200.0,
+        max_utterance_duration: float | None = None,
+        quadratic_duration: float | None = None,
+        num_buckets: int = 10,
+        num_workers: int = 2,
+        pin_memory: bool = False,
+        persistent_workers: bool = True,
+        speed_perturb: Sequence[float] | None = None,
+        seed: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        prepare_num_workers: int = 2,
+        prepare_timeout_s: float = 3600.0,
+        **source_options: Any,
+    ):
         super().__init__()
         self.source = build_source(corpus, **source_options)
         if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
@@ -96,12 +119,16 @@ class TransducerDataModule(L.LightningDataModule):
             raise ValueError(f"max_utterance_duration={max_utterance_duration} exceeds max_duration={max_duration}")
         if prepare_timeout_s <= 0:
             raise ValueError(f"prepare_timeout_s must be positive, got {prepare_timeout_s}")
-        spec = complete_frontend_spec(frontend if frontend is not None else
-                                      {"kind": "logmel", "options": {} if num_mel_bins is None
-                                       else {"num_mel_bins": num_mel_bins}})
+        spec = complete_frontend_spec(
+            frontend
+            if frontend is not None
+            else {"kind": "logmel", "options": {} if num_mel_bins is None else {"num_mel_bins": num_mel_bins}}
+        )
         if num_mel_bins is not None and spec["options"]["num_mel_bins"] != num_mel_bins:
-            raise ValueError(f"data.num_mel_bins={num_mel_bins} but data.frontend has "
-                             f"{spec['options']['num_mel_bins']} mel bins: set data.num_mel_bins=null")
+            raise ValueError(
+                f"data.num_mel_bins={num_mel_bins} but data.frontend has "
+                f"{spec['options']['num_mel_bins']} mel bins: set data.num_mel_bins=null"
+            )
         self.layout = CorpusLayout(self.source.root, work_dir)
         self.root, self.work_dir = self.layout.root, self.layout.work_dir
         self.corpus = corpus
@@ -109,15 +136,22 @@ class TransducerDataModule(L.LightningDataModule):
         self.valid_splits = list(self.source.valid_splits)
         self.test_splits = list(self.source.test_splits)
         self._tokenizer = tokenizer
-        self.tokenizer_path = None if tokenizer is not None else Path(
-            tokenizer_path or self.layout.tokenizer(tokenizer_type, vocab_size))
+        self.tokenizer_path = (
+            None if tokenizer is not None else Path(tokenizer_path or self.layout.tokenizer(tokenizer_type, vocab_size))
+        )
         self._spec = spec
         self.stats_path = Path(stats_path or self.layout.stats) if frontend_needs_stats(spec) else None
         self.plan = CorpusPlan(
-            self.layout, self.source, tokenizer_path=self.tokenizer_path, vocab_size=vocab_size,
-            tokenizer_type=tokenizer_type, stats_path=self.stats_path,
+            self.layout,
+            self.source,
+            tokenizer_path=self.tokenizer_path,
+            vocab_size=vocab_size,
+            tokenizer_type=tokenizer_type,
+            stats_path=self.stats_path,
             stats_features=dict(spec["options"]) if spec["kind"] == "logmel" else {},
-            stats_max_utterances=stats_max_utterances, seed=seed)
+            stats_max_utterances=stats_max_utterances,
+            seed=seed,
+        )
         self.max_duration = max_duration
         self.max_utterance_duration = max_utterance_duration
         self.quadratic_duration = quadratic_duration
@@ -201,7 +235,8 @@ class TransducerDataModule(L.LightningDataModule):
             listed = "\n  ".join(map(str, missing))
             raise FileNotFoundError(
                 f"prepared data missing:\n  {listed}\nmake it with\n  {self.plan.command()}\n(add this run's other "
-                "data overrides; or recipes/librispeech/run.sh --stop-stage 2, or call prepare_data())")
+                "data overrides; or recipes/librispeech/run.sh --stop-stage 2, or call prepare_data())"
+            )
 
     def setup(self, stage: str | None = None) -> None:
         """Reads what was prepared (never writes): the tokenizer, the front end's statistics and, for
@@ -210,8 +245,10 @@ class TransducerDataModule(L.LightningDataModule):
         changed is logged per split and kept in `normalization_counts`)."""
         fit = stage in (None, "fit", "validate")
         if fit and not (self.train_splits and self.valid_splits):
-            raise ValueError(f"{self.source!r}: training needs a training and a validation set (data.corpus="
-                             f"{self.corpus}: see conf/data/{self.corpus}.yaml for their keys)")
+            raise ValueError(
+                f"{self.source!r}: training needs a training and a validation set (data.corpus="
+                f"{self.corpus}: see conf/data/{self.corpus}.yaml for their keys)"
+            )
         manifests = [self.split_manifest(s) for s in self.train_splits + self.valid_splits] if fit else []
         self._require([self.tokenizer_path if self._tokenizer is None else None, self.stats_path, *manifests])
         self.tokenizer  # noqa: B018 - loads it
@@ -232,20 +269,28 @@ class TransducerDataModule(L.LightningDataModule):
                 more = f"\n  ... and {len(problems) - SHOWN_PROBLEMS} more" if len(problems) > SHOWN_PROBLEMS else ""
                 raise FileNotFoundError(
                     f"{path}: {len(problems)} of {len(entries)} audio file(s) missing or empty:\n  {shown}{more}\n"
-                    "restore them, or rebuild the manifest from the corpus as it is now (prepare with --overwrite)")
+                    "restore them, or rebuild the manifest from the corpus as it is now (prepare with --overwrite)"
+                )
             texts, counts = self.tokenizer.normalizer.normalize_all(entry.text for entry in entries)
             empty = [entry.id for entry, text in zip(entries, texts) if not text]
             if empty:
-                raise ValueError(f"{path}: {len(empty)} transcript(s) have no character the tokenizer can spell "
-                                 f"({self.tokenizer.describe()}), e.g. {empty[:SHOWN_PROBLEMS]}")
+                raise ValueError(
+                    f"{path}: {len(empty)} transcript(s) have no character the tokenizer can spell "
+                    f"({self.tokenizer.describe()}), e.g. {empty[:SHOWN_PROBLEMS]}"
+                )
             if counts.changed:
                 log.warning("%s: %s", name, counts.describe())
             skipped = self.layout.skip_list(name)
             if path == self.split_manifest(name) and skipped.exists():  # never silently: say what was left out
                 left_out = sum(1 for line in skipped.read_text(encoding="utf-8").splitlines() if line.strip())
-                log.warning("%s: %d item(s) were left out of this set when it was prepared, listed in %s; fix them "
-                            "and rebuild with: %s --steps manifests --overwrite", name, left_out, skipped,
-                            self.plan.command())
+                log.warning(
+                    "%s: %d item(s) were left out of this set when it was prepared, listed in %s; fix them "
+                    "and rebuild with: %s --steps manifests --overwrite",
+                    name,
+                    left_out,
+                    skipped,
+                    self.plan.command(),
+                )
             self.normalization_counts[name] = counts
             self._entries[path] = [replace(entry, text=text) for entry, text in zip(entries, texts)]
         return self._entries[path]
@@ -255,8 +300,10 @@ class TransducerDataModule(L.LightningDataModule):
             return entries
         kept = [e for e in entries if e.duration <= self.max_utterance_duration]
         if len(kept) < len(entries):
-            warnings.warn(f"dropped {len(entries) - len(kept)} training utterance(s) longer than "
-                          f"{self.max_utterance_duration} s", stacklevel=2)
+            warnings.warn(
+                f"dropped {len(entries) - len(kept)} training utterance(s) longer than {self.max_utterance_duration} s",
+                stacklevel=2,
+            )
         return kept
 
     # ---- loaders ---------------------------------------------------------------------------------------
@@ -270,16 +317,33 @@ class TransducerDataModule(L.LightningDataModule):
 
     def _loader(self, entries: list[ManifestEntry], train: bool) -> ResumableDataLoader:
         # a front end of its own per loader, in the loader's mode: a NeMo front end dithers in training only
-        dataset = ManifestDataset(entries, self.tokenizer, build_frontend(self.frontend_spec).train(train),
-                                  self.speed_perturb if train else None)
+        dataset = ManifestDataset(
+            entries,
+            self.tokenizer,
+            build_frontend(self.frontend_spec).train(train),
+            self.speed_perturb if train else None,
+        )
         num_replicas, rank = self._replicas()
         # Evaluation batches may hold any utterance, so their limit grows to the longest one.
         max_duration = self.max_duration if train else max(self.max_duration, max(dataset.durations))
-        sampler = DurationBatchSampler(dataset.durations, max_duration, self.num_buckets, shuffle=train,
-                                       seed=self.seed, num_replicas=num_replicas, rank=rank,
-                                       quadratic_duration=self.quadratic_duration if train else None)
-        return ResumableDataLoader(dataset, sampler, collate_fn=collate_utterances, num_workers=self.num_workers,
-                                   pin_memory=self.pin_memory, persistent_workers=self.persistent_workers and train)
+        sampler = DurationBatchSampler(
+            dataset.durations,
+            max_duration,
+            self.num_buckets,
+            shuffle=train,
+            seed=self.seed,
+            num_replicas=num_replicas,
+            rank=rank,
+            quadratic_duration=self.quadratic_duration if train else None,
+        )
+        return ResumableDataLoader(
+            dataset,
+            sampler,
+            collate_fn=collate_utterances,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers and train,
+        )
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled, duration-bucketed batches (deterministic per seed and epoch, split across ranks)."""

@@ -38,8 +38,13 @@ class ManifestDataset(Dataset):
         speed_factors: e.g. (0.9, 1.0, 1.1): each item picks one uniformly (training only); None = off.
     """
 
-    def __init__(self, entries: Sequence[ManifestEntry], tokenizer: Tokenizer, frontend: nn.Module,
-                 speed_factors: Sequence[float] | None = None):
+    def __init__(
+        self,
+        entries: Sequence[ManifestEntry],
+        tokenizer: Tokenizer,
+        frontend: nn.Module,
+        speed_factors: Sequence[float] | None = None,
+    ):
         self.entries = list(entries)
         self.tokenizer = tokenizer
         self.frontend = frontend
@@ -78,5 +83,11 @@ def collate_utterances(items: Sequence[Utterance]) -> Batch:
     target_lengths = torch.tensor([u.tokens.shape[0] for u in items], dtype=torch.int64)
     features = torch.nn.utils.rnn.pad_sequence([u.features for u in items], batch_first=True)
     targets = torch.nn.utils.rnn.pad_sequence([u.tokens for u in items], batch_first=True, padding_value=0)
-    return Batch(features=features, feature_lengths=feature_lengths, targets=targets,
-                 target_lengths=target_lengths, ids=[u.id for u in items], texts=[u.text for u in items])
+    return Batch(
+        features=features,
+        feature_lengths=feature_lengths,
+        targets=targets,
+        target_lengths=target_lengths,
+        ids=[u.id for u in items],
+        texts=[u.text for u in items],
+    )

@@ -41,8 +41,10 @@ def check_md5(path: str | os.PathLike, expected: str) -> None:
     """Raises ValueError naming the file when its md5 is not `expected`."""
     actual = md5sum(path)
     if actual != expected.lower():
-        raise ValueError(f"{path}: md5 {actual} does not match the expected {expected}; "
-                         "the archive is corrupt or incomplete (delete it to download again)")
+        raise ValueError(
+            f"{path}: md5 {actual} does not match the expected {expected}; "
+            "the archive is corrupt or incomplete (delete it to download again)"
+        )
 
 
 def _fetch(url: str, dest: Path, timeout: float) -> None:
@@ -58,15 +60,16 @@ def _extract(archive: Path, root: Path) -> None:
     def strip_top(member: tarfile.TarInfo, dest_path: str) -> tarfile.TarInfo | None:
         if not member.name.startswith(ARCHIVE_TOP):
             return None  # outside the corpus folder
-        member = member.replace(name=member.name[len(ARCHIVE_TOP):], deep=False)
+        member = member.replace(name=member.name[len(ARCHIVE_TOP) :], deep=False)
         return tarfile.data_filter(member, dest_path)
 
     with tarfile.open(archive, "r:gz") as tar:
         tar.extractall(root, filter=strip_top)
 
 
-def download_librispeech(root: str | os.PathLike, splits: list[str], archive_dir: str | os.PathLike | None = None,
-                         timeout: float = 30.0) -> list[str]:
+def download_librispeech(
+    root: str | os.PathLike, splits: list[str], archive_dir: str | os.PathLike | None = None, timeout: float = 30.0
+) -> list[str]:
     """Downloads, checks and extracts the archives of `splits` missing under `root`.
 
     Splits whose directory already exists are left alone; an archive already in `archive_dir` (default

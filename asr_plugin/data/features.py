@@ -28,8 +28,14 @@ class LogMelFeatures(nn.Module):
         log_floor: power floor before the log, so digital silence stays finite.
     """
 
-    def __init__(self, sample_rate: int = SAMPLE_RATE, num_mel_bins: int = 80, window_ms: float = 25.0,
-                 hop_ms: float = 10.0, log_floor: float = 1e-6):
+    def __init__(
+        self,
+        sample_rate: int = SAMPLE_RATE,
+        num_mel_bins: int = 80,
+        window_ms: float = 25.0,
+        hop_ms: float = 10.0,
+        log_floor: float = 1e-6,
+    ):
         super().__init__()
         self.sample_rate = sample_rate
         self.num_mel_bins = num_mel_bins
@@ -38,8 +44,14 @@ class LogMelFeatures(nn.Module):
         self.log_floor = log_floor
         n_fft = 1 << (self.win_length - 1).bit_length()  # next power of two: 512 for 400 samples
         self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=sample_rate, n_fft=n_fft, win_length=self.win_length, hop_length=self.hop_length,
-            n_mels=num_mel_bins, center=True, pad_mode="constant", power=2.0,
+            sample_rate=sample_rate,
+            n_fft=n_fft,
+            win_length=self.win_length,
+            hop_length=self.hop_length,
+            n_mels=num_mel_bins,
+            center=True,
+            pad_mode="constant",
+            power=2.0,
         )  # zero (not reflect) padding at the edges, so even inputs shorter than a window work
 
     def num_frames(self, num_samples: int) -> int:
@@ -80,8 +92,9 @@ class FeatureStats:
         return cls(mean=mean, std=std, num_frames=num_frames)
 
     @classmethod
-    def from_sums(cls, total: torch.Tensor, total_sq: torch.Tensor, num_frames: int,
-                  min_std: float = 1e-5) -> "FeatureStats":
+    def from_sums(
+        cls, total: torch.Tensor, total_sq: torch.Tensor, num_frames: int, min_std: float = 1e-5
+    ) -> "FeatureStats":
         """Builds stats from float64 sums of x and x^2 over `num_frames` frames."""
         if num_frames <= 0:
             raise ValueError("num_frames must be positive to compute feature stats")

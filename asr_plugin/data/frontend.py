@@ -44,8 +44,10 @@ class LogMelFrontend(nn.Module):
         self.features = LogMelFeatures(**options)
         self.normalize = GlobalNormalize(stats)
         if stats.mean.numel() != self.features.num_mel_bins:
-            raise ValueError(f"front-end spec: mean/std have {stats.mean.numel()} values, "
-                             f"num_mel_bins is {self.features.num_mel_bins}")
+            raise ValueError(
+                f"front-end spec: mean/std have {stats.mean.numel()} values, "
+                f"num_mel_bins is {self.features.num_mel_bins}"
+            )
 
     @property
     def sample_rate(self) -> int:
@@ -65,8 +67,9 @@ class LogMelFrontend(nn.Module):
 
     def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
-            raise ValueError(f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and "
-                             f"{tuple(lengths.shape)}")
+            raise ValueError(
+                f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}"
+            )
         frames = self.num_frames(lengths)
         features = self.normalize(self.features(audio))  # (B, S // hop + 1, F)
         valid = torch.arange(features.shape[1], device=features.device) < frames.unsqueeze(1)  # (B, T)
@@ -90,16 +93,19 @@ def complete_frontend_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"front-end spec: kind must be one of {FRONTEND_KINDS}, got {kind!r}")
     unknown = set(spec) - _SPEC_KEYS[kind]
     if unknown:
-        raise ValueError(f"front-end spec of kind {kind!r}: unknown key(s) {sorted(unknown)}; "
-                         f"allowed: {sorted(_SPEC_KEYS[kind])}")
+        raise ValueError(
+            f"front-end spec of kind {kind!r}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_SPEC_KEYS[kind])}"
+        )
     options = spec.get("options") or {}
     if not isinstance(options, Mapping):
         raise ValueError(f"front-end spec: options must be a mapping, got {type(options).__name__}")
     defaults = _defaults(kind)
     bad = set(options) - set(defaults)
     if bad:
-        raise ValueError(f"front-end spec of kind {kind!r}: unknown option(s) {sorted(bad)}; "
-                         f"{_CLASSES[kind].__name__} takes {sorted(defaults)}")
+        raise ValueError(
+            f"front-end spec of kind {kind!r}: unknown option(s) {sorted(bad)}; "
+            f"{_CLASSES[kind].__name__} takes {sorted(defaults)}"
+        )
     for name, value in options.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         numeric_default = isinstance(defaults[name], (int, float)) and not isinstance(defaults[name], bool)
@@ -146,7 +152,9 @@ def build_frontend(spec: Mapping[str, Any]) -> nn.Module:
     if spec["kind"] == "nemo":
         return NemoMelFrontend(**spec["options"])
     if frontend_needs_stats(spec):
-        raise ValueError("front-end spec of kind 'logmel' has no mean/std: compute the feature statistics "
-                         "first (the data module does, see docs/data.md)")
+        raise ValueError(
+            "front-end spec of kind 'logmel' has no mean/std: compute the feature statistics "
+            "first (the data module does, see docs/data.md)"
+        )
     stats = FeatureStats(torch.tensor(spec["mean"]), torch.tensor(spec["std"]), num_frames=0)
     return LogMelFrontend(spec["options"], stats)

@@ -40,8 +40,10 @@ class CorpusLayout:
         root = Path(self.root).absolute()
         resolved_root, resolved_work = root.resolve(), work_dir.resolve()
         if resolved_work == resolved_root or resolved_root in resolved_work.parents:
-            raise ValueError(f"work_dir {work_dir} is inside the corpus directory {root}: data preparation never "
-                             "writes into the corpus; set data.work_dir to a directory outside it")
+            raise ValueError(
+                f"work_dir {work_dir} is inside the corpus directory {root}: data preparation never "
+                "writes into the corpus; set data.work_dir to a directory outside it"
+            )
         object.__setattr__(self, "root", root)
 
     def manifest(self, split: str) -> Path:

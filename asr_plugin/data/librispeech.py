@@ -39,8 +39,11 @@ def _read_transcript_file(path: Path) -> dict[str, str]:
 def _scan_chapter(chapter_dir: Path, speaker: str, skipped: list[Skipped]) -> list[Candidate]:
     chapter = chapter_dir.name
     transcript = chapter_dir / f"{speaker}-{chapter}.trans.txt"
-    audio = {p.name[: -len(AUDIO_SUFFIX)]: p for p in chapter_dir.iterdir()
-             if p.name.endswith(AUDIO_SUFFIX) and not is_temporary(p)}  # another writer's file in progress is no data
+    audio = {
+        p.name[: -len(AUDIO_SUFFIX)]: p
+        for p in chapter_dir.iterdir()
+        if p.name.endswith(AUDIO_SUFFIX) and not is_temporary(p)
+    }  # another writer's file in progress is no data
     if not transcript.is_file():
         skipped.extend(Skipped(str(p), f"no transcript file {transcript.name}") for p in sorted(audio.values()))
         return []
@@ -53,8 +56,10 @@ def _scan_chapter(chapter_dir: Path, speaker: str, skipped: list[Skipped]) -> li
             skipped.append(Skipped(str(audio[utt_id]), f"empty transcript line for {utt_id} in {transcript.name}"))
         else:
             skipped.append(Skipped(str(audio[utt_id]), f"no line for {utt_id} in {transcript.name}"))
-    skipped.extend(Skipped(str(transcript), f"transcript line {utt_id} has no audio file")
-                   for utt_id in sorted(set(texts) - set(audio)))
+    skipped.extend(
+        Skipped(str(transcript), f"transcript line {utt_id} has no audio file")
+        for utt_id in sorted(set(texts) - set(audio))
+    )
     return found
 
 

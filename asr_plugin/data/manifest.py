@@ -44,8 +44,10 @@ def write_manifest(entries: Iterable[ManifestEntry], path: str | os.PathLike, ov
     if path.exists() and not overwrite:
         raise FileExistsError(f"manifest {path} exists; pass overwrite=True (--overwrite) to replace it")
     # offset and speaker only where set: a LibriSpeech manifest stays {id, path, duration, text}
-    records = ({key: value for key, value in asdict(entry).items() if key in MANIFEST_KEYS or value is not None}
-               for entry in entries)
+    records = (
+        {key: value for key, value in asdict(entry).items() if key in MANIFEST_KEYS or value is not None}
+        for entry in entries
+    )
     lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
     return write_text_atomic(path, "".join(lines))
 
@@ -67,9 +69,14 @@ def _parse_line(line: str, where: str) -> ManifestEntry:
     if offset is not None and (not isinstance(offset, (int, float)) or offset < 0):
         raise ValueError(f"{where}: offset must be a number >= 0 or null, got {offset!r}")
     speaker = record.get("speaker")
-    return ManifestEntry(id=str(record["id"]), path=str(record["path"]), duration=float(duration),
-                         text=str(record["text"]), offset=None if offset is None else float(offset),
-                         speaker=None if speaker is None else str(speaker))
+    return ManifestEntry(
+        id=str(record["id"]),
+        path=str(record["path"]),
+        duration=float(duration),
+        text=str(record["text"]),
+        offset=None if offset is None else float(offset),
+        speaker=None if speaker is None else str(speaker),
+    )
 
 
 def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
@@ -105,7 +112,7 @@ def audio_problems(entries: Sequence[ManifestEntry], num_threads: int = 16) -> l
         problems = list(map(_stat_problem, paths))
     else:  # a few chunks per thread: one future per file would cost more than the stat itself
         size = -(-len(paths) // (4 * num_threads))
-        chunks = [paths[i: i + size] for i in range(0, len(paths), size)]
+        chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
         with ThreadPoolExecutor(num_threads) as pool:
             problems = [p for chunk in pool.map(lambda c: list(map(_stat_problem, c)), chunks) for p in chunk]
     return [(entry, problem) for entry, problem in zip(entries, problems) if problem is not None]

@@ -94,8 +94,9 @@ def _sentences(total: int, seed: int) -> list[str]:
     raise ValueError(f"the grammar produced only {len(sentences)} distinct sentences, {total} requested")
 
 
-def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int,
-                train_engines: Sequence[str] = ENGINES) -> dict[str, list[Utterance]]:
+def plan_corpus(
+    n_train: int, n_dev: int, n_test: int, seed: int, train_engines: Sequence[str] = ENGINES
+) -> dict[str, list[Utterance]]:
     """{split: [Utterance]} for `MINI_SPLITS`: n_train and n_dev utterances of the training engines, n_test of
     each engine's test split; distinct sentences across and within splits, each split spoken by its own
     speakers. Each split draws from its own generator, so the test splits do not depend on `train_engines`."""
@@ -110,16 +111,18 @@ def plan_corpus(n_train: int, n_dev: int, n_test: int, seed: int,
     for split in MINI_SPLITS:
         kind = split.split("-")[0]
         rng = random.Random(f"{seed}-{split}")
-        sequence = (_engine_sequence(counts[kind], engines, rng) if kind != "test"
-                    else [split.removeprefix("test-")] * n_test)
+        sequence = (
+            _engine_sequence(counts[kind], engines, rng) if kind != "test" else [split.removeprefix("test-")] * n_test
+        )
         utterances = []
         per_speaker: dict[int, int] = defaultdict(int)
         for engine in sequence:
             speaker = rng.choice(voices[(kind, engine)])
             chapter = _CHAPTER_BASE[kind] + speaker.id
             tempo = round(rng.uniform(1 - TEMPO_JITTER, 1 + TEMPO_JITTER), 4)
-            utterances.append(Utterance(f"{speaker.id}-{chapter}-{per_speaker[speaker.id]:04d}", speaker,
-                                        next(pool), tempo))
+            utterances.append(
+                Utterance(f"{speaker.id}-{chapter}-{per_speaker[speaker.id]:04d}", speaker, next(pool), tempo)
+            )
             per_speaker[speaker.id] += 1
         plan[split] = utterances
     return plan
@@ -139,12 +142,13 @@ def _chunks(plan: dict[str, list[Utterance]], seed: int) -> list[tuple[str, list
             size = SYNTHESIS_CHUNK[engine]
             for start in range(0, len(utterances), size):
                 chunk_seed = zlib.crc32(f"{seed}-{split}-{engine}-{start}".encode())
-                chunks.append((engine, utterances[start:start + size], chunk_seed))
+                chunks.append((engine, utterances[start : start + size], chunk_seed))
     return chunks
 
 
-def _render(chunk: list[tuple[int, Utterance]], synthesized: list[tuple[np.ndarray, int]],
-            seed: int) -> dict[str, np.ndarray]:
+def _render(
+    chunk: list[tuple[int, Utterance]], synthesized: list[tuple[np.ndarray, int]], seed: int
+) -> dict[str, np.ndarray]:
     """{utterance id: (N,) int16 audio at 16 kHz}: the chunk's synthesized audio resampled, with room, noise
     and level drawn from (seed, position in the plan)."""
     for (_, utt), (samples, _) in zip(chunk, synthesized):
@@ -157,19 +161,24 @@ def _render(chunk: list[tuple[int, Utterance]], synthesized: list[tuple[np.ndarr
     return audio
 
 
-def _synthesize(plan: dict[str, list[Utterance]], flac_paths: dict[str, Path], seed: int,
-                workers: int | None) -> None:
+def _synthesize(plan: dict[str, list[Utterance]], flac_paths: dict[str, Path], seed: int, workers: int | None) -> None:
     """Writes the missing files of `flac_paths`: only chunks holding one are synthesised, so every file is a
     function of the plan alone, whichever are missing."""
     wanted = {utt_id for utt_id, path in flac_paths.items() if not _is_valid_audio(path)}
     chunks = [chunk for chunk in _chunks(plan, seed) if any(utt.id in wanted for _, utt in chunk[1])]
-    tasks = [(engine, [utt.speaker.voice.request(utt.text, utt.tempo) for _, utt in chunk], chunk_seed)
-             for engine, chunk, chunk_seed in chunks]
+    tasks = [
+        (engine, [utt.speaker.voice.request(utt.text, utt.tempo) for _, utt in chunk], chunk_seed)
+        for engine, chunk, chunk_seed in chunks
+    ]
     for (_, chunk, _), synthesized in zip(chunks, synthesize_lists(tasks, workers)):
         for utt_id, samples in _render(chunk, synthesized, seed).items():
             if utt_id in wanted:
-                write_atomic(flac_paths[utt_id], lambda tmp, samples=samples: sf.write(
-                    str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"))
+                write_atomic(
+                    flac_paths[utt_id],
+                    lambda tmp, samples=samples: sf.write(
+                        str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"
+                    ),
+                )
 
 
 def _is_valid_audio(path: Path) -> bool:
@@ -186,8 +195,10 @@ def _check_root(root: Path, params: dict) -> None:
     if marker.exists():
         existing = json.loads(marker.read_text(encoding="utf-8"))
         if existing != params:
-            raise ValueError(f"root {root} holds a mini corpus made with {existing}, not {params}; "
-                             "use another root or delete that directory yourself")
+            raise ValueError(
+                f"root {root} holds a mini corpus made with {existing}, not {params}; "
+                "use another root or delete that directory yourself"
+            )
         return
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"root {root} is not empty and has no {MARKER}; refusing to write a corpus into it")
@@ -203,8 +214,15 @@ def _write_transcript(path: Path, lines: list[str]) -> None:
     write_text_atomic(path, text)
 
 
-def make_mini_librispeech(root: str | os.PathLike, n_train: int = 2700, n_dev: int = 210, n_test: int = 150,
-                          seed: int = 0, train_engines: Sequence[str] = ENGINES, workers: int | None = None) -> Path:
+def make_mini_librispeech(
+    root: str | os.PathLike,
+    n_train: int = 2700,
+    n_dev: int = 210,
+    n_test: int = 150,
+    seed: int = 0,
+    train_engines: Sequence[str] = ENGINES,
+    workers: int | None = None,
+) -> Path:
     """Generates (or completes) the mini corpus under `root` and returns `root`.
 
     n_train and n_dev utterances of the training engines (`ENGINE_WEIGHTS` shares; `train_engines=["espeak"]`
@@ -214,19 +232,27 @@ def make_mini_librispeech(root: str | os.PathLike, n_train: int = 2700, n_dev: i
     """
     root = Path(root)
     engines = list(_check_engines(train_engines))
-    params = {"version": CORPUS_VERSION, "seed": seed, "n_train": n_train, "n_dev": n_dev, "n_test": n_test,
-              "train_engines": engines}
+    params = {
+        "version": CORPUS_VERSION,
+        "seed": seed,
+        "n_train": n_train,
+        "n_dev": n_dev,
+        "n_test": n_test,
+        "train_engines": engines,
+    }
     plan = plan_corpus(n_train, n_dev, n_test, seed, engines)
     _check_root(root, params)
-    flac_paths = {utt.id: root / split / _chapter_dir(utt.id) / f"{utt.id}.flac"
-                  for split in MINI_SPLITS for utt in plan[split]}
+    flac_paths = {
+        utt.id: root / split / _chapter_dir(utt.id) / f"{utt.id}.flac" for split in MINI_SPLITS for utt in plan[split]
+    }
     _synthesize(plan, flac_paths, seed, workers)
     for split in MINI_SPLITS:
         chapters: dict[Path, list[str]] = defaultdict(list)
         for utt in plan[split]:
             speaker_id, chapter, _ = utt.id.split("-")
             chapters[root / split / _chapter_dir(utt.id) / f"{speaker_id}-{chapter}.trans.txt"].append(
-                f"{utt.id} {utt.text}")
+                f"{utt.id} {utt.text}"
+            )
         for transcript, lines in chapters.items():
             _write_transcript(transcript, lines)
     return root

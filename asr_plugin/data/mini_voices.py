@@ -16,14 +16,51 @@ ENGINES = ("espeak", "piper")
 SPLIT_KINDS = ("train", "dev", "test")
 
 # English accents of espeak-ng: how words are pronounced. Every accent is heard in training.
-ACCENTS = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-us-nyc", "en-029", "en-gb-x-gbclan",
-           "en-gb-x-gbcwmd")
+ACCENTS = ("en-us", "en", "en-gb-x-rp", "en-gb-scotland", "en-us-nyc", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd")
 # espeak-ng voice variants: the timbre. Dev and test speakers use variants that training never hears.
 VARIANTS = {
-    "train": ("m1", "m3", "m5", "m6", "m7", "m8", "f1", "f3", "f4", "klatt", "klatt4", "klatt5", "Alex", "adam",
-              "anika", "aunty", "benjamin", "boris", "david", "ed", "edward", "grandma", "grandpa", "iven",
-              "linda", "max", "michel", "paul", "quincy", "rob", "steph", "travis", "victor", "Mike", "Reed",
-              "Hugo", "Alicia", "Andrea", "Denis", "Mario"),
+    "train": (
+        "m1",
+        "m3",
+        "m5",
+        "m6",
+        "m7",
+        "m8",
+        "f1",
+        "f3",
+        "f4",
+        "klatt",
+        "klatt4",
+        "klatt5",
+        "Alex",
+        "adam",
+        "anika",
+        "aunty",
+        "benjamin",
+        "boris",
+        "david",
+        "ed",
+        "edward",
+        "grandma",
+        "grandpa",
+        "iven",
+        "linda",
+        "max",
+        "michel",
+        "paul",
+        "quincy",
+        "rob",
+        "steph",
+        "travis",
+        "victor",
+        "Mike",
+        "Reed",
+        "Hugo",
+        "Alicia",
+        "Andrea",
+        "Denis",
+        "Mario",
+    ),
     "dev": ("m4", "f5", "klatt2", "robert"),
     "test": ("m2", "f2", "klatt3", "Michael", "belinda", "Gene"),
 }
@@ -43,8 +80,14 @@ NOISE_SCALE_RANGE = (0.45, 0.85)  # the generator's noise (the voice's default 0
 NOISE_W_RANGE = (0.5, 1.0)  # the duration predictor's noise (default 0.8)
 
 # Speaker ids (LibriSpeech-style numbers): the first of each engine in each split.
-SPEAKER_BASE = {("train", "espeak"): 100, ("train", "piper"): 200, ("dev", "espeak"): 800, ("dev", "piper"): 850,
-                ("test", "espeak"): 900, ("test", "piper"): 950}
+SPEAKER_BASE = {
+    ("train", "espeak"): 100,
+    ("train", "piper"): 200,
+    ("dev", "espeak"): 800,
+    ("dev", "piper"): 850,
+    ("test", "espeak"): 900,
+    ("test", "piper"): 950,
+}
 
 
 @dataclass(frozen=True)
@@ -74,8 +117,13 @@ class PiperVoiceSettings:
         """The `synthesize_piper` request of `text` at `tempo` times this speaker's speed. The length scale is
         stretched by the playing rate's factor, so a higher voice does not also speak faster."""
         stretch = self.played_at_hz / PIPER_RATE
-        return PiperRequest(text.lower(), round(self.length_scale * stretch / tempo, 4), self.noise_scale,
-                            self.noise_w, self.played_at_hz)
+        return PiperRequest(
+            text.lower(),
+            round(self.length_scale * stretch / tempo, 4),
+            self.noise_scale,
+            self.noise_w,
+            self.played_at_hz,
+        )
 
 
 @dataclass(frozen=True)
@@ -89,17 +137,31 @@ class Speaker:
 
 def _espeak_speakers(kind: str, rng: random.Random) -> tuple[Speaker, ...]:
     base = SPEAKER_BASE[(kind, "espeak")]
-    return tuple(Speaker(base + index, "espeak", EspeakVoice(f"{rng.choice(ACCENTS)}+{variant}",
-                                                             rng.randint(*RATE_RANGE), rng.randint(*PITCH_RANGE)))
-                 for index, variant in enumerate(VARIANTS[kind]))
+    return tuple(
+        Speaker(
+            base + index,
+            "espeak",
+            EspeakVoice(f"{rng.choice(ACCENTS)}+{variant}", rng.randint(*RATE_RANGE), rng.randint(*PITCH_RANGE)),
+        )
+        for index, variant in enumerate(VARIANTS[kind])
+    )
 
 
 def _piper_speakers(kind: str, rng: random.Random) -> tuple[Speaker, ...]:
     base = SPEAKER_BASE[(kind, "piper")]
-    return tuple(Speaker(base + index, "piper", PiperVoiceSettings(
-        round(rng.uniform(*LENGTH_SCALE_RANGE), 3), round(rng.uniform(*NOISE_SCALE_RANGE), 3),
-        round(rng.uniform(*NOISE_W_RANGE), 3), played_at_hz))
-        for index, played_at_hz in enumerate(PLAYED_AT_HZ[kind]))
+    return tuple(
+        Speaker(
+            base + index,
+            "piper",
+            PiperVoiceSettings(
+                round(rng.uniform(*LENGTH_SCALE_RANGE), 3),
+                round(rng.uniform(*NOISE_SCALE_RANGE), 3),
+                round(rng.uniform(*NOISE_W_RANGE), 3),
+                played_at_hz,
+            ),
+        )
+        for index, played_at_hz in enumerate(PLAYED_AT_HZ[kind])
+    )
 
 
 def speakers(seed: int) -> dict[tuple[str, str], tuple[Speaker, ...]]:

@@ -87,8 +87,11 @@ class CorpusPlan:
         """The files `steps` make (skip lists aside: they exist only when files were left out)."""
         check_steps(steps)
         paths = [self.layout.manifest(split) for split in self.splits] if "manifests" in steps else []
-        paths += [path for step, path in (("tokenizer", self.tokenizer_path), ("stats", self.stats_path))
-                  if step in steps and path is not None]
+        paths += [
+            path
+            for step, path in (("tokenizer", self.tokenizer_path), ("stats", self.stats_path))
+            if step in steps and path is not None
+        ]
         return paths
 
     def missing(self, steps: Sequence[str] = PREPARE_STEPS) -> list[Path]:
@@ -106,13 +109,17 @@ class CorpusPlan:
     def read_training_entries(self) -> list[ManifestEntry]:
         """Every entry of the training splits' manifests (made by the manifests step)."""
         if not self.train_splits:
-            raise ValueError(f"{self.source!r} has no training set: the tokenizer and the feature statistics are "
-                             "made from one (or give data.tokenizer and a front end that needs no statistics)")
+            raise ValueError(
+                f"{self.source!r} has no training set: the tokenizer and the feature statistics are "
+                "made from one (or give data.tokenizer and a front end that needs no statistics)"
+            )
         manifests = [self.layout.manifest(split) for split in self.train_splits]
         missing = [path for path in manifests if not path.exists()]
         if missing:
-            raise FileNotFoundError(f"training manifest(s) {', '.join(map(str, missing))} do not exist: run the "
-                                    f"manifests step first ({self.command()} --steps manifests)")
+            raise FileNotFoundError(
+                f"training manifest(s) {', '.join(map(str, missing))} do not exist: run the "
+                f"manifests step first ({self.command()} --steps manifests)"
+            )
         return [entry for path in manifests for entry in read_manifest(path)]
 
 
@@ -127,16 +134,28 @@ def _writable_work_dir(layout: CorpusLayout) -> None:
     try:
         layout.work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise PermissionError(f"cannot create the work directory {layout.work_dir} ({err.strerror}): set data."
-                              "work_dir to a writable directory (a shared file system for multi-node jobs)") from None
+        raise PermissionError(
+            f"cannot create the work directory {layout.work_dir} ({err.strerror}): set data."
+            "work_dir to a writable directory (a shared file system for multi-node jobs)"
+        ) from None
     if not os.access(layout.work_dir, os.W_OK):
-        raise PermissionError(f"the work directory {layout.work_dir} is not writable: set data.work_dir to a "
-                              "writable directory (a shared file system for multi-node jobs)")
+        raise PermissionError(
+            f"the work directory {layout.work_dir} is not writable: set data.work_dir to a "
+            "writable directory (a shared file system for multi-node jobs)"
+        )
 
 
-def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, num_workers: int = 1,
-                   download: bool = False, strict: bool = False, overwrite: bool = False, full_check: bool = False,
-                   progress: bool = True) -> list[Path]:
+def prepare_corpus(
+    plan: CorpusPlan,
+    steps: Sequence[str] = PREPARE_STEPS,
+    *,
+    num_workers: int = 1,
+    download: bool = False,
+    strict: bool = False,
+    overwrite: bool = False,
+    full_check: bool = False,
+    progress: bool = True,
+) -> list[Path]:
     """Runs `steps` of `plan` in order (see the module docstring) and returns the files it wrote.
 
     Args:
@@ -161,19 +180,39 @@ def prepare_corpus(plan: CorpusPlan, steps: Sequence[str] = PREPARE_STEPS, *, nu
             plan.source.make(download)
             for split in plan.splits:
                 check_origin(plan, split, overwrite)
-                prepare_split(plan.layout, split, source=plan.source, num_workers=num_workers, strict=strict,
-                              overwrite=overwrite, full_check=full_check, progress=progress)
+                prepare_split(
+                    plan.layout,
+                    split,
+                    source=plan.source,
+                    num_workers=num_workers,
+                    strict=strict,
+                    overwrite=overwrite,
+                    full_check=full_check,
+                    progress=progress,
+                )
                 record_origin(plan, split)
-        if "tokenizer" in steps and _to_make(plan.tokenizer_path, "tokenizer", overwrite,
-                                             "the data config brings its own (data.tokenizer)"):
-            tokenizer = train_tokenizer((entry.text for entry in plan.read_training_entries()), plan.tokenizer_path,
-                                        plan.vocab_size, plan.tokenizer_type, overwrite=overwrite)
+        if "tokenizer" in steps and _to_make(
+            plan.tokenizer_path, "tokenizer", overwrite, "the data config brings its own (data.tokenizer)"
+        ):
+            tokenizer = train_tokenizer(
+                (entry.text for entry in plan.read_training_entries()),
+                plan.tokenizer_path,
+                plan.vocab_size,
+                plan.tokenizer_type,
+                overwrite=overwrite,
+            )
             print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
-        if "stats" in steps and _to_make(plan.stats_path, "feature stats", overwrite,
-                                         "the front end needs none (data.frontend)"):
-            stats = compute_feature_stats(plan.read_training_entries(), LogMelFeatures(**plan.stats_features),
-                                          plan.stats_max_utterances, num_workers=num_workers if num_workers > 1 else 0,
-                                          seed=plan.seed, progress=progress)
+        if "stats" in steps and _to_make(
+            plan.stats_path, "feature stats", overwrite, "the front end needs none (data.frontend)"
+        ):
+            stats = compute_feature_stats(
+                plan.read_training_entries(),
+                LogMelFeatures(**plan.stats_features),
+                plan.stats_max_utterances,
+                num_workers=num_workers if num_workers > 1 else 0,
+                seed=plan.seed,
+                progress=progress,
+            )
             stats.save(plan.stats_path)
             print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames")
     return [path for path, existed in before.items() if path.exists() and (overwrite or not existed)]
@@ -187,9 +226,11 @@ def check_origin(plan: CorpusPlan, split: str, overwrite: bool) -> None:
         return
     recorded = json.loads(path.read_text(encoding="utf-8"))
     if recorded != plan.source.origin(split):
-        raise ValueError(f"{plan.layout.manifest(split)} was made from {recorded}, but this data config reads the "
-                         f"split {split!r} from {plan.source.origin(split)}: set data.work_dir to another "
-                         "directory, or rebuild it (scripts/prepare_data.py ... --overwrite)")
+        raise ValueError(
+            f"{plan.layout.manifest(split)} was made from {recorded}, but this data config reads the "
+            f"split {split!r} from {plan.source.origin(split)}: set data.work_dir to another "
+            "directory, or rebuild it (scripts/prepare_data.py ... --overwrite)"
+        )
 
 
 def record_origin(plan: CorpusPlan, split: str) -> None:
@@ -216,8 +257,11 @@ def record_preparation_failure(path: Path, job: str, error: BaseException) -> No
     try:
         write_text_atomic(path, json.dumps({"job": job, "error": f"{type(error).__name__}: {error}"}))
     except OSError as err:
-        log.warning("could not record the preparation failure in %s (%s): the other ranks wait until "
-                    "data.prepare_timeout_s", path, err)
+        log.warning(
+            "could not record the preparation failure in %s (%s): the other ranks wait until data.prepare_timeout_s",
+            path,
+            err,
+        )
 
 
 def preparation_failure_of(path: Path, job: str) -> str | None:

@@ -31,8 +31,10 @@ def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
     if offset >= file_seconds:
         return f"offset {offset:g} s is past the end of the audio ({file_seconds:.3f} s)"
     if offset + candidate.duration > file_seconds + DURATION_TOLERANCE_S:
-        return (f"duration {candidate.duration:g} s from offset {offset:g} s runs past the end of the audio "
-                f"({file_seconds:.3f} s): the manifest's duration disagrees with the file")
+        return (
+            f"duration {candidate.duration:g} s from offset {offset:g} s runs past the end of the audio "
+            f"({file_seconds:.3f} s): the manifest's duration disagrees with the file"
+        )
     return None
 
 
@@ -49,8 +51,13 @@ def _probe(candidate: Candidate, full_check: bool) -> tuple[float | None, str | 
     return min(candidate.duration, seconds - offset), None  # within the tolerance: what the file holds
 
 
-def check_candidates(candidates: list[Candidate], num_workers: int = 1, full_check: bool = False,
-                     desc: str = "checking audio", progress: bool = True) -> tuple[list[ManifestEntry], list[Skipped]]:
+def check_candidates(
+    candidates: list[Candidate],
+    num_workers: int = 1,
+    full_check: bool = False,
+    desc: str = "checking audio",
+    progress: bool = True,
+) -> tuple[list[ManifestEntry], list[Skipped]]:
     """Reads every candidate's audio header (in `num_workers` processes), checks its segment against the
     file's length and splits the candidates into manifest entries and skipped ones, keeping the input order.
     Any sample rate and channel count is accepted: loading resamples and averages."""
@@ -66,8 +73,11 @@ def check_candidates(candidates: list[Candidate], num_workers: int = 1, full_che
         if reason is None:
             # a segment's duration decides what is read: kept as stated (rounding it would move its end)
             duration = round(duration, 4) if candidate.offset is None else duration
-            entries.append(ManifestEntry(candidate.id, candidate.path, duration, candidate.text,
-                                         candidate.offset, candidate.speaker))
+            entries.append(
+                ManifestEntry(
+                    candidate.id, candidate.path, duration, candidate.text, candidate.offset, candidate.speaker
+                )
+            )
         else:
             where = f"{candidate.where} ({candidate.path})" if candidate.where else candidate.path
             skipped.append(Skipped(where, reason))
@@ -80,9 +90,17 @@ def _skip_lines(skipped: list[Skipped], limit: int | None = None) -> str:
     return shown + (f"... and {more} more\n" if more else "")
 
 
-def prepare_split(layout: CorpusLayout, split: str, *, source: DataSource | None = None, num_workers: int = 1,
-                  strict: bool = False, overwrite: bool = False, full_check: bool = False,
-                  progress: bool = True) -> Path:
+def prepare_split(
+    layout: CorpusLayout,
+    split: str,
+    *,
+    source: DataSource | None = None,
+    num_workers: int = 1,
+    strict: bool = False,
+    overwrite: bool = False,
+    full_check: bool = False,
+    progress: bool = True,
+) -> Path:
     """Writes the manifest of `split` of `source` (None: the LibriSpeech layout under `layout.root`) to
     `layout.manifest(split)` and returns its path.
 
@@ -101,16 +119,23 @@ def prepare_split(layout: CorpusLayout, split: str, *, source: DataSource | None
     entries, bad_audio = check_candidates(candidates, num_workers, full_check, split, progress)
     skipped += bad_audio
     if skipped and strict:
-        raise ValueError(f"{split}: {len(skipped)} utterance(s) or file(s) cannot be used (strict mode; fix them "
-                         f"or run without --strict):\n{_skip_lines(skipped, SHOWN_SKIPPED)}")
+        raise ValueError(
+            f"{split}: {len(skipped)} utterance(s) or file(s) cannot be used (strict mode; fix them "
+            f"or run without --strict):\n{_skip_lines(skipped, SHOWN_SKIPPED)}"
+        )
     if not entries:
-        raise ValueError(f"{split}: no usable utterance in {source!r}"
-                         + (f"; {len(skipped)} left out:\n{_skip_lines(skipped, SHOWN_SKIPPED)}" if skipped else ""))
+        raise ValueError(
+            f"{split}: no usable utterance in {source!r}"
+            + (f"; {len(skipped)} left out:\n{_skip_lines(skipped, SHOWN_SKIPPED)}" if skipped else "")
+        )
     skips = layout.skip_list(split)
     if skipped:
         write_text_atomic(skips, _skip_lines(skipped))
-        print(f"{split}: {len(skipped)} utterance(s) or file(s) left out, listed in {skips}:\n"
-              f"{_skip_lines(skipped, SHOWN_SKIPPED)}", end="")
+        print(
+            f"{split}: {len(skipped)} utterance(s) or file(s) left out, listed in {skips}:\n"
+            f"{_skip_lines(skipped, SHOWN_SKIPPED)}",
+            end="",
+        )
     elif skips.exists() and overwrite:
         skips.unlink()
     write_manifest(entries, out, overwrite=overwrite)

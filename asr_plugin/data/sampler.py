@@ -51,9 +51,17 @@ class DurationBatchSampler(Sampler[list[int]]):
     were used; after `load_state_dict`, the next iteration of that epoch yields only the rest.
     """
 
-    def __init__(self, durations: Sequence[float], max_duration: float, num_buckets: int = 10,
-                 shuffle: bool = True, seed: int = 0, num_replicas: int | None = None, rank: int | None = None,
-                 quadratic_duration: float | None = None):
+    def __init__(
+        self,
+        durations: Sequence[float],
+        max_duration: float,
+        num_buckets: int = 10,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        quadratic_duration: float | None = None,
+    ):
         super().__init__()
         if max_duration <= 0:
             raise ValueError(f"max_duration must be positive, got {max_duration}")
@@ -64,9 +72,11 @@ class DurationBatchSampler(Sampler[list[int]]):
         self.quadratic_duration = quadratic_duration
         too_long = [i for i, d in enumerate(durations) if self.cost(d) > max_duration]
         if too_long:
-            raise ValueError(f"durations: {len(too_long)} utterance(s) cost more than max_duration={max_duration} s "
-                             f"(first index {too_long[0]}: {durations[too_long[0]]} s, quadratic_duration="
-                             f"{quadratic_duration}); filter them out first or raise max_duration")
+            raise ValueError(
+                f"durations: {len(too_long)} utterance(s) cost more than max_duration={max_duration} s "
+                f"(first index {too_long[0]}: {durations[too_long[0]]} s, quadratic_duration="
+                f"{quadratic_duration}); filter them out first or raise max_duration"
+            )
         world_size, world_rank = _world()
         self.num_replicas = world_size if num_replicas is None else num_replicas
         self.rank = world_rank if rank is None else rank
@@ -81,7 +91,7 @@ class DurationBatchSampler(Sampler[list[int]]):
         self.epoch = 0
         by_duration = sorted(range(len(self.durations)), key=lambda i: (self.durations[i], i))
         size = -(-len(by_duration) // num_buckets)
-        self.buckets = [by_duration[i:i + size] for i in range(0, len(by_duration), size)]
+        self.buckets = [by_duration[i : i + size] for i in range(0, len(by_duration), size)]
         self._resume: tuple[int, int] | None = None  # (epoch, batches already consumed)
         self._cache: tuple[int, list[list[int]]] | None = None  # (epoch, all replicas' batches)
 
@@ -128,7 +138,7 @@ class DurationBatchSampler(Sampler[list[int]]):
                 missing = self.num_replicas - len(batches) % self.num_replicas
                 return batches + (batches * missing)[:missing]
             half = len(batch) // 2
-            batches[position:position + 1] = [batch[:half], batch[half:]]
+            batches[position : position + 1] = [batch[:half], batch[half:]]
         return batches
 
     def _all_batches(self) -> list[list[int]]:
@@ -148,18 +158,18 @@ class DurationBatchSampler(Sampler[list[int]]):
             size = max(1, int(self.max_duration // self.cost(self.durations[bucket[-1]])))  # buckets are sorted
             bucket = list(bucket)
             rng.shuffle(bucket)
-            batches = [bucket[i:i + size] for i in range(0, len(bucket), size)]
+            batches = [bucket[i : i + size] for i in range(0, len(bucket), size)]
             whole = len(batches) - len(batches) % replicas
-            steps += [batches[i:i + replicas] for i in range(0, whole, replicas)]
+            steps += [batches[i : i + replicas] for i in range(0, whole, replicas)]
             remainders += batches[whole:]
         remainders = self._equalise(remainders)
-        steps += [remainders[i:i + replicas] for i in range(0, len(remainders), replicas)]
+        steps += [remainders[i : i + replicas] for i in range(0, len(remainders), replicas)]
         rng.shuffle(steps)
         return [batch for step in steps for batch in step]
 
     def epoch_batches(self) -> list[list[int]]:
         """This rank's batches of the current epoch (ignoring any resume point)."""
-        return self._all_batches()[self.rank::self.num_replicas]
+        return self._all_batches()[self.rank :: self.num_replicas]
 
     def resume_offset(self) -> int:
         """Batches of the current epoch that the next iteration skips (0 unless resuming)."""
@@ -176,13 +186,19 @@ class DurationBatchSampler(Sampler[list[int]]):
 
     def state_dict(self, batches_consumed: int = 0) -> dict:
         """The resume point: this epoch and the number of this rank's batches already used."""
-        return {"epoch": self.epoch, "batches_consumed": int(batches_consumed), "seed": self.seed,
-                "num_replicas": self.num_replicas}
+        return {
+            "epoch": self.epoch,
+            "batches_consumed": int(batches_consumed),
+            "seed": self.seed,
+            "num_replicas": self.num_replicas,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Makes the next iteration of `state["epoch"]` skip the batches already consumed."""
         if state.get("seed", self.seed) != self.seed or state.get("num_replicas") != self.num_replicas:
-            raise ValueError(f"sampler state {state} was saved with another seed or num_replicas "
-                             f"(now seed={self.seed}, num_replicas={self.num_replicas})")
+            raise ValueError(
+                f"sampler state {state} was saved with another seed or num_replicas "
+                f"(now seed={self.seed}, num_replicas={self.num_replicas})"
+            )
         self.epoch = int(state["epoch"])
         self._resume = (self.epoch, int(state["batches_consumed"]))

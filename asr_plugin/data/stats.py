@@ -29,9 +29,14 @@ class _SumsDataset(Dataset):
         return features.sum(0), features.square().sum(0), features.shape[0]
 
 
-def compute_feature_stats(entries: Sequence[ManifestEntry], featurizer: LogMelFeatures,
-                          max_utterances: int | None = None, num_workers: int = 0, seed: int = 0,
-                          progress: bool = True) -> FeatureStats:
+def compute_feature_stats(
+    entries: Sequence[ManifestEntry],
+    featurizer: LogMelFeatures,
+    max_utterances: int | None = None,
+    num_workers: int = 0,
+    seed: int = 0,
+    progress: bool = True,
+) -> FeatureStats:
     """Mean/std per mel bin over all frames of `entries` (or of `max_utterances` of them drawn with `seed`,
     enough for a stable estimate on large corpora)."""
     if not entries:

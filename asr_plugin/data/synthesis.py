@@ -38,8 +38,10 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def synthesize_lists(tasks: Sequence[tuple[str, list[Any], int]], workers: int | None = None,
-                     ) -> Iterator[list[tuple[np.ndarray, int]]]:
+def synthesize_lists(
+    tasks: Sequence[tuple[str, list[Any], int]],
+    workers: int | None = None,
+) -> Iterator[list[tuple[np.ndarray, int]]]:
     """For each (engine, requests, seed) task, in order: [((N_i,) float32 audio, sample rate)], each task in a
     fresh process, up to `workers` (default: every CPU) at once."""
     for engine, _, _ in tasks:

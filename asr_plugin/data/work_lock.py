@@ -29,8 +29,13 @@ def preparation_lock(work_dir: str | os.PathLike, what: str = "data preparation"
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            log.warning("waiting for %s in %s: another process (pid %s) holds %s; its files will be reused",
-                        what, work_dir, holder, path)
+            log.warning(
+                "waiting for %s in %s: another process (pid %s) holds %s; its files will be reused",
+                what,
+                work_dir,
+                holder,
+                path,
+            )
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -180,7 +180,9 @@ def _best(beams: _Beams, utt: int) -> Hypothesis:
     """The highest-scoring hypothesis of utterance `utt`."""
     rows = (beams.utts == utt).nonzero().squeeze(1)
     row = int(rows[beams.scores[rows].argmax()])
-    return Hypothesis(tokens=list(beams.tokens[row]), score=float(beams.scores[row]), timestamps=list(beams.timestamps[row]))
+    return Hypothesis(
+        tokens=list(beams.tokens[row]), score=float(beams.scores[row]), timestamps=list(beams.timestamps[row])
+    )
 
 
 @torch.no_grad()
@@ -213,8 +215,10 @@ def modified_beam_search(
     """
     check_encoder_output(encoder_out, encoder_lengths)
     if type(model.lattice) is not RNNT:
-        raise ValueError(f"modified_beam_search decodes RNN-T models only, not this model's lattice {model.lattice!r}: "
-                         "use greedy search (decoding method 'greedy')")
+        raise ValueError(
+            f"modified_beam_search decodes RNN-T models only, not this model's lattice {model.lattice!r}: "
+            "use greedy search (decoding method 'greedy')"
+        )
     if beam < 1:
         raise ValueError(f"beam={beam} must be >= 1")
     if max_symbols_per_frame < 1:

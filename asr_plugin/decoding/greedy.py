@@ -38,14 +38,21 @@ def greedy_search(
         raise ValueError(f"max_symbols_per_frame={max_symbols_per_frame} must be >= 1")
     search = GREEDY_SEARCHES.get(type(model.lattice))
     if search is None:
-        raise ValueError(f"greedy search has no step for the lattice {model.lattice!r} (it decodes "
-                         f"{sorted(kind.__name__ for kind in GREEDY_SEARCHES)})")
+        raise ValueError(
+            f"greedy search has no step for the lattice {model.lattice!r} (it decodes "
+            f"{sorted(kind.__name__ for kind in GREEDY_SEARCHES)})"
+        )
     return search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
 
 
 @torch.no_grad()
-def rnnt_greedy_search(model: Transducer, encoder_out: torch.Tensor, encoder_lengths: torch.Tensor,
-                       max_symbols_per_frame: int = 4, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
+def rnnt_greedy_search(
+    model: Transducer,
+    encoder_out: torch.Tensor,
+    encoder_lengths: torch.Tensor,
+    max_symbols_per_frame: int = 4,
+    tokenizer: TokenDecoder | None = None,
+) -> list[Hypothesis]:
     """Greedy search of an RNN-T model: at every frame the joint's argmax is taken; a blank moves to the next
     frame, a token is emitted and the predictor advances on it. The score is the sum of the chosen symbols'
     log-probabilities, i.e. the standard RNN-T path log-probability (tokens and the closing blank of
@@ -163,7 +170,9 @@ def tdt_greedy_search(
         found = active & (token != blank)
         emitting = found.nonzero().squeeze(1)  # (K,)
         if emitting.numel():
-            for index, (value, frame) in zip(emitting.tolist(), zip(token[emitting].tolist(), found_at[emitting].tolist())):
+            for index, (value, frame) in zip(
+                emitting.tolist(), zip(token[emitting].tolist(), found_at[emitting].tolist())
+            ):
                 hyps[index].tokens.append(value)
                 hyps[index].timestamps.append(frame)
             out, new_state = predictor.step(token[emitting], predictor.select_state(state, emitting))

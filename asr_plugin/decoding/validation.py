@@ -17,7 +17,7 @@ def check_encoder_output(encoder_out: torch.Tensor, encoder_lengths: torch.Tenso
         )
     if encoder_lengths.is_floating_point():
         raise TypeError(f"encoder_lengths must be an integer tensor, got {encoder_lengths.dtype}")
-    if encoder_lengths.numel() and (int(encoder_lengths.max()) > encoder_out.shape[1] or int(encoder_lengths.min()) < 0):
-        raise ValueError(
-            f"encoder_lengths must lie in [0, T={encoder_out.shape[1]}], got {encoder_lengths.tolist()}"
-        )
+    if encoder_lengths.numel() and (
+        int(encoder_lengths.max()) > encoder_out.shape[1] or int(encoder_lengths.min()) < 0
+    ):
+        raise ValueError(f"encoder_lengths must lie in [0, T={encoder_out.shape[1]}], got {encoder_lengths.tolist()}")

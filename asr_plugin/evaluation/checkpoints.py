@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+
 import torch
 
 from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
@@ -39,7 +40,9 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     if path.is_file():
         if avg == 1:
             return [path]
-        candidates = sorted((p for p in _checkpoints_in(path.parent) if not p.name.startswith("last")), key=checkpoint_order)
+        candidates = sorted(
+            (p for p in _checkpoints_in(path.parent) if not p.name.startswith("last")), key=checkpoint_order
+        )
         candidates = [p for p in candidates if checkpoint_order(p) <= checkpoint_order(path) and p != path] + [path]
     elif path.is_dir():
         every = sorted(_checkpoints_in(path), key=checkpoint_order)
@@ -48,7 +51,9 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
         where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
         raise FileNotFoundError(f"checkpoint {path} does not exist{where}")
     if len(candidates) < avg:
-        raise ValueError(f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}")
+        raise ValueError(
+            f"avg={avg} but only {len(candidates)} checkpoint(s) available at {path}: {[p.name for p in candidates]}"
+        )
     return candidates[-avg:]
 
 
@@ -74,21 +79,25 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
         total = torch.zeros_like(last, dtype=torch.float64)
         for index, state in enumerate(states):
             if state[key].shape != last.shape:
-                raise ValueError(f"{key}: shape {tuple(state[key].shape)} in state dict {index}, {tuple(last.shape)} in the last")
+                raise ValueError(
+                    f"{key}: shape {tuple(state[key].shape)} in state dict {index}, {tuple(last.shape)} in the last"
+                )
             total += state[key].double()
         averaged[key] = (total / len(states)).to(last.dtype)
     return averaged
 
 
-def load_model(paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu") -> tuple[Transducer, CheckpointInfo]:
+def load_model(
+    paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu"
+) -> tuple[Transducer, CheckpointInfo]:
     """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
 
-    The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
-    ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
-    end than the last one are not averaged; a node declaring sizes the weights do not hold, and NaN or infinite
-weights, are refused by name before the model is built. Returns the model in eval mode on `device` and the last
-    checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
-    (``weights_only=True``).
+        The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
+        ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
+        end than the last one are not averaged; a node declaring sizes the weights do not hold, and NaN or infinite
+    weights, are refused by name before the model is built. Returns the model in eval mode on `device` and the last
+        checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
+        (``weights_only=True``).
     """
     if not paths:
         raise ValueError("load_model: no checkpoint path given")
@@ -99,11 +108,15 @@ weights, are refused by name before the model is built. Returns the model in eva
     for other in infos[:-1]:
         for name in ("tokenizer", "frontend"):
             if other.records.get(name) != info.records.get(name):
-                raise ValueError(f"avg: {other.path} and {info.path} record another {name}: checkpoints of "
-                                 "different runs cannot be averaged")
+                raise ValueError(
+                    f"avg: {other.path} and {info.path} record another {name}: checkpoints of "
+                    "different runs cannot be averaged"
+                )
     model_cfg = info.hyper_parameters.get("model")
     if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
-        raise ValueError(f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)")
+        raise ValueError(
+            f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)"
+        )
     state = average_state_dicts(states) if len(states) > 1 else states[0]
     model = build_checked_model(model_cfg, state, f"{info.path}: hyper_parameters.model")
     model.load_state_dict(state)

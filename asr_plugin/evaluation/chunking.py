@@ -14,8 +14,9 @@ import torch
 FRAME_SECONDS = 0.01  # energy frames for finding a quiet cut
 
 
-def chunk_bounds(waveform: torch.Tensor, sample_rate: int, chunk_seconds: float,
-                 search_seconds: float = 2.0) -> list[tuple[int, int]]:
+def chunk_bounds(
+    waveform: torch.Tensor, sample_rate: int, chunk_seconds: float, search_seconds: float = 2.0
+) -> list[tuple[int, int]]:
     """[(start, end)] sample ranges covering the (N,) `waveform` in order, each at most `chunk_seconds` long.
 
     Every cut but the last lies in the final `search_seconds` of its chunk (capped at half the chunk), at the

@@ -23,8 +23,20 @@ from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_
 from asr_plugin.models import Transducer
 
 log = logging.getLogger(__name__)
-SUMMARY_COLUMNS = ("set", "method", "wer", "errors", "ref_words", "substitutions", "deletions", "insertions",
-                   "utterances", "audio_seconds", "decode_seconds", "rtf")
+SUMMARY_COLUMNS = (
+    "set",
+    "method",
+    "wer",
+    "errors",
+    "ref_words",
+    "substitutions",
+    "deletions",
+    "insertions",
+    "utterances",
+    "audio_seconds",
+    "decode_seconds",
+    "rtf",
+)
 
 
 @dataclass
@@ -69,11 +81,15 @@ def decode_batches(
             result = results[method]
             result.decode_seconds += encode_seconds + time.perf_counter() - start
             result.audio_seconds += audio
-            result.recognitions += [Recognition(i, ref, hyp.text or "") for i, ref, hyp in zip(batch.ids, batch.texts, hyps)]
+            result.recognitions += [
+                Recognition(i, ref, hyp.text or "") for i, ref, hyp in zip(batch.ids, batch.texts, hyps)
+            ]
     return results
 
 
-def write_set_results(results: Mapping[str, SetResult], set_name: str, out_dir: str | os.PathLike) -> list[dict[str, Any]]:
+def write_set_results(
+    results: Mapping[str, SetResult], set_name: str, out_dir: str | os.PathLike
+) -> list[dict[str, Any]]:
     """recogs-<set>-<method>.txt and errs-<set>-<method>.txt per method; returns summary rows."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -82,17 +98,28 @@ def write_set_results(results: Mapping[str, SetResult], set_name: str, out_dir: 
         write_recogs(result.recognitions, out_dir / f"recogs-{set_name}-{method}.txt")
         write_errs(result.recognitions, out_dir / f"errs-{set_name}-{method}.txt")
         counts = score(result.recognitions)
-        rows.append({
-            "set": set_name, "method": method, "wer": round(counts.wer, 2), "errors": counts.errors,
-            "ref_words": counts.ref_words, "substitutions": counts.substitutions, "deletions": counts.deletions,
-            "insertions": counts.insertions, "utterances": len(result.recognitions),
-            "audio_seconds": round(result.audio_seconds, 2), "decode_seconds": round(result.decode_seconds, 3),
-            "rtf": round(result.decode_seconds / result.audio_seconds, 4) if result.audio_seconds else 0.0,
-        })
+        rows.append(
+            {
+                "set": set_name,
+                "method": method,
+                "wer": round(counts.wer, 2),
+                "errors": counts.errors,
+                "ref_words": counts.ref_words,
+                "substitutions": counts.substitutions,
+                "deletions": counts.deletions,
+                "insertions": counts.insertions,
+                "utterances": len(result.recognitions),
+                "audio_seconds": round(result.audio_seconds, 2),
+                "decode_seconds": round(result.decode_seconds, 3),
+                "rtf": round(result.decode_seconds / result.audio_seconds, 4) if result.audio_seconds else 0.0,
+            }
+        )
     return rows
 
 
-def write_summary(rows: list[dict[str, Any]], out_dir: str | os.PathLike, extra: Mapping[str, Any]) -> tuple[Path, Path]:
+def write_summary(
+    rows: list[dict[str, Any]], out_dir: str | os.PathLike, extra: Mapping[str, Any]
+) -> tuple[Path, Path]:
     """wer-summary.tsv (one row per set and method) and wer-summary.json (rows plus `extra`, e.g. checkpoints),
     each written to a temporary file and renamed when complete."""
     out_dir = Path(out_dir)
@@ -111,6 +138,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [header, "-" * len(header)]
     for r in rows:
         idsub = f"{r['insertions']}/{r['deletions']}/{r['substitutions']}"
-        lines.append(f"{r['set']:<16} {r['method']:<8} {r['wer']:>7.2f} {str(r['errors']) + '/' + str(r['ref_words']):>12} "
-                     f"{idsub:>14} {r['rtf']:>7.4f}")
+        lines.append(
+            f"{r['set']:<16} {r['method']:<8} {r['wer']:>7.2f} {str(r['errors']) + '/' + str(r['ref_words']):>12} "
+            f"{idsub:>14} {r['rtf']:>7.4f}"
+        )
     return "\n".join(lines)

@@ -59,30 +59,50 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if info.has_data_records:
         datamodule = instantiate(cfg.data, tokenizer=info.tokenizer(), frontend=info.frontend_spec(), num_mel_bins=None)
     else:
-        log.warning("%s records no tokenizer and front end: decoding with the data config's, which must be the ones "
-                    "it was trained with", info.path)
+        log.warning(
+            "%s records no tokenizer and front end: decoding with the data config's, which must be the ones "
+            "it was trained with",
+            info.path,
+        )
         datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")
     tokenizer = datamodule.tokenizer
     if tokenizer.vocab_size != model.vocab_size:
-        raise ValueError(f"data tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's model {model.vocab_size}: "
-                         "evaluate with the data config the model was trained with")
+        raise ValueError(
+            f"data tokenizer has {tokenizer.vocab_size} tokens but the checkpoint's model {model.vocab_size}: "
+            "evaluate with the data config the model was trained with"
+        )
     frontend = datamodule.frontend
     frame_shift = frontend.hop_length / frontend.sample_rate
     decoding = cfg.decoding
-    max_symbols = decoding_settings(info, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")},
-                                    "decoding.")["max_symbols_per_frame"]
+    max_symbols = decoding_settings(
+        info, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")}, "decoding."
+    )["max_symbols_per_frame"]
     out_dir = Path(cfg.output_dir)
     rows = []
     for name, manifest in _eval_sets(cfg.get("manifests"), datamodule).items():
         results = decode_batches(
-            model, datamodule.eval_dataloader(manifest), list(decoding.methods), tokenizer, frame_shift, device,
-            beam=int(decoding.beam), max_symbols_per_frame=max_symbols,
+            model,
+            datamodule.eval_dataloader(manifest),
+            list(decoding.methods),
+            tokenizer,
+            frame_shift,
+            device,
+            beam=int(decoding.beam),
+            max_symbols_per_frame=max_symbols,
         )
         rows += write_set_results(results, name, out_dir)
     weights = describe_weights(paths)
-    write_summary(rows, out_dir, {"checkpoints": [str(p) for p in paths], "weights": weights, "beam": int(decoding.beam),
-                                  "max_symbols_per_frame": max_symbols})
+    write_summary(
+        rows,
+        out_dir,
+        {
+            "checkpoints": [str(p) for p in paths],
+            "weights": weights,
+            "beam": int(decoding.beam),
+            "max_symbols_per_frame": max_symbols,
+        },
+    )
     log.info("results in %s", out_dir)
     return {"rows": rows, "checkpoints": [str(p) for p in paths], "weights": weights, "output_dir": str(out_dir)}

@@ -58,7 +58,11 @@ def _aligned(recognition: Recognition) -> tuple[ErrorCounts, str, list[tuple[str
         counts.deletions = len(ref_words)
         return counts, " ".join(f"({w}->*)" for w in ref_words), [(w, "*") for w in ref_words]
     output = jiwer.process_words(recognition.ref, recognition.hyp)
-    counts.substitutions, counts.deletions, counts.insertions = output.substitutions, output.deletions, output.insertions
+    counts.substitutions, counts.deletions, counts.insertions = (
+        output.substitutions,
+        output.deletions,
+        output.insertions,
+    )
     parts, pairs = [], []
     for chunk in output.alignments[0]:
         refs = ref_words[chunk.ref_start_idx : chunk.ref_end_idx]
@@ -98,7 +102,9 @@ def write_errs(recognitions: Sequence[Recognition], path: str | os.PathLike, top
         counts, alignment, errors = _aligned(r)
         total.add(counts)
         pairs.update(errors)
-        lines.append(f"{r.id}\t{counts.substitutions}\t{counts.deletions}\t{counts.insertions}\t{counts.ref_words}\t{alignment}")
+        lines.append(
+            f"{r.id}\t{counts.substitutions}\t{counts.deletions}\t{counts.insertions}\t{counts.ref_words}\t{alignment}"
+        )
     kinds = {
         "SUBSTITUTIONS": [(p, n) for p, n in pairs.most_common() if "*" not in p],
         "DELETIONS": [(p, n) for p, n in pairs.most_common() if p[1] == "*"],

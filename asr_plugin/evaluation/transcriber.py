@@ -45,15 +45,26 @@ class Transcriber:
         chunks_per_batch: chunks encoded together.
     """
 
-    def __init__(self, checkpoints: Sequence[str | os.PathLike], method: str = "beam", beam: int = 4,
-                 max_symbols_per_frame: int | None = None, device: str = "cpu", chunk_seconds: float = 30.0,
-                 chunks_per_batch: int = 4) -> None:
+    def __init__(
+        self,
+        checkpoints: Sequence[str | os.PathLike],
+        method: str = "beam",
+        beam: int = 4,
+        max_symbols_per_frame: int | None = None,
+        device: str = "cpu",
+        chunk_seconds: float = 30.0,
+        chunks_per_batch: int = 4,
+    ) -> None:
         if chunk_seconds <= 0 or chunks_per_batch < 1:
-            raise ValueError(f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1")
+            raise ValueError(
+                f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1"
+            )
         self.model, info = load_model(list(checkpoints), device)
         self.tokenizer = info.tokenizer()
         if self.tokenizer.vocab_size != self.model.vocab_size:
-            raise ValueError(f"{info.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}")
+            raise ValueError(
+                f"{info.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}"
+            )
         self.frontend = build_frontend(info.frontend_spec()).eval().to(device)  # eval: no dither
         decoding = decoding_settings(info, {"max_symbols_per_frame": max_symbols_per_frame})
         self.options = {"method": method, "beam": beam, **decoding}
@@ -76,8 +87,13 @@ class Transcriber:
         waveform = read_audio(path, rate)
         bounds = chunk_bounds(waveform, rate, self.chunk_seconds)
         texts: list[str] = []
-        with tqdm(total=len(bounds), desc=f"{Path(path).name} ({waveform.shape[0] / rate:.0f} s)", unit="chunk",
-                  disable=len(bounds) == 1, file=sys.stderr) as progress:
+        with tqdm(
+            total=len(bounds),
+            desc=f"{Path(path).name} ({waveform.shape[0] / rate:.0f} s)",
+            unit="chunk",
+            disable=len(bounds) == 1,
+            file=sys.stderr,
+        ) as progress:
             for first in range(0, len(bounds), self.chunks_per_batch):
                 group = bounds[first : first + self.chunks_per_batch]
                 texts += self.decode_pieces([waveform[start:end] for start, end in group])

@@ -1,10 +1,10 @@
 """Export for inference: three ``torch.export`` programs, or ONNX files that sherpa-onnx decodes.
 
-    export_transducer(model, "exp/export", feature_dim=80)      # encoder.pt2, predictor.pt2, joint.pt2, transducer.json
-    exported = ExportedTransducer.load("exp/export")
-    hyps = greedy_search(exported, *exported.encode(features, lengths))
+export_transducer(model, "exp/export", feature_dim=80)      # encoder.pt2, predictor.pt2, joint.pt2, transducer.json
+exported = ExportedTransducer.load("exp/export")
+hyps = greedy_search(exported, *exported.encode(features, lengths))
 
-    export_onnx(model, frontend_spec, tokenizer, "exp/sherpa", int8=True)   # encoder/decoder/joiner.onnx, tokens.txt
+export_onnx(model, frontend_spec, tokenizer, "exp/sherpa", int8=True)   # encoder/decoder/joiner.onnx, tokens.txt
 """
 
 from __future__ import annotations

@@ -54,16 +54,23 @@ def training_filters(spec: Mapping[str, Any], frequencies: torch.Tensor) -> torc
         win_length = round(options["sample_rate"] * options["window_ms"] / 1000)
         n_fft = 1 << (win_length - 1).bit_length()
         window = torch.hann_window(win_length, periodic=True, dtype=torch.float64)
-        filters = torchaudio.functional.melscale_fbanks(points, 0.0, options["sample_rate"] / 2,
-                                                        options["num_mel_bins"], options["sample_rate"])
+        filters = torchaudio.functional.melscale_fbanks(
+            points, 0.0, options["sample_rate"] / 2, options["num_mel_bins"], options["sample_rate"]
+        )
         preemphasis = None
     else:
         n_fft, win_length = options["n_fft"], options["win_length"]
         window = WINDOWS[options["window"]](win_length, periodic=False, dtype=torch.float64)
         f_max = options["f_max"] if options["f_max"] is not None else options["sample_rate"] / 2
-        filters = torchaudio.functional.melscale_fbanks(points, options["f_min"], f_max, options["num_mel_bins"],
-                                                        options["sample_rate"], norm=options["mel_norm"],
-                                                        mel_scale="slaney")
+        filters = torchaudio.functional.melscale_fbanks(
+            points,
+            options["f_min"],
+            f_max,
+            options["num_mel_bins"],
+            options["sample_rate"],
+            norm=options["mel_norm"],
+            mel_scale="slaney",
+        )
         preemphasis = options["preemphasis"]
     scale = n_fft * window.pow(2).sum() * _preemphasis_gain(preemphasis, frequencies)  # (N,)
     return filters.double() * scale[:, None]
@@ -125,16 +132,17 @@ def check_sherpa_compatible(spec: Mapping[str, Any]) -> dict[str, Any]:
     spec = complete_frontend_spec(spec)
     options = spec["options"]
     if options["sample_rate"] != sherpa_fbank.SAMPLE_RATE:
-        raise ValueError(f"front end option sample_rate={options['sample_rate']}: sherpa-onnx's NeMo transducer "
-                         f"features are computed at {sherpa_fbank.SAMPLE_RATE} Hz")
+        raise ValueError(
+            f"front end option sample_rate={options['sample_rate']}: sherpa-onnx's NeMo transducer "
+            f"features are computed at {sherpa_fbank.SAMPLE_RATE} Hz"
+        )
     hop = options["hop_length"] if spec["kind"] == "nemo" else round(options["sample_rate"] * options["hop_ms"] / 1000)
     if hop != sherpa_fbank.HOP_LENGTH:
         raise ValueError(f"front end hop of {hop} samples: sherpa-onnx's frames are {sherpa_fbank.HOP_LENGTH} apart")
     if spec["kind"] == "logmel" and spec["mean"] is None:
         raise ValueError("front end of kind 'logmel' has no mean/std: the export needs the training statistics")
     if spec["kind"] == "nemo" and options["mag_power"] != 2.0:
-        raise ValueError(f"front end option mag_power={options['mag_power']}: sherpa-onnx computes power "
-                             "spectra (2.0)")
+        raise ValueError(f"front end option mag_power={options['mag_power']}: sherpa-onnx computes power spectra (2.0)")
     return spec
 
 

@@ -39,7 +39,9 @@ class PredictorPiece(nn.Module):
         self.lstm = model.predictor.lstm
         self.project = model.joint.predictor_proj
 
-    def forward(self, tokens: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, tokens: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, (h, c) = self.lstm(self.embedding(tokens)[:, None], (h, c))  # (N, 1, H_p)
         return self.project(out[:, 0]), h, c
 

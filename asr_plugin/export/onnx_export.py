@@ -47,19 +47,29 @@ def tdt_durations(model: Transducer) -> tuple[int, ...] | None:
 
 def check_exportable(model: Transducer) -> None:
     """Raises ValueError naming the part that sherpa-onnx's NeMo transducer cannot run."""
-    parts = (("model", model, Transducer), ("encoder", getattr(model, "encoder", None), ConformerEncoder),
-             ("predictor", getattr(model, "predictor", None), LSTMPredictor), ("joint", getattr(model, "joint", None), Joint))
+    parts = (
+        ("model", model, Transducer),
+        ("encoder", getattr(model, "encoder", None), ConformerEncoder),
+        ("predictor", getattr(model, "predictor", None), LSTMPredictor),
+        ("joint", getattr(model, "joint", None), Joint),
+    )
     for name, part, expected in parts:
         if type(part) is not expected:
-            raise ValueError(f"{name} {type(part).__name__}: the sherpa-onnx export handles only {expected.__name__} "
-                             f"(sherpa-onnx's NeMo transducer runs an LSTM predictor and an add-activation-linear joint)")
+            raise ValueError(
+                f"{name} {type(part).__name__}: the sherpa-onnx export handles only {expected.__name__} "
+                f"(sherpa-onnx's NeMo transducer runs an LSTM predictor and an add-activation-linear joint)"
+            )
     if model.joint.fused_activation is None:
-        raise ValueError(f"joint activation {type(model.joint.activation).__name__}: the export handles only "
-                         "Joint's own tanh/relu/gelu")
+        raise ValueError(
+            f"joint activation {type(model.joint.activation).__name__}: the export handles only "
+            "Joint's own tanh/relu/gelu"
+        )
     durations = tdt_durations(model)
     if durations is not None and tuple(durations) != tuple(range(len(durations))):
-        raise ValueError(f"TDT durations {list(durations)}: sherpa-onnx skips as many frames as the best duration's "
-                         f"index, so only durations 0, 1, ..., D-1 export")
+        raise ValueError(
+            f"TDT durations {list(durations)}: sherpa-onnx skips as many frames as the best duration's "
+            f"index, so only durations 0, 1, ..., D-1 export"
+        )
 
 
 def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
@@ -67,7 +77,7 @@ def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
     tdt = tdt_durations(model) is not None
     return {
         "vocab_size": str(model.vocab_size - 1),  # NeMo's count, without the blank
-        "subsampling_factor": str(2 ** model.encoder.subsampling.num_layers),
+        "subsampling_factor": str(2**model.encoder.subsampling.num_layers),
         "normalize_type": "",  # the encoder normalises itself (SherpaFeatureAdapter)
         "pred_rnn_layers": str(model.predictor.num_layers),
         "pred_hidden": str(model.predictor.hidden_dim),
@@ -80,8 +90,14 @@ def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
     }
 
 
-def export_onnx(model: Transducer, frontend_spec: Mapping[str, Any], tokenizer: PieceTable,
-                out_dir: str | os.PathLike, int8: bool = False, overwrite: bool = False) -> dict[str, Path]:
+def export_onnx(
+    model: Transducer,
+    frontend_spec: Mapping[str, Any],
+    tokenizer: PieceTable,
+    out_dir: str | os.PathLike,
+    int8: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Path]:
     """Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (and with `int8` also the *.int8.onnx
     files, onnxruntime's dynamic quantisation) into `out_dir`; returns {name: path}.
 
@@ -115,22 +131,35 @@ def export_onnx(model: Transducer, frontend_spec: Mapping[str, Any], tokenizer: 
     state = torch.zeros(layers, 2, hidden)  # batch 2: an example size of 1 would be specialised
     auto = Dim.AUTO
     exports = {
-        "encoder": (SherpaEncoder(model, adapter), (features, lengths), ("audio_signal", "length"),
-                    ("outputs", "encoded_lengths"), ({0: auto, 2: auto}, {0: auto})),
-        "decoder": (SherpaDecoder(model), (torch.zeros(2, 1, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-                                           state, state.clone()),
-                    ("targets", "target_length", "states.1", "states.2"),
-                    ("decoder_output", "decoder_output_length", "states_next.1", "states_next.2"),
-                    ({0: auto}, {0: auto}, {1: auto}, {1: auto})),
-        "joiner": (SherpaJoiner(model), (torch.randn(2, joint_dim, 1), torch.randn(2, joint_dim, 1)),
-                   ("encoder_outputs", "decoder_outputs"), ("outputs",), ({0: auto}, {0: auto})),
+        "encoder": (
+            SherpaEncoder(model, adapter),
+            (features, lengths),
+            ("audio_signal", "length"),
+            ("outputs", "encoded_lengths"),
+            ({0: auto, 2: auto}, {0: auto}),
+        ),
+        "decoder": (
+            SherpaDecoder(model),
+            (torch.zeros(2, 1, dtype=torch.int32), torch.ones(2, dtype=torch.int32), state, state.clone()),
+            ("targets", "target_length", "states.1", "states.2"),
+            ("decoder_output", "decoder_output_length", "states_next.1", "states_next.2"),
+            ({0: auto}, {0: auto}, {1: auto}, {1: auto}),
+        ),
+        "joiner": (
+            SherpaJoiner(model),
+            (torch.randn(2, joint_dim, 1), torch.randn(2, joint_dim, 1)),
+            ("encoder_outputs", "decoder_outputs"),
+            ("outputs",),
+            ({0: auto}, {0: auto}),
+        ),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (module, args, inputs, outputs, dynamic) in exports.items():
         piece_metadata = metadata if name == "encoder" else {}
         write_onnx(paths[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
         if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
-            write_quantized(paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8",
-                            piece_metadata)
+            write_quantized(
+                paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8", piece_metadata
+            )
     write_text_atomic(paths["tokens"], "\n".join(lines) + "\n")  # last: its presence means complete
     return paths

@@ -24,16 +24,33 @@ from asr_plugin.data.atomic import fsync_path, write_atomic
 EXTERNAL_DATA_BYTES = 1_800_000_000  # below protobuf's 2 GiB, with room for the graph
 
 
-def _export(module: torch.nn.Module, args: tuple, path: Path, names: Sequence[str], outputs: Sequence[str],
-            dynamic: tuple[dict[int, Any], ...], opset: int, external: bool) -> None:
+def _export(
+    module: torch.nn.Module,
+    args: tuple,
+    path: Path,
+    names: Sequence[str],
+    outputs: Sequence[str],
+    dynamic: tuple[dict[int, Any], ...],
+    opset: int,
+    external: bool,
+) -> None:
     """``torch.onnx.export`` through ``torch.export`` (the dynamo exporter), so that every axis in `dynamic` stays
     symbolic (the TorchScript exporter freezes nn.MultiheadAttention's reshapes at the example's length)."""
     with torch.no_grad(), warnings.catch_warnings():
         # nn.LSTM re-assigns its flat weight list while tracing; the exporter's progress notes
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, str(path), input_names=list(names), output_names=list(outputs),
-                          dynamic_shapes=dynamic, opset_version=opset, dynamo=True, external_data=external,
-                          verbose=False)
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            input_names=list(names),
+            output_names=list(outputs),
+            dynamic_shapes=dynamic,
+            opset_version=opset,
+            dynamo=True,
+            external_data=external,
+            verbose=False,
+        )
 
 
 def set_metadata(path: Path, metadata: Mapping[str, str]) -> None:
@@ -47,11 +64,20 @@ def set_metadata(path: Path, metadata: Mapping[str, str]) -> None:
     onnx.save(model, str(path))
 
 
-def write_onnx(path: Path, module: torch.nn.Module, args: tuple, names: Sequence[str], outputs: Sequence[str],
-               dynamic: tuple[dict[int, Any], ...], metadata: Mapping[str, str], opset: int) -> None:
+def write_onnx(
+    path: Path,
+    module: torch.nn.Module,
+    args: tuple,
+    names: Sequence[str],
+    outputs: Sequence[str],
+    dynamic: tuple[dict[int, Any], ...],
+    metadata: Mapping[str, str],
+    opset: int,
+) -> None:
     """Exports `module` called on `args` to `path` with `metadata` (external weights when it is large)."""
     size = sum(p.numel() * p.element_size() for p in module.parameters())
     if size <= EXTERNAL_DATA_BYTES:
+
         def write(tmp: Path) -> None:
             _export(module, args, tmp, names, outputs, dynamic, opset, external=False)
             set_metadata(tmp, metadata)
@@ -86,8 +112,12 @@ def write_quantized(source: Path, target: Path, weight_type: str, metadata: Mapp
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     def write(tmp: Path) -> None:
-        quantize_dynamic(str(source), str(tmp), weight_type=getattr(QuantType, weight_type),
-                         nodes_to_exclude=linear_domain_matmuls(source))
+        quantize_dynamic(
+            str(source),
+            str(tmp),
+            weight_type=getattr(QuantType, weight_type),
+            nodes_to_exclude=linear_domain_matmuls(source),
+        )
         set_metadata(tmp, metadata)
 
     write_atomic(target, write)

@@ -56,8 +56,9 @@ class SherpaDecoder(nn.Module):
         self.project = model.joint.predictor_proj
         self.register_buffer("ours", sherpa_order(model.vocab_size))
 
-    def forward(self, targets: torch.Tensor, target_length: torch.Tensor, h: torch.Tensor,
-                c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, targets: torch.Tensor, target_length: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         tokens = self.ours[targets.long()]  # (B, 1) our ids
         out, (h, c) = self.lstm(self.embedding(tokens), (h, c))  # (B, 1, H_p)
         return self.project(out).transpose(1, 2), target_length, h, c

@@ -27,7 +27,9 @@ class _Predictor:
         self.meta = meta
         self.blank_id = meta.blank_id
 
-    def initial_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32) -> LSTMState:
+    def initial_state(
+        self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32
+    ) -> LSTMState:
         zeros = torch.zeros(self.meta.predictor_layers, batch_size, self.meta.predictor_dim, device=device, dtype=dtype)
         return zeros, zeros.clone()
 
@@ -92,6 +94,8 @@ class ExportedTransducer:
         too_short = lengths < self.meta.min_feature_frames
         if bool(too_short.any()):
             index = int(too_short.nonzero()[0])
-            raise ValueError(f"utterance {index} has {int(lengths[index])} feature frames; the encoder needs "
-                             f"at least {self.meta.min_feature_frames}")
+            raise ValueError(
+                f"utterance {index} has {int(lengths[index])} feature frames; the encoder needs "
+                f"at least {self.meta.min_feature_frames}"
+            )
         return self._encoder(features[:, : int(lengths.max())], lengths)

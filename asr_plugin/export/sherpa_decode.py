@@ -31,9 +31,14 @@ def sherpa_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
     suffix = ".int8.onnx" if int8 else ".onnx"
     feature_dim = _feature_dim(export_dir / f"encoder{suffix}")
     return sherpa_onnx.OfflineRecognizer.from_transducer(
-        encoder=str(export_dir / f"encoder{suffix}"), decoder=str(export_dir / f"decoder{suffix}"),
-        joiner=str(export_dir / f"joiner{suffix}"), tokens=str(export_dir / "tokens.txt"),
-        num_threads=num_threads, sample_rate=SAMPLE_RATE, feature_dim=feature_dim, model_type="nemo_transducer",
+        encoder=str(export_dir / f"encoder{suffix}"),
+        decoder=str(export_dir / f"decoder{suffix}"),
+        joiner=str(export_dir / f"joiner{suffix}"),
+        tokens=str(export_dir / "tokens.txt"),
+        num_threads=num_threads,
+        sample_rate=SAMPLE_RATE,
+        feature_dim=feature_dim,
+        model_type="nemo_transducer",
         decoding_method="greedy_search",
     )
 

@@ -26,9 +26,17 @@ HIGH_FREQ = SAMPLE_RATE / 2 - 400.0  # FeatureExtractorConfig.high_freq = -400, 
 LOG_FLOOR = float(torch.finfo(torch.float32).eps)  # kaldi-native-fbank's log floor
 
 KALDI_FBANK_OPTIONS = {
-    "frame_opts": {"samp_freq": SAMPLE_RATE, "frame_shift_ms": 10.0, "frame_length_ms": 25.0, "dither": 0.0,
-                   "preemph_coeff": PREEMPHASIS, "remove_dc_offset": False, "window_type": "povey",
-                   "round_to_power_of_two": True, "snip_edges": False},
+    "frame_opts": {
+        "samp_freq": SAMPLE_RATE,
+        "frame_shift_ms": 10.0,
+        "frame_length_ms": 25.0,
+        "dither": 0.0,
+        "preemph_coeff": PREEMPHASIS,
+        "remove_dc_offset": False,
+        "window_type": "povey",
+        "round_to_power_of_two": True,
+        "snip_edges": False,
+    },
     "mel_opts": {"low_freq": LOW_FREQ, "high_freq": -400.0, "is_librosa": True},
 }
 
@@ -42,7 +50,13 @@ def povey_window(length: int = WIN_LENGTH) -> torch.Tensor:
 def sherpa_mel_filters(num_bins: int, frequencies: int) -> torch.Tensor:
     """(frequencies, num_bins) float64 sherpa's mel filters sampled at `frequencies` points from 0 Hz to Nyquist."""
     return torchaudio.functional.melscale_fbanks(
-        frequencies, LOW_FREQ, HIGH_FREQ, num_bins, SAMPLE_RATE, norm="slaney", mel_scale="slaney",
+        frequencies,
+        LOW_FREQ,
+        HIGH_FREQ,
+        num_bins,
+        SAMPLE_RATE,
+        norm="slaney",
+        mel_scale="slaney",
     ).double()
 
 

@@ -65,8 +65,11 @@ def _source_state(options: dict[str, Any], model: Transducer) -> tuple[dict, dic
         imported = import_torchaudio_rnnt(obj, options["source_blank_id"])
         log.warning("%s: %s", path, imported.summary())
         if not isinstance(model.joint.activation, nn.ReLU):
-            log.warning("torchaudio's joiner uses ReLU but this model's joint uses %s: the imported joint.output "
-                        "will not reproduce the source (set model.joint_activation=relu)", type(model.joint.activation).__name__)
+            log.warning(
+                "torchaudio's joiner uses ReLU but this model's joint uses %s: the imported joint.output "
+                "will not reproduce the source (set model.joint_activation=relu)",
+                type(model.joint.activation).__name__,
+            )
         return imported.state_dict, None
     return extract_model_state(obj, str(path), fmt), auxiliary_ctc_state(obj)
 
@@ -76,7 +79,7 @@ def auxiliary_ctc_state(obj: object) -> dict | None:
     state = obj.get("state_dict") if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         return None
-    head = {key[len(CTC_PREFIX):]: value for key, value in state.items() if key.startswith(CTC_PREFIX)}
+    head = {key[len(CTC_PREFIX) :]: value for key, value in state.items() if key.startswith(CTC_PREFIX)}
     return head or None
 
 

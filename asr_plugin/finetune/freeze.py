@@ -29,7 +29,9 @@ def freeze_encoder_layers(model: Transducer, num_layers: int) -> list[str]:
     """
     blocks = model.encoder.blocks
     if not isinstance(num_layers, int) or num_layers < -1 or num_layers > len(blocks):
-        raise ValueError(f"freeze_encoder_layers={num_layers!r} must be -1, 0 or 1..{len(blocks)} (the encoder has {len(blocks)} blocks)")
+        raise ValueError(
+            f"freeze_encoder_layers={num_layers!r} must be -1, 0 or 1..{len(blocks)} (the encoder has {len(blocks)} blocks)"
+        )
     if num_layers == 0:
         return []
     if num_layers == -1:

@@ -94,8 +94,13 @@ def import_torchaudio_rnnt(state: Mapping[str, torch.Tensor], blank_id: int | No
         out[f"predictor.lstm.weight_hh_l{i}"] = state[f"predictor.lstm_layers.{i}.p2g.weight"]
         out[f"predictor.lstm.bias_hh_l{i}"] = torch.zeros_like(state[f"predictor.lstm_layers.{i}.x2g.bias"])
 
-    used = {"predictor.embedding.weight", "predictor.input_layer_norm.weight", "predictor.input_layer_norm.bias",
-            "joiner.linear.weight", "joiner.linear.bias"}
+    used = {
+        "predictor.embedding.weight",
+        "predictor.input_layer_norm.weight",
+        "predictor.input_layer_norm.bias",
+        "joiner.linear.weight",
+        "joiner.linear.bias",
+    }
     for key in state:
         if key in used:
             continue

@@ -29,7 +29,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def _output(command: list[str]) -> str:
     """A command's stripped stdout, or 'unknown' when it cannot run (no git, no nvidia-smi)."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=REPO_ROOT).stdout.strip() or "unknown"
+        return (
+            subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=REPO_ROOT).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -66,9 +69,17 @@ def select(stages: list[Stage], names: str | None) -> list[Stage]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr_plugin.gpucheck", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU sizes, no GPU needed")
-    parser.add_argument("--out", type=Path, help="output folder (default: $OUT, else benchmarks/results/gpu_check_<time>)")
-    parser.add_argument("--work-dir", type=Path, help="stage directories (default: benchmarks/results/gpu_check_<time>/stages)")
-    parser.add_argument("--total-limit", type=float, help=f"seconds for all stages (default {GPU_TOTAL_S:.0f}; dry run {CPU_TOTAL_S:.0f})")
+    parser.add_argument(
+        "--out", type=Path, help="output folder (default: $OUT, else benchmarks/results/gpu_check_<time>)"
+    )
+    parser.add_argument(
+        "--work-dir", type=Path, help="stage directories (default: benchmarks/results/gpu_check_<time>/stages)"
+    )
+    parser.add_argument(
+        "--total-limit",
+        type=float,
+        help=f"seconds for all stages (default {GPU_TOTAL_S:.0f}; dry run {CPU_TOTAL_S:.0f})",
+    )
     parser.add_argument("--stages", help="comma-separated subset of the stages, e.g. train-smoke,profile-fp32")
     parser.add_argument("--list", action="store_true", help="print the stages and exit")
     args = parser.parse_args(argv)
@@ -90,9 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     default_dir = REPO_ROOT / "benchmarks" / "results" / f"gpu_check_{stamp}"
     out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else default_dir)
     work = args.work_dir or default_dir / "stages"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-               PYTHONUNBUFFERED="1", PYTHON=python)
-    results = run_stages(stages, work.resolve(), out.resolve(), total, cwd=REPO_ROOT, meta=machine_meta(args.dry_run), env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        PYTHONUNBUFFERED="1",
+        PYTHON=python,
+    )
+    results = run_stages(
+        stages, work.resolve(), out.resolve(), total, cwd=REPO_ROOT, meta=machine_meta(args.dry_run), env=env
+    )
     print(f"\nsummary: {out / 'summary.txt'}")
     print((out / "summary.txt").read_text())
     return 0 if all_as_expected(results) else 1

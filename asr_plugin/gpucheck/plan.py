@@ -40,43 +40,109 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
     bench_base = [python, "scripts/benchmark_loss.py", "--device", device, "--out", "{dir}"]
     bench = bench_base + (["--preset", "paper"] if cuda else ["--preset", "quick", "--modes", "samplewise"])
     bench_tdt = bench_base + (["--preset", "paper-tdt"] if cuda else ["--preset", "quick-tdt", "--modes", "samplewise"])
-    profile = [python, "scripts/profile_loss.py", "--device", device, *(PROFILE_CELL if cuda else CPU_PROFILE_CELL),
-               "--steps", "1", "--out", "{dir}"]
+    profile = [
+        python,
+        "scripts/profile_loss.py",
+        "--device",
+        device,
+        *(PROFILE_CELL if cuda else CPU_PROFILE_CELL),
+        "--steps",
+        "1",
+        "--out",
+        "{dir}",
+    ]
     # the smoke's corpus and run logs go next to the stage directory, not into it (nor into the archive)
     # (the smoke starts no run it cannot finish within the stage's limit)
-    smoke = ["bash", "scripts/gpu_smoke_train.sh", "--quick" if cuda else "--dry-run", "--out", "{dir}",
-             "--work-dir", "{dir}.work", "--time-limit", "{limit}"]
+    smoke = [
+        "bash",
+        "scripts/gpu_smoke_train.sh",
+        "--quick" if cuda else "--dry-run",
+        "--out",
+        "{dir}",
+        "--work-dir",
+        "{dir}.work",
+        "--time-limit",
+        "{limit}",
+    ]
     build = ("build",)
 
     def stage(name: str, command: list[str], **kwargs) -> Stage:
         return Stage(name, command, limits[name], expected[name], **kwargs)
 
-    pytest = [python, "-m", "pytest", "-m", "cuda", CUDA_TESTS, "-q", "-rs", "-p", "no:cacheprovider", "--junitxml={dir}/junit.xml"]
-    side_by_side = bench_base + (["--preset", "benchmark-b30", "--backends", "triton,cuda"] if cuda
-                                 else ["--preset", "quick", "--backends", "triton,cpp"])
+    pytest = [
+        python,
+        "-m",
+        "pytest",
+        "-m",
+        "cuda",
+        CUDA_TESTS,
+        "-q",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml={dir}/junit.xml",
+    ]
+    side_by_side = bench_base + (
+        ["--preset", "benchmark-b30", "--backends", "triton,cuda"]
+        if cuda
+        else ["--preset", "quick", "--backends", "triton,cpp"]
+    )
     return [
         stage("triton-tests", triton_env + pytest + ["-k", TRITON_TESTS], table=junit_table),
         # (one timed step on the CPU: the interpreter takes seconds per step even at the quick cell)
-        stage("triton-paper-bf16", triton_env + bench + ["--dtype", "bf16-autocast", "--repeats", "2" if cuda else "1", "--backends", "triton"],
-              table=benchmark_table()),
+        stage(
+            "triton-paper-bf16",
+            triton_env
+            + bench
+            + ["--dtype", "bf16-autocast", "--repeats", "2" if cuda else "1", "--backends", "triton"],
+            table=benchmark_table(),
+        ),
         stage("build", [python, "-m", "asr_plugin.losses.build", *(["--cuda"] if cuda else [])]),
-        stage("side-by-side", triton_env + side_by_side + ["--dtype", "fp32", "--repeats", "3" if cuda else "1"], needs=build,
-              table=benchmark_table(target_dtype=False)),
+        stage(
+            "side-by-side",
+            triton_env + side_by_side + ["--dtype", "fp32", "--repeats", "3" if cuda else "1"],
+            needs=build,
+            table=benchmark_table(target_dtype=False),
+        ),
         stage("cuda-tests", pytest + ["-k", CUDA_CPP_TESTS], needs=build, table=junit_table),
-        stage("paper-bf16", bench + ["--dtype", "bf16-autocast", "--repeats", "2", "--backends", "cuda" if cuda else "cpp"],
-              needs=build, table=benchmark_table()),
-        stage("paper-fp32", bench + ["--dtype", "fp32", "--repeats", "1", "--backends", "cuda" if cuda else "cpp"],
-              needs=build, table=benchmark_table()),
-        stage("paper-fp32-tf32", [python, "-m", "asr_plugin.gpucheck.tf32", *bench[1:], "--dtype", "fp32", "--repeats", "1"],
-              needs=build, table=benchmark_table(target_dtype=False)),
+        stage(
+            "paper-bf16",
+            bench + ["--dtype", "bf16-autocast", "--repeats", "2", "--backends", "cuda" if cuda else "cpp"],
+            needs=build,
+            table=benchmark_table(),
+        ),
+        stage(
+            "paper-fp32",
+            bench + ["--dtype", "fp32", "--repeats", "1", "--backends", "cuda" if cuda else "cpp"],
+            needs=build,
+            table=benchmark_table(),
+        ),
+        stage(
+            "paper-fp32-tf32",
+            [python, "-m", "asr_plugin.gpucheck.tf32", *bench[1:], "--dtype", "fp32", "--repeats", "1"],
+            needs=build,
+            table=benchmark_table(target_dtype=False),
+        ),
         # TDT (D = 5) at the paper's scale, bf16 at the bf16 target's budget and at 1 GiB: reported, not judged
-        stage("paper-tdt", bench_tdt + ["--dtype", "bf16-autocast", "--repeats", "1"], needs=build,
-              table=benchmark_table(target_dtype=False)),
+        stage(
+            "paper-tdt",
+            bench_tdt + ["--dtype", "bf16-autocast", "--repeats", "1"],
+            needs=build,
+            table=benchmark_table(target_dtype=False),
+        ),
         stage("train-smoke", smoke, needs=build, table=smoke_table),
-        stage("profile-bf16", profile + ["--dtype", "bf16-autocast", "--memory-budget", "512MiB" if cuda else "4KiB"],
-              needs=build, table=profile_table),
-        stage("profile-fp32", profile + ["--dtype", "fp32", "--memory-budget", "192MiB" if cuda else "4KiB"],
-              needs=build, table=profile_table),
+        stage(
+            "profile-bf16",
+            profile + ["--dtype", "bf16-autocast", "--memory-budget", "512MiB" if cuda else "4KiB"],
+            needs=build,
+            table=profile_table,
+        ),
+        stage(
+            "profile-fp32",
+            profile + ["--dtype", "fp32", "--memory-budget", "192MiB" if cuda else "4KiB"],
+            needs=build,
+            table=profile_table,
+        ),
     ]
 
 
@@ -87,21 +153,62 @@ def gpu_stages(python: str) -> list[Stage]:
     # triton-tests: the CUDA tests at ~1 s of Triton compilation per kernel and dtype (estimate); triton-paper-bf16:
     # the bf16 paper cells' steps as over CUDA C++ plus compilation (estimate); side-by-side: 2 backends x 2 modes
     # and torchaudio, 4 steps each at B=30 (estimate); cuda-tests: the CUDA C++ tests only now (estimate)
-    limits = {"triton-tests": 60, "triton-paper-bf16": 55, "build": 95, "side-by-side": 70, "cuda-tests": 40,
-              "paper-bf16": 45, "paper-fp32": 125, "paper-fp32-tf32": 55, "paper-tdt": 35, "train-smoke": 60,
-              "profile-bf16": 25, "profile-fp32": 28}
-    expected = {"triton-tests": 40, "triton-paper-bf16": 40, "build": 65, "side-by-side": 50, "cuda-tests": 30,
-                "paper-bf16": 29, "paper-fp32": 105, "paper-fp32-tf32": 45, "paper-tdt": 24, "train-smoke": 55,
-                "profile-bf16": 18, "profile-fp32": 24}
+    limits = {
+        "triton-tests": 60,
+        "triton-paper-bf16": 55,
+        "build": 95,
+        "side-by-side": 70,
+        "cuda-tests": 40,
+        "paper-bf16": 45,
+        "paper-fp32": 125,
+        "paper-fp32-tf32": 55,
+        "paper-tdt": 35,
+        "train-smoke": 60,
+        "profile-bf16": 25,
+        "profile-fp32": 28,
+    }
+    expected = {
+        "triton-tests": 40,
+        "triton-paper-bf16": 40,
+        "build": 65,
+        "side-by-side": 50,
+        "cuda-tests": 30,
+        "paper-bf16": 29,
+        "paper-fp32": 105,
+        "paper-fp32-tf32": 45,
+        "paper-tdt": 24,
+        "train-smoke": 55,
+        "profile-bf16": 18,
+        "profile-fp32": 24,
+    }
     return _stages(python, "cuda", limits, expected)
 
 
 def cpu_stages(python: str) -> list[Stage]:
     """The dry run: the same stages at CPU sizes (quick benchmark preset, micro smoke, tiny profiles), then
     a stage that sleeps past its limit and must be reported cut."""
-    limits = {"triton-tests": 120, "triton-paper-bf16": 240, "build": 300, "side-by-side": 300, "cuda-tests": 120, "paper-bf16": 120, "paper-fp32": 120, "paper-fp32-tf32": 120,
-              "paper-tdt": 120, "train-smoke": 240, "profile-bf16": 90, "profile-fp32": 90}
+    limits = {
+        "triton-tests": 120,
+        "triton-paper-bf16": 240,
+        "build": 300,
+        "side-by-side": 300,
+        "cuda-tests": 120,
+        "paper-bf16": 120,
+        "paper-fp32": 120,
+        "paper-fp32-tf32": 120,
+        "paper-tdt": 120,
+        "train-smoke": 240,
+        "profile-bf16": 90,
+        "profile-fp32": 90,
+    }
     stages = _stages(python, "cpu", limits, dict.fromkeys(limits))
-    stages.append(Stage("limit-check", [python, "-c", "import time; print('sleeping past the limit', flush=True); time.sleep(60)"],
-                        limit_s=3, expected_s=3, expect="timed_out"))
+    stages.append(
+        Stage(
+            "limit-check",
+            [python, "-c", "import time; print('sleeping past the limit', flush=True); time.sleep(60)"],
+            limit_s=3,
+            expected_s=3,
+            expect="timed_out",
+        )
+    )
     return stages

@@ -110,8 +110,9 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
 
 
-def run_stage(stage: Stage, stage_dir: Path, limit_s: float, cwd: Path, env: dict[str, str] | None = None,
-              echo=None) -> StageResult:
+def run_stage(
+    stage: Stage, stage_dir: Path, limit_s: float, cwd: Path, env: dict[str, str] | None = None, echo=None
+) -> StageResult:
     """Runs one stage for at most `limit_s` seconds; its output goes to ``stage_dir/log.txt`` (and `echo`)."""
     stage_dir.mkdir(parents=True, exist_ok=True)
     command = [part.replace("{dir}", str(stage_dir)).replace("{limit}", str(int(limit_s))) for part in stage.command]
@@ -122,8 +123,15 @@ def run_stage(stage: Stage, stage_dir: Path, limit_s: float, cwd: Path, env: dic
     with open(partial, "wb") as log:
         log.write(f"$ {' '.join(command)}\n".encode())
         try:
-            process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as error:
             log.write(f"could not start: {error}\n".encode())
             reason = f"could not start: {error}"
@@ -146,7 +154,9 @@ def run_stage(stage: Stage, stage_dir: Path, limit_s: float, cwd: Path, env: dic
         os.fsync(log.fileno())
     os.replace(partial, stage_dir / "log.txt")
     seconds = time.monotonic() - start
-    result = StageResult(stage.name, status, seconds, limit_s, stage.expected_s, stage.expect, returncode, reason, command)
+    result = StageResult(
+        stage.name, status, seconds, limit_s, stage.expected_s, stage.expect, returncode, reason, command
+    )
     if stage.table is not None:
         try:
             result.table = stage.table(stage_dir)
@@ -158,8 +168,16 @@ def run_stage(stage: Stage, stage_dir: Path, limit_s: float, cwd: Path, env: dic
 
 
 def skipped(stage: Stage, reason: str) -> StageResult:
-    return StageResult(stage.name, "skipped", 0.0, stage.limit_s, stage.expected_s, stage.expect, reason=reason,
-                       command=list(stage.command))
+    return StageResult(
+        stage.name,
+        "skipped",
+        0.0,
+        stage.limit_s,
+        stage.expected_s,
+        stage.expect,
+        reason=reason,
+        command=list(stage.command),
+    )
 
 
 def _status_text(result: StageResult) -> str:
@@ -175,13 +193,17 @@ def summary_text(results: Sequence[StageResult], header: Sequence[str] = ()) -> 
     lines.append(f"{'stage':<22} {'status':<26} {'seconds':>8} {'limit':>6} {'expected':>8}  note")
     for result in results:
         expected = f"{result.expected_s:.0f}" if result.expected_s is not None else "-"
-        lines.append(f"{result.name:<22} {_status_text(result):<26} {result.seconds:>8.1f} {result.limit_s:>6.0f} "
-                     f"{expected:>8}  {result.reason}")
+        lines.append(
+            f"{result.name:<22} {_status_text(result):<26} {result.seconds:>8.1f} {result.limit_s:>6.0f} "
+            f"{expected:>8}  {result.reason}"
+        )
     ran = [r for r in results if r.status != "skipped"]
-    lines.append(f"{len(ran)} of {len(results)} stages ran, {sum(r.status == 'passed' for r in results)} passed, "
-                 f"{sum(r.status == 'failed' for r in results)} failed, {sum(r.status == 'timed_out' for r in results)} "
-                 f"timed out, {sum(r.status == 'skipped' for r in results)} skipped; "
-                 f"{sum(r.seconds for r in results):.0f} s in all")
+    lines.append(
+        f"{len(ran)} of {len(results)} stages ran, {sum(r.status == 'passed' for r in results)} passed, "
+        f"{sum(r.status == 'failed' for r in results)} failed, {sum(r.status == 'timed_out' for r in results)} "
+        f"timed out, {sum(r.status == 'skipped' for r in results)} skipped; "
+        f"{sum(r.seconds for r in results):.0f} s in all"
+    )
     for result in results:
         if result.table:
             lines += ["", f"== {result.name}", result.table]
@@ -203,7 +225,9 @@ def write_outputs(results: Sequence[StageResult], work_dir: Path, out_dir: Path,
     """summary.json, summary.txt, results.tar.gz and (when there are traces) traces.tar in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     header = [f"{key}: {value}" for key, value in meta.items()]
-    write_text_atomic(out_dir / "summary.json", json.dumps(dict(meta=meta, stages=[asdict(r) for r in results]), indent=2))
+    write_text_atomic(
+        out_dir / "summary.json", json.dumps(dict(meta=meta, stages=[asdict(r) for r in results]), indent=2)
+    )
     write_text_atomic(out_dir / "summary.txt", summary_text(results, header))
     stage_dirs = [work_dir / r.name for r in results if (work_dir / r.name).is_dir()]
     files = sorted(p for d in stage_dirs for p in d.rglob("*") if p.is_file() and not p.name.endswith(".partial"))
@@ -213,9 +237,17 @@ def write_outputs(results: Sequence[StageResult], work_dir: Path, out_dir: Path,
         _write_archive(out_dir / "traces.tar", work_dir, traces, compress=False)
 
 
-def run_stages(stages: Sequence[Stage], work_dir: Path, out_dir: Path, total_limit_s: float, cwd: Path,
-               meta: dict | None = None, env: dict[str, str] | None = None, min_stage_s: float = 5.0,
-               echo=None) -> list[StageResult]:
+def run_stages(
+    stages: Sequence[Stage],
+    work_dir: Path,
+    out_dir: Path,
+    total_limit_s: float,
+    cwd: Path,
+    meta: dict | None = None,
+    env: dict[str, str] | None = None,
+    min_stage_s: float = 5.0,
+    echo=None,
+) -> list[StageResult]:
     """Runs `stages` in order within `total_limit_s`, writing the outputs after every stage (see the module)."""
     names = [stage.name for stage in stages]
     if len(set(names)) != len(names):

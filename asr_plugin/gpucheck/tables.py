@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from asr_plugin.training.smoke_results import render_results
-
 MiB = 2**20
 
 
@@ -31,7 +29,7 @@ class Target:
     mib: float
 
     def verdict(self, row: dict) -> str:
-        """"met", "missed (time)", ... for a row of the paper cell; "" for any other cell (no target there)."""
+        """ "met", "missed (time)", ... for a row of the paper cell; "" for any other cell (no target there)."""
         if any(row.get(key) != value for key, value in PAPER_CELL.items()):
             return ""
         if "error" in row:
@@ -68,8 +66,11 @@ def junit_table(stage_dir: Path) -> str:
 
     outcomes = [outcome(case) for case in cases]
     lines = [", ".join(f"{outcomes.count(o)} {o}" for o in ("passed", "failure", "error", "skipped"))]
-    lines += [f"  {o}: {case.get('classname')}::{case.get('name')}" for case, o in zip(cases, outcomes)
-              if o in ("failure", "error")]
+    lines += [
+        f"  {o}: {case.get('classname')}::{case.get('name')}"
+        for case, o in zip(cases, outcomes)
+        if o in ("failure", "error")
+    ]
     return "\n".join(lines)
 
 
@@ -81,8 +82,10 @@ def benchmark_table(target_dtype: bool = True) -> Callable[[Path], str]:
         result = json.loads(_one(stage_dir, "loss_*.json").read_text())
         dtype = result["meta"]["dtype"]
         target = PAPER_TARGETS.get(dtype) if target_dtype else None
-        lines = [f"{'cell':<32} {'dtype':<13} {'mode':<17} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  "
-                 + (f"target <= {target.seconds:g} s, <= {target.mib:.0f} MiB" if target else "note")]
+        lines = [
+            f"{'cell':<32} {'dtype':<13} {'mode':<17} {'budget':>8} {'time (s)':>9} {'peak (MiB)':>11}  "
+            + (f"target <= {target.seconds:g} s, <= {target.mib:.0f} MiB" if target else "note")
+        ]
         for row in result["rows"]:
             cell = f"B={row['B']} T={row['T']} U={row['U']} V={row['V']} H={row['H']}"
             budget = row.get("memory_budget") or "default"
@@ -91,8 +94,10 @@ def benchmark_table(target_dtype: bool = True) -> Callable[[Path], str]:
                 lines.append(f"{cell:<32} {dtype:<13} {mode:<17} {budget:>8} {'-':>9} {'-':>11}  {row['error']}")
                 continue
             note = target.verdict(row) if target else ""
-            lines.append(f"{cell:<32} {dtype:<13} {mode:<17} {budget:>8} {row['time_s']:>9.3f} "
-                         f"{row['peak_bytes'] / MiB:>11.0f}  {note}")
+            lines.append(
+                f"{cell:<32} {dtype:<13} {mode:<17} {budget:>8} {row['time_s']:>9.3f} "
+                f"{row['peak_bytes'] / MiB:>11.0f}  {note}"
+            )
         return "\n".join(lines)
 
     return render
@@ -100,8 +105,10 @@ def benchmark_table(target_dtype: bool = True) -> Callable[[Path], str]:
 
 def profile_table(stage_dir: Path) -> str:
     """One line per ``profile_loss.py`` summary: step times, device-busy share and the largest categories."""
-    lines = [f"{'cell':<22} {'dtype':<13} {'budget':>8} {'step (s)':>9} {'busy %':>7} {'steps':>6} "
-             f"{'peak MiB':>9} {'est. MiB':>9}  largest categories (ms)"]
+    lines = [
+        f"{'cell':<22} {'dtype':<13} {'budget':>8} {'step (s)':>9} {'busy %':>7} {'steps':>6} "
+        f"{'peak MiB':>9} {'est. MiB':>9}  largest categories (ms)"
+    ]
     for path in sorted(stage_dir.glob("profile_*.json")):
         summary = json.loads(path.read_text())
         meta, step, plan = summary["meta"], summary["steps"][0], summary["plan"]
@@ -112,9 +119,11 @@ def profile_table(stage_dir: Path) -> str:
         estimate = plan.get("estimated_peak_mib")
         categories = sorted(step["categories"].items(), key=lambda item: -item[1]["us"])[:3]
         largest = ", ".join(f"{name_} {entry['us'] / 1e3:.0f}" for name_, entry in categories)
-        lines.append(f"{name:<22} {meta['dtype']:<13} {meta['memory_budget'] or 'default':>8} {summary['unprofiled_s']:>9.3f} "
-                     f"{busy:>7.1f} {plan['steps']:>6} {f'{peak / MiB:.0f}' if peak else '-':>9} "
-                     f"{f'{estimate:.0f}' if estimate else '-':>9}  {largest}")
+        lines.append(
+            f"{name:<22} {meta['dtype']:<13} {meta['memory_budget'] or 'default':>8} {summary['unprofiled_s']:>9.3f} "
+            f"{busy:>7.1f} {plan['steps']:>6} {f'{peak / MiB:.0f}' if peak else '-':>9} "
+            f"{f'{estimate:.0f}' if estimate else '-':>9}  {largest}"
+        )
     if len(lines) == 1:
         raise FileNotFoundError(f"no profile_*.json in {stage_dir}")
     return "\n".join(lines)

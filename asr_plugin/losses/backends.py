@@ -36,7 +36,9 @@ def resolve_backend(device: torch.device, backend: str = "auto") -> str:
             "(or 'cuda', the CUDA C++ kernels)"
         )
     if backend == "cuda" and device.type != "cuda":
-        raise ValueError(f"backend='cuda' runs the CUDA C++ kernels, but the tensors are on {device}: use 'cpp' or 'auto'")
+        raise ValueError(
+            f"backend='cuda' runs the CUDA C++ kernels, but the tensors are on {device}: use 'cpp' or 'auto'"
+        )
     if backend == "triton" and device.type == "cpu":
         from .triton.ops import interpreting
 

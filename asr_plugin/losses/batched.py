@@ -51,7 +51,9 @@ class _BatchedTransducerLoss(torch.autograd.Function):
     multiplied by the upstream gradient, so only one logits-sized buffer (the gradient) is ever allocated."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, sequences: Sequences, lattice: TransducerLattice, blank: int) -> torch.Tensor:
+    def forward(
+        ctx, logits: torch.Tensor, sequences: Sequences, lattice: TransducerLattice, blank: int
+    ) -> torch.Tensor:
         bad = torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
         log_probs, denominators = lattice.log_probs(logits, sequences, blank, bad)
         check_finite(bad)

@@ -26,7 +26,9 @@ def build(cuda: bool = False, out: Path | None = None) -> list[Library]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m asr_plugin.losses.build", description=__doc__.split("\n")[0])
     parser.add_argument("--cuda", action="store_true", help="also build the CUDA library (needs nvcc, no GPU)")
-    parser.add_argument("--out", type=Path, help="directory to build into (default: the cache); point $ASR_PLUGIN_EXTENSION_DIR at it")
+    parser.add_argument(
+        "--out", type=Path, help="directory to build into (default: the cache); point $ASR_PLUGIN_EXTENSION_DIR at it"
+    )
     args = parser.parse_args(argv)
     for library in build(args.cuda, args.out.resolve() if args.out else None):
         print(f"{library.spec.kind}: {library.path} ({'built' if library.built else 'found'})")

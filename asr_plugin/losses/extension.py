@@ -139,7 +139,11 @@ def _cpp_extension():
     outside the toolkit (then it warns and guesses wrongly); prefer $CUDA_HOME / $CUDA_PATH, then
     /usr/local/cuda.
     """
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ and (_DEFAULT_CUDA_HOME / "bin" / "nvcc").exists():
+    if (
+        "CUDA_HOME" not in os.environ
+        and "CUDA_PATH" not in os.environ
+        and (_DEFAULT_CUDA_HOME / "bin" / "nvcc").exists()
+    ):
         os.environ["CUDA_HOME"] = str(_DEFAULT_CUDA_HOME)
     # On a machine without a GPU torch warns "No CUDA runtime is found" at import even when only the CPU
     # library is wanted; the CUDA library's build reports real toolkit problems itself.

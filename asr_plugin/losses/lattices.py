@@ -198,8 +198,18 @@ class TransducerLattice:
         lattice_args = self._grad_args(logits.shape[-1])
         clamp_arg = 0.0 if self.clamp is None else self.clamp
         op = self._op(logits.device, "logits_grad")
-        op(contiguous, *stats_args, *sequences.tensors(), blank, *lattice_args, t_offset, weights, clamp_arg, grad,
-           *self._grad_trailing_args())
+        op(
+            contiguous,
+            *stats_args,
+            *sequences.tensors(),
+            blank,
+            *lattice_args,
+            t_offset,
+            weights,
+            clamp_arg,
+            grad,
+            *self._grad_trailing_args(),
+        )
         return grad
 
 
@@ -286,8 +296,9 @@ class TDT(TransducerLattice):
         object.__setattr__(self, "durations", _checked_durations(self.durations))
         sigma = _finite_float("TDT", "sigma", self.sigma)
         if sigma < 0:
-            raise ValueError(f"TDT: sigma (logit under-normalisation, subtracted from the token log-probs) must be >= 0, "
-                             f"got {sigma}")
+            raise ValueError(
+                f"TDT: sigma (logit under-normalisation, subtracted from the token log-probs) must be >= 0, got {sigma}"
+            )
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "clamp", _checked_clamp("TDT", self.clamp))
 
@@ -333,8 +344,9 @@ def check_omega(lattice: TransducerLattice, omega: Any) -> float:
     if not 0 <= omega <= 1:
         raise ValueError(f"omega (the probability of the RNN-T loss instead of TDT) must be in [0, 1], got {omega}")
     if omega and not lattice.takes_omega:
-        raise ValueError(f"omega = {omega} applies to the TDT lattice only, the loss's lattice is {lattice!r}: "
-                         "set omega=0.0")
+        raise ValueError(
+            f"omega = {omega} applies to the TDT lattice only, the loss's lattice is {lattice!r}: set omega=0.0"
+        )
     return omega
 
 
@@ -345,8 +357,10 @@ def lattice_from_record(record: Mapping[str, Any] | TransducerLattice, key: str 
     if isinstance(record, TransducerLattice):
         return record
     if not isinstance(record, Mapping):
-        raise TypeError(f"{key} must be a lattice such as RNNT() or TDT([0, 1, 2, 3, 4]), or its record such as "
-                        f"{{'kind': 'rnnt'}}, got {record!r}")
+        raise TypeError(
+            f"{key} must be a lattice such as RNNT() or TDT([0, 1, 2, 3, 4]), or its record such as "
+            f"{{'kind': 'rnnt'}}, got {record!r}"
+        )
     values = dict(record)
     kind = values.pop("kind", None)
     if kind not in LATTICES:

@@ -85,8 +85,16 @@ class TransducerLoss(nn.Module):
     ) -> Plan:
         """The plan a sample-wise call with these inputs would run (whatever the module's mode), not running it."""
         return plan_samplewise(
-            encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice=self.lattice,
-            blank=self.blank, memory_budget=self.memory_budget, max_samples_per_group=self.max_samples_per_group,
+            encoder_out,
+            predictor_out,
+            joint,
+            targets,
+            logit_lengths,
+            target_lengths,
+            lattice=self.lattice,
+            blank=self.blank,
+            memory_budget=self.memory_budget,
+            max_samples_per_group=self.max_samples_per_group,
         )
 
     def forward(
@@ -98,8 +106,9 @@ class TransducerLoss(nn.Module):
         logit_lengths: torch.Tensor,  # (B,)
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        options = dict(lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega,
-                       backend=self.backend)
+        options = dict(
+            lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega, backend=self.backend
+        )
         if self.mode == "batched":
             check_extra_outputs(joint, self.lattice)
             logits = joint(encoder_out, predictor_out)

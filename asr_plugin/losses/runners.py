@@ -86,8 +86,10 @@ def joint_hidden_size(joint: Joint, encoder_dim: int, predictor_dim: int) -> int
 def check_extra_outputs(joint: Joint, lattice: TransducerLattice) -> None:
     """A joint that declares its extra outputs (``JointShape``) must emit the lattice's (TDT: one per duration)."""
     if isinstance(joint, JointShape) and joint.num_extra_outputs != lattice.num_extra_outputs:
-        raise ValueError(f"joint.num_extra_outputs = {joint.num_extra_outputs} scores after the token scores, but the "
-                         f"loss's lattice {lattice!r} needs {lattice.num_extra_outputs}")
+        raise ValueError(
+            f"joint.num_extra_outputs = {joint.num_extra_outputs} scores after the token scores, but the "
+            f"loss's lattice {lattice!r} needs {lattice.num_extra_outputs}"
+        )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,14 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import Sequences, check_float_input, check_options, check_same_device, check_sequences, check_vocabulary
+from ._validation import (
+    Sequences,
+    check_float_input,
+    check_options,
+    check_same_device,
+    check_sequences,
+    check_vocabulary,
+)
 from .backends import check_backend
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
@@ -120,7 +127,9 @@ def _bytes_per_cell(
     width = probe.shape[-1]
     hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
     if isinstance(runner, FusedRunner):
-        return cell_bytes(width, probe.dtype, hidden, probe.dtype, runner.hidden_copies, runner.mask_bytes, values_per_cell)
+        return cell_bytes(
+            width, probe.dtype, hidden, probe.dtype, runner.hidden_copies, runner.mask_bytes, values_per_cell
+        )
     return cell_bytes(width, probe.dtype, hidden, encoder_out.dtype, runner.hidden_copies, 0, values_per_cell)
 
 
@@ -137,8 +146,18 @@ class _Setup:
 
 
 def _set_up(
-    encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, reduction, omega,
-    memory_budget, max_samples_per_group,
+    encoder_out,
+    predictor_out,
+    joint,
+    targets,
+    logit_lengths,
+    target_lengths,
+    lattice,
+    blank,
+    reduction,
+    omega,
+    memory_budget,
+    max_samples_per_group,
 ) -> _Setup:
     check_options(blank, reduction)
     lattice = loss_lattice(lattice)
@@ -198,8 +217,18 @@ def plan_samplewise(
     """The plan ``samplewise_transducer_loss`` would run with these arguments (groups, T-chunks, the estimated
     bytes), after the same checks; computes nothing but the joint on one lattice cell."""
     return _set_up(
-        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, "mean", 0.0,
-        memory_budget, max_samples_per_group,
+        encoder_out,
+        predictor_out,
+        joint,
+        targets,
+        logit_lengths,
+        target_lengths,
+        lattice,
+        blank,
+        "mean",
+        0.0,
+        memory_budget,
+        max_samples_per_group,
     ).plan
 
 
@@ -243,8 +272,18 @@ def samplewise_transducer_loss(
     check_backend(backend)
     state = SamplewiseState() if state is None else state
     setup = _set_up(
-        encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, lattice, blank, reduction, omega,
-        memory_budget, max_samples_per_group,
+        encoder_out,
+        predictor_out,
+        joint,
+        targets,
+        logit_lengths,
+        target_lengths,
+        lattice,
+        blank,
+        reduction,
+        omega,
+        memory_budget,
+        max_samples_per_group,
     )
     plan, runner = setup.plan, setup.runner
     state.last_plan = plan

@@ -86,7 +86,10 @@ class RelPositionMultiHeadAttention(nn.Module):
         # softmax((q + u) k^T / sqrt(d_k) + bias) v, fused; every row keeps >= 1 key, so no row is all -inf
         # The float32 biases would promote bf16 activations under autocast; SDPA wants one dtype.
         out = nn.functional.scaled_dot_product_attention(
-            (q + self.pos_bias_u).transpose(1, 2).to(v.dtype), k, v, attn_mask=bias.to(v.dtype),
+            (q + self.pos_bias_u).transpose(1, 2).to(v.dtype),
+            k,
+            v,
+            attn_mask=bias.to(v.dtype),
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, T, d_k)
         out = out.transpose(1, 2).reshape(x.shape)  # (B, T, D)

@@ -66,8 +66,9 @@ class RelPosConformerBlock(nn.Module):
         bias: biases of the linear and convolution layers (NeMo's ``use_bias``).
     """
 
-    def __init__(self, d_model: int, num_heads: int, ffn_dim: int, conv_kernel_size: int, dropout: float,
-                 bias: bool = True) -> None:
+    def __init__(
+        self, d_model: int, num_heads: int, ffn_dim: int, conv_kernel_size: int, dropout: float, bias: bool = True
+    ) -> None:
         super().__init__()
         self.norm_feed_forward1 = nn.LayerNorm(d_model)
         self.feed_forward1 = FeedForward(d_model, ffn_dim, dropout, bias)

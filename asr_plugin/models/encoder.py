@@ -107,8 +107,12 @@ class ConformerEncoder(nn.Module):
         self.attention = attention
         self.xscale = math.sqrt(d_model) if xscaling else None
         self.subsampling = Conv2dSubsampling(
-            input_dim, d_model, factor=subsampling_factor, channels=subsampling_channels or channels or d_model,
-            padding=padding, depthwise=depthwise,
+            input_dim,
+            d_model,
+            factor=subsampling_factor,
+            channels=subsampling_channels or channels or d_model,
+            padding=padding,
+            depthwise=depthwise,
         )
         if attention == "mha":
             self.conformer = torchaudio.models.Conformer(

@@ -14,15 +14,20 @@ import torchaudio
 from torch import nn
 
 STD_FLOOR = 1e-5  # added to every standard deviation, as NeMo's normalize_batch does
-WINDOWS = {"hann": torch.hann_window, "hamming": torch.hamming_window, "blackman": torch.blackman_window,
-           "bartlett": torch.bartlett_window}
+WINDOWS = {
+    "hann": torch.hann_window,
+    "hamming": torch.hamming_window,
+    "blackman": torch.blackman_window,
+    "bartlett": torch.bartlett_window,
+}
 NORMALIZATIONS = ("per_feature", "all_features", None)
 LOG_GUARD_TYPES = ("add", "clamp")
 MEL_NORMS = ("slaney", None)
 
 
-def normalize_utterances(features: torch.Tensor, keep: torch.Tensor, frames: torch.Tensor,
-                         normalize: str | None) -> torch.Tensor:
+def normalize_utterances(
+    features: torch.Tensor, keep: torch.Tensor, frames: torch.Tensor, normalize: str | None
+) -> torch.Tensor:
     """(B, T, F) features standardised over each utterance's valid frames, as NeMo's ``normalize_batch``.
 
     Args:
@@ -63,17 +68,34 @@ class NemoMelFrontend(nn.Module):
         mel_norm: "slaney" (area-normalised filters) or None (peak 1), NeMo's ``mel_norm``.
     """
 
-    def __init__(self, sample_rate: int = 16000, num_mel_bins: int = 80, n_fft: int = 512, win_length: int = 400,
-                 hop_length: int = 160, preemphasis: float | None = 0.97, dither: float = 1e-5,
-                 log_guard: float = 2.0**-24, f_min: float = 0.0, f_max: float | None = None,
-                 window: str = "hann", normalize: str | None = "per_feature", mag_power: float = 2.0,
-                 log: bool = True, log_guard_type: str = "add", mel_norm: str | None = "slaney") -> None:
+    def __init__(
+        self,
+        sample_rate: int = 16000,
+        num_mel_bins: int = 80,
+        n_fft: int = 512,
+        win_length: int = 400,
+        hop_length: int = 160,
+        preemphasis: float | None = 0.97,
+        dither: float = 1e-5,
+        log_guard: float = 2.0**-24,
+        f_min: float = 0.0,
+        f_max: float | None = None,
+        window: str = "hann",
+        normalize: str | None = "per_feature",
+        mag_power: float = 2.0,
+        log: bool = True,
+        log_guard_type: str = "add",
+        mel_norm: str | None = "slaney",
+    ) -> None:
         super().__init__()
         if win_length > n_fft:
             raise ValueError(f"win_length={win_length} must not exceed n_fft={n_fft}")
-        for name, value, allowed in (("window", window, tuple(WINDOWS)), ("normalize", normalize, NORMALIZATIONS),
-                                     ("log_guard_type", log_guard_type, LOG_GUARD_TYPES),
-                                     ("mel_norm", mel_norm, MEL_NORMS)):
+        for name, value, allowed in (
+            ("window", window, tuple(WINDOWS)),
+            ("normalize", normalize, NORMALIZATIONS),
+            ("log_guard_type", log_guard_type, LOG_GUARD_TYPES),
+            ("mel_norm", mel_norm, MEL_NORMS),
+        ):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r}; choose one of {allowed}")
         if not log_guard > 0:
@@ -95,8 +117,13 @@ class NemoMelFrontend(nn.Module):
         self.log_guard_type = log_guard_type
         self.register_buffer("window", WINDOWS[window](win_length, periodic=False), persistent=False)
         fbank = torchaudio.functional.melscale_fbanks(
-            n_fft // 2 + 1, f_min, f_max if f_max is not None else sample_rate / 2, num_mel_bins, sample_rate,
-            norm=mel_norm, mel_scale="slaney",
+            n_fft // 2 + 1,
+            f_min,
+            f_max if f_max is not None else sample_rate / 2,
+            num_mel_bins,
+            sample_rate,
+            norm=mel_norm,
+            mel_scale="slaney",
         )  # (n_fft/2 + 1, F), the same filters as librosa.filters.mel(norm=mel_norm), NeMo's
         self.register_buffer("fbank", fbank, persistent=False)
 
@@ -106,8 +133,16 @@ class NemoMelFrontend(nn.Module):
 
     def _spectrum(self, x: torch.Tensor) -> torch.Tensor:
         """(B, S) float32 audio -> (B, n_fft/2 + 1, S // hop + 1) |STFT|^mag_power."""
-        spec = torch.stft(x, self.n_fft, self.hop_length, self.win_length, self.window, center=True,
-                          pad_mode="constant", return_complex=True)
+        spec = torch.stft(
+            x,
+            self.n_fft,
+            self.hop_length,
+            self.win_length,
+            self.window,
+            center=True,
+            pad_mode="constant",
+            return_complex=True,
+        )
         power = torch.view_as_real(spec).pow(2).sum(-1)  # |X|^2
         return power if self.mag_power == 2.0 else power.sqrt().pow(self.mag_power)
 
@@ -118,12 +153,16 @@ class NemoMelFrontend(nn.Module):
         its standard deviation would be undefined.
         """
         if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
-            raise ValueError(f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}")
+            raise ValueError(
+                f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}"
+            )
         frames = self.num_frames(lengths)
         if bool((frames < 2).any()):
             index = int((frames < 2).nonzero()[0])
-            raise ValueError(f"utterance {index} has {int(lengths[index])} samples; the front end needs at least "
-                             f"{2 * self.hop_length} (two frames) to normalise it")
+            raise ValueError(
+                f"utterance {index} has {int(lengths[index])} samples; the front end needs at least "
+                f"{2 * self.hop_length} (two frames) to normalise it"
+            )
         x = audio.float()
         valid = torch.arange(x.shape[1], device=x.device) < lengths.unsqueeze(1)  # (B, S)
         if self.training and self.dither > 0:

@@ -43,7 +43,9 @@ class Joint(nn.Module):
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation={activation!r}; choose one of {sorted(_ACTIVATIONS)}")
         if isinstance(num_extra_outputs, bool) or not isinstance(num_extra_outputs, int) or num_extra_outputs < 0:
-            raise ValueError(f"num_extra_outputs must be an int >= 0 (TDT: the number of durations), got {num_extra_outputs!r}")
+            raise ValueError(
+                f"num_extra_outputs must be an int >= 0 (TDT: the number of durations), got {num_extra_outputs!r}"
+            )
         self.hidden_dim = joint_dim
         self.vocab_size = vocab_size
         self.num_extra_outputs = num_extra_outputs

@@ -11,8 +11,12 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]  # h, c: (num_layers, N, hidden_di
 def cpu_autocast_lacks_bf16_lstm(x: torch.Tensor) -> bool:
     """True under CPU bf16 autocast on a CPU whose oneDNN has no bf16 LSTM (no AVX-512: e.g. AVX2-only
     AMD EPYC), where autocast's bf16 LSTM fails with "could not create a primitive descriptor"."""
-    return (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return (
+        x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
 
 
 class LSTMPredictor(nn.Module):
@@ -71,7 +75,9 @@ class LSTMPredictor(nn.Module):
                 return self.lstm(x.float(), state)
         return self.lstm(x, state)
 
-    def initial_state(self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32) -> LSTMState:
+    def initial_state(
+        self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32
+    ) -> LSTMState:
         """Zero state for `batch_size` hypotheses."""
         zeros = torch.zeros(self.num_layers, batch_size, self.hidden_dim, device=device, dtype=dtype)
         return zeros, zeros.clone()

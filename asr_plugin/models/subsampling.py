@@ -35,8 +35,15 @@ class Conv2dSubsampling(nn.Module):
         depthwise: depthwise-separable convolutions after the first layer.
     """
 
-    def __init__(self, input_dim: int, output_dim: int, factor: int = 4, channels: int = 64, padding: int = 0,
-                 depthwise: bool = False) -> None:
+    def __init__(
+        self,
+        input_dim: int,
+        output_dim: int,
+        factor: int = 4,
+        channels: int = 64,
+        padding: int = 0,
+        depthwise: bool = False,
+    ) -> None:
         super().__init__()
         if factor < 2 or factor & (factor - 1):
             raise ValueError(f"subsampling factor must be a power of two >= 2, got {factor}")
@@ -47,8 +54,10 @@ class Conv2dSubsampling(nn.Module):
         layers: list[nn.Module] = [nn.Conv2d(1, channels, kernel_size=3, stride=2, padding=padding), nn.ReLU()]
         for _ in range(self.num_layers - 1):
             if depthwise:
-                layers += [nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=padding, groups=channels),
-                           nn.Conv2d(channels, channels, kernel_size=1)]
+                layers += [
+                    nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=padding, groups=channels),
+                    nn.Conv2d(channels, channels, kernel_size=1),
+                ]
             else:
                 layers.append(nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=padding))
             layers.append(nn.ReLU())

@@ -31,16 +31,23 @@ class Transducer(nn.Module):
         lattice: the transducer lattice (default ``RNNT()``); the joint's ``num_extra_outputs`` must be its.
     """
 
-    def __init__(self, encoder: ConformerEncoder, predictor: LSTMPredictor, joint: Joint,
-                 lattice: TransducerLattice | None = None) -> None:
+    def __init__(
+        self,
+        encoder: ConformerEncoder,
+        predictor: LSTMPredictor,
+        joint: Joint,
+        lattice: TransducerLattice | None = None,
+    ) -> None:
         super().__init__()
         lattice = RNNT() if lattice is None else lattice
         if not isinstance(lattice, TransducerLattice):
             raise TypeError(f"lattice must be RNNT(...) or TDT(...) (asr_plugin.losses), got {lattice!r}")
         extra = getattr(joint, "num_extra_outputs", 0)
         if lattice.num_extra_outputs != extra:
-            raise ValueError(f"the lattice {lattice!r} needs a joint with {lattice.num_extra_outputs} extra outputs, "
-                             f"the joint has {extra}")
+            raise ValueError(
+                f"the lattice {lattice!r} needs a joint with {lattice.num_extra_outputs} extra outputs, "
+                f"the joint has {extra}"
+            )
         self.encoder = encoder
         self.predictor = predictor
         self.joint = joint
@@ -153,6 +160,13 @@ def build_transducer(
         blank_id=blank_id,
         blank_as_pad=predictor_blank_as_pad,
     )
-    joint = Joint(d_model, predictor_dim, joint_dim, vocab_size, activation=joint_activation, dropout=joint_dropout,
-                  num_extra_outputs=built_lattice.num_extra_outputs)
+    joint = Joint(
+        d_model,
+        predictor_dim,
+        joint_dim,
+        vocab_size,
+        activation=joint_activation,
+        dropout=joint_dropout,
+        num_extra_outputs=built_lattice.num_extra_outputs,
+    )
     return Transducer(encoder, predictor, joint, built_lattice)

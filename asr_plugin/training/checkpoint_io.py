@@ -29,17 +29,25 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options (got {storage_options!r})")
         if "://" in str(path):  # Path("s3://b/x") is the local "s3:/b/x": refuse rather than write there
-            raise ValueError(f"checkpoint path {path} is a URL; {type(self).__name__} writes local files only "
-                             "(a mounted directory for paths.log_dir, or trainer.plugins with a CheckpointIO of your own)")
+            raise ValueError(
+                f"checkpoint path {path} is a URL; {type(self).__name__} writes local files only "
+                "(a mounted directory for paths.log_dir, or trainer.plugins with a CheckpointIO of your own)"
+            )
         path = Path(path)
         try:
             write_atomic(path, lambda tmp: torch.save(checkpoint, tmp))
         except (OSError, RuntimeError) as err:  # torch's writer reports a full disk as a RuntimeError
             free = shutil.disk_usage(path.parent).free / 2**20 if path.parent.is_dir() else float("nan")
-            raise OSError(f"writing checkpoint {path} failed ({err}); any previous {path.name} is kept. "
-                          f"{free:.0f} MiB are free on its file system") from err
+            raise OSError(
+                f"writing checkpoint {path} failed ({err}); any previous {path.name} is kept. "
+                f"{free:.0f} MiB are free on its file system"
+            ) from err
 
-    def load_checkpoint(self, path: str | os.PathLike, map_location: Any = lambda storage, loc: storage,
-                        weights_only: bool | None = None) -> dict[str, Any]:
+    def load_checkpoint(
+        self,
+        path: str | os.PathLike,
+        map_location: Any = lambda storage, loc: storage,
+        weights_only: bool | None = None,
+    ) -> dict[str, Any]:
         """Lightning's load with ``weights_only=True`` whatever the caller asks: nothing in a file runs."""
         return super().load_checkpoint(path, map_location=map_location, weights_only=True)

@@ -54,8 +54,9 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
         except ValueError as err:
             raise ValueError(f"ckpt_path: {err}") from None
         return str(ckpt_path)
-    directories = list(dict.fromkeys(Path(cb.dirpath) for cb in trainer.checkpoint_callbacks
-                                     if getattr(cb, "dirpath", None)))
+    directories = list(
+        dict.fromkeys(Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if getattr(cb, "dirpath", None))
+    )
     # hidden files are partial writes of a killed run (asr_plugin.data.atomic's temporary names)
     found = [path for directory in directories for path in directory.glob("*.ckpt") if not path.name.startswith(".")]
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
@@ -72,12 +73,16 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     if job_run_id() is None and runs_dir and run_dir.resolve().parent == Path(runs_dir).resolve():
         here = run_dir.resolve()
         subdirs = [d.resolve().relative_to(here) for d in directories if d.resolve().is_relative_to(here)]
-        return str(previous_run_checkpoint(Path(runs_dir), run_dir, subdirs, OmegaConf.to_container(cfg, resolve=False)))
+        return str(
+            previous_run_checkpoint(Path(runs_dir), run_dir, subdirs, OmegaConf.to_container(cfg, resolve=False))
+        )
     # a sweep directory without any job's checkpoint is new (a rerun of a sweep has its other jobs' checkpoints)
     if job_run_id() is None and is_multirun_job() and next(run_dir.parent.rglob("*.ckpt"), None) is None:
-        raise ValueError(f"ckpt_path=last: this multirun's directory {run_dir.parent} is new (a plain multirun's is "
-                         "named by its start time) and holds no checkpoint: set ASR_RUN_ID=<the name of the earlier "
-                         "multirun's directory> to resume each of its jobs from its own, or drop ckpt_path=last")
+        raise ValueError(
+            f"ckpt_path=last: this multirun's directory {run_dir.parent} is new (a plain multirun's is "
+            "named by its start time) and holds no checkpoint: set ASR_RUN_ID=<the name of the earlier "
+            "multirun's directory> to resume each of its jobs from its own, or drop ckpt_path=last"
+        )
     where = ", ".join(str(d) for d in dict.fromkeys([*directories, Path(trainer.default_root_dir)]))
     log.warning("ckpt_path=last: no readable checkpoint of this run in %s; training from scratch", where)
     return None
@@ -91,7 +96,9 @@ def is_multirun_job() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def previous_run_checkpoint(runs_dir: Path, run_dir: Path, checkpoint_subdirs: list[Path], config: dict[str, Any]) -> Path:
+def previous_run_checkpoint(
+    runs_dir: Path, run_dir: Path, checkpoint_subdirs: list[Path], config: dict[str, Any]
+) -> Path:
     """The ``<run>/<subdir>/last.ckpt`` of the newest run under `runs_dir` (other than `run_dir`, this run's)
     whose ``.hydra/config.yaml`` equals `config` (this run's config, unresolved) but for `RESUME_KEYS`; newest
     by the checkpoint's modification time. Unreadable checkpoints are skipped with a warning.
@@ -102,8 +109,11 @@ def previous_run_checkpoint(runs_dir: Path, run_dir: Path, checkpoint_subdirs: l
     here = without_resume_keys(config)
     runs = [run for run in runs_dir.iterdir() if run.is_dir() and run.resolve() != run_dir.resolve()]
     candidates = [(run, run / subdir / "last.ckpt") for run in runs for subdir in checkpoint_subdirs]
-    candidates = sorted(((run, path) for run, path in candidates if path.is_file()),
-                        key=lambda candidate: candidate[1].stat().st_mtime, reverse=True)
+    candidates = sorted(
+        ((run, path) for run, path in candidates if path.is_file()),
+        key=lambda candidate: candidate[1].stat().st_mtime,
+        reverse=True,
+    )
     refused: list[tuple[Path, list[str]]] = []
     for run, path in candidates:
         differences = run_config_differences(here, run)
@@ -116,22 +126,36 @@ def previous_run_checkpoint(runs_dir: Path, run_dir: Path, checkpoint_subdirs: l
         if differences:
             refused.append((path, differences))
             continue
-        log.info("ckpt_path=last: this run's directory %s is new; resuming %s (epoch %s, step %s), the newest run "
-                 "under %s with this config; training goes on in this run's directory", run_dir, path,
-                 checkpoint.get("epoch"), checkpoint.get("global_step"), runs_dir)
+        log.info(
+            "ckpt_path=last: this run's directory %s is new; resuming %s (epoch %s, step %s), the newest run "
+            "under %s with this config; training goes on in this run's directory",
+            run_dir,
+            path,
+            checkpoint.get("epoch"),
+            checkpoint.get("global_step"),
+            runs_dir,
+        )
         return path
-    start = (f"ckpt_path=last: this run's directory {run_dir} is new (a plain run's directory is named by its start "
-             f"time) and no earlier run under {runs_dir} with this config has a last.ckpt")
+    start = (
+        f"ckpt_path=last: this run's directory {run_dir} is new (a plain run's directory is named by its start "
+        f"time) and no earlier run under {runs_dir} with this config has a last.ckpt"
+    )
     if not refused:
-        raise ValueError(f"{start}, nor does any other run there. Drop ckpt_path=last to train from scratch, or give "
-                         "ckpt_path=<a checkpoint file>.")
-    listed = "\n".join(f"  {path}: {'; '.join(differences[:SHOWN_DIFFERENCES])}"
-                       + (f" (and {len(differences) - SHOWN_DIFFERENCES} more)" if len(differences) > SHOWN_DIFFERENCES else "")
-                       for path, differences in refused[:SHOWN_RUNS])
+        raise ValueError(
+            f"{start}, nor does any other run there. Drop ckpt_path=last to train from scratch, or give "
+            "ckpt_path=<a checkpoint file>."
+        )
+    listed = "\n".join(
+        f"  {path}: {'; '.join(differences[:SHOWN_DIFFERENCES])}"
+        + (f" (and {len(differences) - SHOWN_DIFFERENCES} more)" if len(differences) > SHOWN_DIFFERENCES else "")
+        for path, differences in refused[:SHOWN_RUNS]
+    )
     more = f"\n  ... and {len(refused) - SHOWN_RUNS} more" if len(refused) > SHOWN_RUNS else ""
-    raise ValueError(f"{start}. The runs that have one, newest first, and how they differ:\n{listed}{more}\n"
-                     "Resume one with ckpt_path=<its last.ckpt> (and its settings), or drop ckpt_path=last to train "
-                     "from scratch.")
+    raise ValueError(
+        f"{start}. The runs that have one, newest first, and how they differ:\n{listed}{more}\n"
+        "Resume one with ckpt_path=<its last.ckpt> (and its settings), or drop ckpt_path=last to train "
+        "from scratch."
+    )
 
 
 def run_config_differences(here: dict[str, Any], run: Path) -> list[str]:

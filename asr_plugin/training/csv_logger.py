@@ -67,7 +67,9 @@ class DurableMetricsWriter:
     def log_hparams(self, params: dict[str, Any]) -> None:
         """Records hyper-parameters in ``hparams.yaml`` (atomically)."""
         self.hparams.update(params)
-        write_atomic(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), lambda tmp: save_hparams_to_yaml(tmp, self.hparams))
+        write_atomic(
+            os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), lambda tmp: save_hparams_to_yaml(tmp, self.hparams)
+        )
 
 
 class DurableCSVLogger(CSVLogger):

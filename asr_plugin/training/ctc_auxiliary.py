@@ -28,13 +28,19 @@ class AuxiliaryCTC(nn.Module):
         self.output = nn.Linear(encoder_dim, vocab_size)
         self.blank = blank
 
-    def forward(self, encoder_out: torch.Tensor, encoder_lengths: torch.Tensor, targets: torch.Tensor,
-                target_lengths: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        encoder_out: torch.Tensor,
+        encoder_lengths: torch.Tensor,
+        targets: torch.Tensor,
+        target_lengths: torch.Tensor,
+    ) -> torch.Tensor:
         """(B, T, H_e) frames, (B,) int64 frame counts, (B, U) int64 padded targets, (B,) int64 -> (B,) losses.
 
         An utterance with more tokens than CTC can emit in its frames contributes 0 (``zero_infinity``)
         instead of an infinite loss; with 4x subsampling that needs over 25 tokens per second.
         """
         log_probs = self.output(encoder_out).float().log_softmax(dim=-1).transpose(0, 1)  # (T, B, V)
-        return nn.functional.ctc_loss(log_probs, targets, encoder_lengths, target_lengths, blank=self.blank,
-                                      reduction="none", zero_infinity=True)
+        return nn.functional.ctc_loss(
+            log_probs, targets, encoder_lengths, target_lengths, blank=self.blank, reduction="none", zero_infinity=True
+        )

@@ -50,8 +50,13 @@ def _int_variable(name: str) -> int:
     return int(value)
 
 
-def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s: float | None = None,
-                      poll_s: float = 5.0, report_s: float = 60.0) -> None:
+def prepare_data_once(
+    datamodule: Preparable,
+    rank: int | None = None,
+    timeout_s: float | None = None,
+    poll_s: float = 5.0,
+    report_s: float = 60.0,
+) -> None:
     """Rank 0 runs ``datamodule.prepare_data()`` (manifests, tokenizer, feature stats: scanning 281k
     LibriSpeech files or training the tokenizer once per job, not once per process); every other rank
     waits for the files of ``datamodule.missing_prepared()``, saying every `report_s` seconds which ones.
@@ -82,17 +87,25 @@ def prepare_data_once(datamodule: Preparable, rank: int | None = None, timeout_s
         waited = time.monotonic() - start
         listed = "\n  ".join(map(str, missing))
         if (failure := preparation_failure_of(datamodule.preparation_failure, job)) is not None:
-            raise RuntimeError(f"rank {rank}: rank 0 failed to prepare the data ({failure}); still missing:\n"
-                               f"  {listed}")
+            raise RuntimeError(
+                f"rank {rank}: rank 0 failed to prepare the data ({failure}); still missing:\n  {listed}"
+            )
         if waited >= timeout_s:
             raise RuntimeError(
                 f"rank {rank}: waited {waited:.0f} s (data.prepare_timeout_s={timeout_s:g}) for rank 0 to prepare "
                 f"the data, still missing:\n  {listed}\nPrepare it before the multi-process job "
                 "(recipes/librispeech/run.sh --stop-stage 2, or scripts/prepare_data.py) into a data.work_dir "
-                "every node sees.")
+                "every node sees."
+            )
         if time.monotonic() >= next_report:
-            log.info("rank %d: waiting %.0f s of %g s for rank 0 to prepare %d file(s):\n  %s", rank, waited,
-                     timeout_s, len(missing), listed)
+            log.info(
+                "rank %d: waiting %.0f s of %g s for rank 0 to prepare %d file(s):\n  %s",
+                rank,
+                waited,
+                timeout_s,
+                len(missing),
+                listed,
+            )
             next_report += report_s
         time.sleep(poll_s)
 
@@ -119,7 +132,8 @@ def run_id(parent: str | os.PathLike | None = None) -> str:
         raise RuntimeError(
             f"WORLD_SIZE={os.environ.get('WORLD_SIZE', '')!r}, NODE_RANK={os.environ.get('NODE_RANK', '')!r}: the "
             "processes of this job share no job id to name their one run directory; set ASR_RUN_ID to the same "
-            "value for all of them (or give torchrun --rdzv-id)")
+            "value for all of them (or give torchrun --rdzv-id)"
+        )
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return stamp if parent is None else reserve_run_dir(parent, stamp)
 
@@ -133,8 +147,11 @@ def job_run_id() -> str | None:
     if os.environ.get("SLURM_JOB_ID"):
         # array task and srun step (shared by the tasks of one srun) keep runs of one allocation apart
         array_task, step = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_STEP_ID")
-        return (f"slurm{os.environ['SLURM_JOB_ID']}" + (f"_{array_task}" if array_task else "")
-                + (f".{step}" if step and step.isdigit() else ""))
+        return (
+            f"slurm{os.environ['SLURM_JOB_ID']}"
+            + (f"_{array_task}" if array_task else "")
+            + (f".{step}" if step and step.isdigit() else "")
+        )
     if os.environ.get("TORCHELASTIC_RUN_ID", "none") != "none":
         return f"torchrun{os.environ['TORCHELASTIC_RUN_ID']}"
     return None

@@ -94,8 +94,10 @@ def describe_settings(cfg: DictConfig, settings: Mapping[str, Any], origins: Map
     def arguments(node: dict[str, Any]) -> str:
         return ", ".join(f"{key}={value}" for key, value in node.items() if not key.startswith("_"))
 
-    lines = [f"optimizer: {optimizer['_target_']} ({arguments(optimizer)})",
-             f"schedule: {scheduler['_target_']} ({arguments(scheduler)})"]
+    lines = [
+        f"optimizer: {optimizer['_target_']} ({arguments(optimizer)})",
+        f"schedule: {scheduler['_target_']} ({arguments(scheduler)})",
+    ]
     if cfg.get("finetune") and cfg.finetune.get("pretrained_lr") is not None:
         lines.append(f"pretrained_lr: {cfg.finetune.pretrained_lr} (the loaded weights)")
     for key in (*INHERITED, "spec_augment"):

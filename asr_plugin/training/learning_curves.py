@@ -12,8 +12,11 @@ from asr_plugin.data.atomic import write_atomic
 
 CURVES = ("train/loss_epoch", "train/transducer_loss_epoch", "train/ctc_loss_epoch", "val/loss", "val/wer")
 # (metric, label): with auxiliary CTC the training loss is a mix, so its transducer part is drawn instead
-LOSS_LINES = (("train/transducer_loss_epoch", "train transducer loss"), ("train/ctc_loss_epoch", "train CTC loss"),
-              ("val/loss", "validation transducer loss"))
+LOSS_LINES = (
+    ("train/transducer_loss_epoch", "train transducer loss"),
+    ("train/ctc_loss_epoch", "train CTC loss"),
+    ("val/loss", "validation transducer loss"),
+)
 
 
 def read_epoch_curves(metrics_csv: str | Path) -> dict[str, dict[int, float]]:
@@ -40,7 +43,9 @@ def plot_learning_curves(metrics_csv: str | Path, png: str | Path) -> Path:
 
     curves = read_epoch_curves(metrics_csv)
     figure, (losses, wer) = plt.subplots(1, 2, figsize=(10, 4))
-    lines = LOSS_LINES if curves["train/transducer_loss_epoch"] else (("train/loss_epoch", "train loss"),) + LOSS_LINES[2:]
+    lines = (
+        LOSS_LINES if curves["train/transducer_loss_epoch"] else (("train/loss_epoch", "train loss"),) + LOSS_LINES[2:]
+    )
     for name, label in lines:
         points = sorted(curves[name].items())
         if points:

@@ -25,11 +25,19 @@ from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoin
 LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
 SPEC_AUGMENT_TARGETS = AllowList({"asr_plugin.data.SpecAugment": SpecAugment})
 OPTIMIZER_TARGETS = AllowList({}, optimizers=True)
-SCHEDULER_TARGETS = AllowList({"asr_plugin.training.schedulers.warmup_noam": warmup_noam,
-                               "asr_plugin.training.schedulers.warmup_cosine": warmup_cosine})
+SCHEDULER_TARGETS = AllowList(
+    {
+        "asr_plugin.training.schedulers.warmup_noam": warmup_noam,
+        "asr_plugin.training.schedulers.warmup_cosine": warmup_cosine,
+    }
+)
 # {config key: what its node may name}
-NODE_TARGETS = {"loss": LOSS_TARGETS, "spec_augment": SPEC_AUGMENT_TARGETS, "optim.optimizer": OPTIMIZER_TARGETS,
-                "optim.scheduler": SCHEDULER_TARGETS}
+NODE_TARGETS = {
+    "loss": LOSS_TARGETS,
+    "spec_augment": SPEC_AUGMENT_TARGETS,
+    "optim.optimizer": OPTIMIZER_TARGETS,
+    "optim.scheduler": SCHEDULER_TARGETS,
+}
 
 
 def build_loss(node: dict[str, Any], lattice: TransducerLattice) -> TransducerLoss:
@@ -37,8 +45,10 @@ def build_loss(node: dict[str, Any], lattice: TransducerLattice) -> TransducerLo
     a ``loss.lattice`` that differs from it is refused, naming both."""
     given = node.get("lattice")
     if given is not None and lattice_from_record(given, "loss.lattice") != lattice:
-        raise ValueError(f"loss.lattice = {dict(given)} contradicts model.lattice = {lattice.record()}: the loss "
-                         "trains the model's lattice and decoding reads it there; set it in model.lattice only")
+        raise ValueError(
+            f"loss.lattice = {dict(given)} contradicts model.lattice = {lattice.record()}: the loss "
+            "trains the model's lattice and decoding reads it there; set it in model.lattice only"
+        )
     return LOSS_TARGETS.build({**node, "lattice": lattice.record()}, "loss")
 
 
@@ -159,8 +169,9 @@ class TransducerModule(L.LightningModule):
         Encodes once, so evaluation reuses the frames for greedy decoding.
         """
         encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths)
-        losses = self.model.loss_from_encoder(encoder_out, encoder_lengths, batch.targets, batch.target_lengths,
-                                              self.loss_fn)
+        losses = self.model.loss_from_encoder(
+            encoder_out, encoder_lengths, batch.targets, batch.target_lengths, self.loss_fn
+        )
         return losses, encoder_out, encoder_lengths
 
     def compute_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -194,8 +205,9 @@ class TransducerModule(L.LightningModule):
         self.log("train/loss_epoch", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=size)
         return loss
 
-    def _reduce(self, losses: tuple[torch.Tensor, ...], reductions: tuple[str, ...],
-                target_lengths: torch.Tensor) -> list[torch.Tensor]:
+    def _reduce(
+        self, losses: tuple[torch.Tensor, ...], reductions: tuple[str, ...], target_lengths: torch.Tensor
+    ) -> list[torch.Tensor]:
         """Each (B,) loss reduced by its reduction, under DDP as ``numerator * R / denominator_global``.
 
         DDP averages gradients over the R ranks, so the update is then the gradient of the reduction over
@@ -222,8 +234,12 @@ class TransducerModule(L.LightningModule):
         if peak is not None:  # a host number: logged as a CPU tensor (a Python float would be copied to the GPU)
             self.log("train/peak_memory_mib", torch.tensor(peak), on_step=True, on_epoch=False, batch_size=len(batch))
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
-                                    gradient_clip_algorithm: str | None = None) -> None:
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
         """Clips as the Trainer is configured and logs the global gradient norm before clipping
         (``train/grad_norm``: how often `gradient_clip_val` bites).
 
@@ -306,8 +322,10 @@ class TransducerModule(L.LightningModule):
         total_steps = int(self.trainer.estimated_stepping_batches)
         scheduler = self.scheduler_factory(optimizer, total_steps=total_steps)
         # "name": LearningRateMonitor logs it as train/lr (train/lr/new and train/lr/pretrained when fine-tuning)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1, "name": "train/lr"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1, "name": "train/lr"},
+        }
 
 
 def training_reduction(loss: dict[str, Any], loss_reduction: str | None) -> str:
@@ -315,11 +333,15 @@ def training_reduction(loss: dict[str, Any], loss_reduction: str | None) -> str:
     meant (``mean`` -> ``mean_batch``), else ``mean_batch``; both set and different is a ValueError."""
     legacy = loss.get("reduction")
     if legacy not in (None, "none") and legacy not in LEGACY_REDUCTIONS:
-        raise ValueError(f"loss.reduction={legacy!r}: the training reduction is loss_reduction "
-                         "(mean_batch, mean_volume, mean or sum); leave loss.reduction unset")
+        raise ValueError(
+            f"loss.reduction={legacy!r}: the training reduction is loss_reduction "
+            "(mean_batch, mean_volume, mean or sum); leave loss.reduction unset"
+        )
     from_node = LEGACY_REDUCTIONS.get(legacy)
     if loss_reduction is None:
         return from_node or "mean_batch"
     if from_node is not None and from_node != loss_reduction:
-        raise ValueError(f"loss.reduction={legacy!r} and loss_reduction={loss_reduction!r} disagree: set loss_reduction only")
+        raise ValueError(
+            f"loss.reduction={legacy!r} and loss_reduction={loss_reduction!r} disagree: set loss_reduction only"
+        )
     return check_reduction(loss_reduction, "loss_reduction")

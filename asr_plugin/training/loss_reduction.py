@@ -33,8 +33,9 @@ def check_reduction(reduction: str, key: str) -> str:
     return reduction
 
 
-def reduction_parts(losses: torch.Tensor, target_lengths: torch.Tensor,
-                    reduction: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+def reduction_parts(
+    losses: torch.Tensor, target_lengths: torch.Tensor, reduction: str
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(B,) per-utterance losses and (B,) token counts -> (the weighted sum, its denominator or None for "sum").
 
     The reduced loss is ``numerator / denominator``; the denominator is returned apart so that DDP can
@@ -45,8 +46,9 @@ def reduction_parts(losses: torch.Tensor, target_lengths: torch.Tensor,
     if reduction == "mean_volume":
         return losses.sum(), tokens.sum().clamp(min=1.0)
     if reduction == "mean":
-        return (losses / tokens.clamp(min=1.0)).sum(), torch.full((), float(losses.shape[0]), device=losses.device,
-                                                                   dtype=losses.dtype)
+        return (losses / tokens.clamp(min=1.0)).sum(), torch.full(
+            (), float(losses.shape[0]), device=losses.device, dtype=losses.dtype
+        )
     if reduction == "sum":
         return losses.sum(), None
     raise ValueError(f"reduction={reduction!r}: choose one of {REDUCTIONS}")

@@ -44,9 +44,13 @@ def record_differences(here: Mapping[str, Any], there: Mapping[str, Any]) -> lis
 def config_differences(here: Any, there: Any, key: str, where: str = "in the checkpoint") -> list[str]:
     """``key: <this run's value> here, <the other's> <where>`` for each leaf that differs."""
     if isinstance(here, Mapping) and isinstance(there, Mapping):
-        return [line for name in sorted(set(here) | set(there), key=str)
-                for line in config_differences(here.get(name), there.get(name),
-                                               f"{key}.{name}" if key else str(name), where)]
+        return [
+            line
+            for name in sorted(set(here) | set(there), key=str)
+            for line in config_differences(
+                here.get(name), there.get(name), f"{key}.{name}" if key else str(name), where
+            )
+        ]
     return [] if here == there else [f"{key}: {here!r} here, {there!r} {where}"]
 
 
@@ -54,8 +58,11 @@ def state_mismatch(expected: Mapping[str, torch.Tensor], saved: Mapping[str, Any
     """What keeps ``load_state_dict(saved, strict=True)`` from fitting the `expected` state dict."""
     missing = sorted(set(expected) - set(saved))
     unexpected = sorted(set(saved) - set(expected))
-    shapes = sorted(k for k in set(expected) & set(saved)
-                    if isinstance(saved[k], torch.Tensor) and saved[k].shape != expected[k].shape)
+    shapes = sorted(
+        k
+        for k in set(expected) & set(saved)
+        if isinstance(saved[k], torch.Tensor) and saved[k].shape != expected[k].shape
+    )
     problems = []
     if missing:
         problems.append(f"{len(missing)} missing (e.g. {missing[:3]})")
@@ -63,8 +70,10 @@ def state_mismatch(expected: Mapping[str, torch.Tensor], saved: Mapping[str, Any
         problems.append(f"{len(unexpected)} unexpected (e.g. {unexpected[:3]})")
     if shapes:
         k = shapes[0]
-        problems.append(f"{len(shapes)} of another shape (e.g. {k}: {tuple(saved[k].shape)} in the checkpoint, "
-                        f"{tuple(expected[k].shape)} here)")
+        problems.append(
+            f"{len(shapes)} of another shape (e.g. {k}: {tuple(saved[k].shape)} in the checkpoint, "
+            f"{tuple(expected[k].shape)} here)"
+        )
     return problems
 
 
@@ -81,20 +90,32 @@ def check_resumable(module: Any, checkpoint: Mapping[str, Any]) -> None:
         if here is None:
             continue
         if there is None:
-            log.warning("the checkpoint has no %s record (written before checkpoints recorded it): cannot check "
-                        "that this run's %s (%s) is the one it was trained with", name, name, describe_record(name, here))
+            log.warning(
+                "the checkpoint has no %s record (written before checkpoints recorded it): cannot check "
+                "that this run's %s (%s) is the one it was trained with",
+                name,
+                name,
+                describe_record(name, here),
+            )
             continue
         differing = record_differences(here, there)
         if differing:
-            raise ValueError(f"the checkpoint was trained with another {name} ({', '.join(differing)} differ): "
-                             f"this run's is {describe_record(name, here)}; the checkpoint's is "
-                             f"{describe_record(name, there)}. "
-                             f"Resume with the data settings of the run that wrote it.")
+            raise ValueError(
+                f"the checkpoint was trained with another {name} ({', '.join(differing)} differ): "
+                f"this run's is {describe_record(name, here)}; the checkpoint's is "
+                f"{describe_record(name, there)}. "
+                f"Resume with the data settings of the run that wrote it."
+            )
     problems = state_mismatch(module.state_dict(), checkpoint.get("state_dict", {}))
     if problems:
         saved = checkpoint.get("hyper_parameters", {})
-        differing = config_differences({k: module.hparams.get(k) for k in ("model", "ctc_weight")},
-                                       {k: saved.get(k) for k in ("model", "ctc_weight")}, "")
+        differing = config_differences(
+            {k: module.hparams.get(k) for k in ("model", "ctc_weight")},
+            {k: saved.get(k) for k in ("model", "ctc_weight")},
+            "",
+        )
         listed = "; ".join(differing[:SHOWN]) or "none (the same model config)"
-        raise ValueError(f"the checkpoint's weights do not fit this model ({'; '.join(problems)}). Config keys "
-                         f"that differ from the checkpoint's: {listed}")
+        raise ValueError(
+            f"the checkpoint's weights do not fit this model ({'; '.join(problems)}). Config keys "
+            f"that differ from the checkpoint's: {listed}"
+        )

@@ -45,14 +45,21 @@ def cosine_factor(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: 
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def warmup_noam(optimizer: Optimizer, warmup_steps: int = 1000, min_lr_ratio: float = 0.0, total_steps: int | None = None) -> LambdaLR:
+def warmup_noam(
+    optimizer: Optimizer, warmup_steps: int = 1000, min_lr_ratio: float = 0.0, total_steps: int | None = None
+) -> LambdaLR:
     """``LambdaLR`` with :func:`noam_factor`; `total_steps` is accepted (and ignored) so both schedules share a call."""
     _check(warmup_steps, min_lr_ratio)
     return LambdaLR(optimizer, lambda step: noam_factor(step, warmup_steps, min_lr_ratio))
 
 
-def warmup_cosine(optimizer: Optimizer, warmup_steps: int | None = 1000, min_lr_ratio: float = 0.0,
-                  total_steps: int | None = None, warmup_ratio: float | None = None) -> LambdaLR:
+def warmup_cosine(
+    optimizer: Optimizer,
+    warmup_steps: int | None = 1000,
+    min_lr_ratio: float = 0.0,
+    total_steps: int | None = None,
+    warmup_ratio: float | None = None,
+) -> LambdaLR:
     """``LambdaLR`` with :func:`cosine_factor`; `total_steps` is the run's optimizer steps (the Trainer's estimate).
 
     Set one of `warmup_steps` and `warmup_ratio` (NeMo's ``sched.warmup_ratio``: that fraction of the run's
@@ -61,7 +68,9 @@ def warmup_cosine(optimizer: Optimizer, warmup_steps: int | None = 1000, min_lr_
     if total_steps is None or total_steps < 1:
         raise ValueError(f"total_steps={total_steps}: the cosine schedule needs the run's number of optimizer steps")
     if (warmup_steps is None) == (warmup_ratio is None):
-        raise ValueError(f"warmup_steps={warmup_steps}, warmup_ratio={warmup_ratio}: set exactly one of them (null the other)")
+        raise ValueError(
+            f"warmup_steps={warmup_steps}, warmup_ratio={warmup_ratio}: set exactly one of them (null the other)"
+        )
     if warmup_ratio is not None:
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"warmup_ratio must lie in [0, 1), got {warmup_ratio}")
@@ -71,7 +80,10 @@ def warmup_cosine(optimizer: Optimizer, warmup_steps: int | None = 1000, min_lr_
         # a quick check (fast_dev_run, limit_train_batches, a few max_steps) is shorter than the warmup: warm up
         # over its first tenth instead of refusing to run
         shortened = total_steps // 10
-        warnings.warn(f"warmup_steps={warmup_steps} >= the run's {total_steps} optimizer steps: warming up over "
-                      f"the first {shortened} instead", stacklevel=2)
+        warnings.warn(
+            f"warmup_steps={warmup_steps} >= the run's {total_steps} optimizer steps: warming up over "
+            f"the first {shortened} instead",
+            stacklevel=2,
+        )
         warmup_steps = shortened
     return LambdaLR(optimizer, lambda step: cosine_factor(step, warmup_steps, total_steps, min_lr_ratio))

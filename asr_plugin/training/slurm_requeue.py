@@ -68,8 +68,11 @@ def slurm_job_id() -> str:
 def next_requeue_checkpoint(run_dir: str | os.PathLike) -> Path:
     """``hpc_ckpt_<n+1>.ckpt`` in `run_dir`, the name Lightning gives its requeue checkpoints (and that
     ``ckpt_path=last`` looks for)."""
-    numbers = [int(m.group(1)) for p in Path(run_dir).glob("hpc_ckpt_*.ckpt")
-               if (m := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", p.name))]
+    numbers = [
+        int(m.group(1))
+        for p in Path(run_dir).glob("hpc_ckpt_*.ckpt")
+        if (m := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", p.name))
+    ]
     return Path(run_dir) / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
 
 
@@ -91,7 +94,10 @@ class StepBoundarySignal(L.Callback):
         self.requested = True  # nothing else here: the signal may land anywhere in a step
 
     def _install(self) -> None:
-        if threading.current_thread() is not threading.main_thread() or signal.getsignal(self.signum) == self._on_signal:
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(self.signum) == self._on_signal
+        ):
             return
         previous = signal.signal(self.signum, self._on_signal)
         if self._previous_handler is None:
@@ -109,8 +115,9 @@ class StepBoundarySignal(L.Callback):
             signal.signal(self.signum, self._previous_handler)
             self._previous_handler = None
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches:  # mid-accumulation: not an optimizer-step boundary
             return
         if trainer.world_size == 1 or not dist.is_initialized():
@@ -150,5 +157,11 @@ class StepBoundaryRequeue(StepBoundarySignal):
         if result.returncode == 0:
             log.info("wrote %s at step %d; SLURM job %s requeued", path, trainer.global_step, job)
         else:
-            log.warning("wrote %s at step %d; `scontrol requeue %s` failed (%d): %s", path, trainer.global_step,
-                        job, result.returncode, result.stderr.strip())
+            log.warning(
+                "wrote %s at step %d; `scontrol requeue %s` failed (%d): %s",
+                path,
+                trainer.global_step,
+                job,
+                result.returncode,
+                result.stderr.strip(),
+            )

@@ -96,12 +96,22 @@ def compose_config(settings: SmokeSettings, model: ModelSpec, mode: str, batch: 
     one duration bucket, no speed perturbation and ``batch * max_seconds`` padded seconds per batch, so that
     every batch holds `batch` utterances."""
     overrides = [
-        f"experiment={settings.experiment}", f"model={model.preset}", f"paths.root_dir={settings.work_dir}",
-        f"paths.output_dir={settings.work_dir}/runs", f"data.root={settings.corpus}",
-        f"data.work_dir={settings.work_dir / 'data'}", f"data.train_splits=[{SPLIT}]", f"data.valid_splits=[{SPLIT}]",
-        f"data.test_splits=[{SPLIT}]", f"data.vocab_size={model.vocab_size}", f"data.num_workers={settings.num_workers}",
-        f"data.prepare_num_workers={max(1, settings.num_workers)}", f"data.pin_memory={settings.device == 'cuda'}",
-        f"data.max_duration={batch * settings.max_seconds}", "data.num_buckets=1", "data.speed_perturb=null",
+        f"experiment={settings.experiment}",
+        f"model={model.preset}",
+        f"paths.root_dir={settings.work_dir}",
+        f"paths.output_dir={settings.work_dir}/runs",
+        f"data.root={settings.corpus}",
+        f"data.work_dir={settings.work_dir / 'data'}",
+        f"data.train_splits=[{SPLIT}]",
+        f"data.valid_splits=[{SPLIT}]",
+        f"data.test_splits=[{SPLIT}]",
+        f"data.vocab_size={model.vocab_size}",
+        f"data.num_workers={settings.num_workers}",
+        f"data.prepare_num_workers={max(1, settings.num_workers)}",
+        f"data.pin_memory={settings.device == 'cuda'}",
+        f"data.max_duration={batch * settings.max_seconds}",
+        "data.num_buckets=1",
+        "data.speed_perturb=null",
     ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides + list(settings.overrides))
@@ -133,16 +143,33 @@ def train_steps(cfg: DictConfig, datamodule, module, steps: int, run_dir: Path, 
     """`steps` optimizer steps of `module` on `datamodule`'s batches with the experiment's Trainer settings
     (one device); the throughput, peak memory and losses read back from the run's CSV metrics."""
     window = max(2, steps - 1)  # the rates leave out the first step (extension load, cuDNN and allocator warm-up)
-    monitor = ThroughputMonitor(batch_size_fn=len, length_fn=lambda batch: int(batch.feature_lengths.sum()),
-                                window_size=window)
+    monitor = ThroughputMonitor(
+        batch_size_fn=len, length_fn=lambda batch: int(batch.feature_lengths.sum()), window_size=window
+    )
     logger = CSVLogger(run_dir, name="", version="")
-    accelerator = dict(accelerator="gpu", precision=cfg.trainer.precision) if device == "cuda" else dict(
-        accelerator="cpu", precision="32-true")
+    accelerator = (
+        dict(accelerator="gpu", precision=cfg.trainer.precision)
+        if device == "cuda"
+        else dict(accelerator="cpu", precision="32-true")
+    )
     trainer = instantiate(
-        cfg.trainer, devices=1, num_nodes=1, strategy="auto", sync_batchnorm=False, max_steps=steps, max_epochs=-1,
-        limit_train_batches=None, limit_val_batches=0, num_sanity_val_steps=0, default_root_dir=str(run_dir),
-        logger=logger, callbacks=[monitor], enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, log_every_n_steps=1,
+        cfg.trainer,
+        devices=1,
+        num_nodes=1,
+        strategy="auto",
+        sync_batchnorm=False,
+        max_steps=steps,
+        max_epochs=-1,
+        limit_train_batches=None,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        default_root_dir=str(run_dir),
+        logger=logger,
+        callbacks=[monitor],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
         **accelerator,
     )
     try:
@@ -167,8 +194,9 @@ def train_steps(cfg: DictConfig, datamodule, module, steps: int, run_dir: Path, 
     )
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int, cap: int, max_trials: int,
-                    out_of_time: Callable[[], bool] = lambda: False) -> dict:
+def largest_fitting(
+    fits: Callable[[int], bool], start: int, cap: int, max_trials: int, out_of_time: Callable[[], bool] = lambda: False
+) -> dict:
     """The largest batch in [1, cap] for which `fits` holds, assuming it holds below some size and not above.
 
     Doubles from `start` (or starts at `cap` when smaller) until a try fails or `cap` fits, then bisects
@@ -241,10 +269,19 @@ class SmokeSession:
         self.device = torch.device(settings.device)
         self.datamodules: dict[int, object] = {}
         self.results = dict(
-            meta=dict(device=torch.cuda.get_device_name() if self.device.type == "cuda" else "cpu", torch=torch.__version__,
-                      experiment=settings.experiment, batch=settings.batch, steps=settings.steps,
-                      max_seconds=settings.max_seconds, memory_budget=settings.memory_budget, corpus=str(settings.corpus)),
-            runs=[], searches=[])
+            meta=dict(
+                device=torch.cuda.get_device_name() if self.device.type == "cuda" else "cpu",
+                torch=torch.__version__,
+                experiment=settings.experiment,
+                batch=settings.batch,
+                steps=settings.steps,
+                max_seconds=settings.max_seconds,
+                memory_budget=settings.memory_budget,
+                corpus=str(settings.corpus),
+            ),
+            runs=[],
+            searches=[],
+        )
         out.mkdir(parents=True, exist_ok=True)
 
     def save(self) -> None:
@@ -273,9 +310,23 @@ class SmokeSession:
 
     def throughput(self, model: ModelSpec, mode: str) -> None:
         settings = self.settings
-        run = dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, batch=settings.batch, steps=settings.steps,
-                   status="skipped", seconds=0.0, utterances_per_step=None, utterances_per_s=None, audio_s_per_s=None,
-                   peak_mib=None, loss_first=None, loss_last=None, loss_finite=None, error="")
+        run = dict(
+            model=model.preset,
+            vocab_size=model.vocab_size,
+            mode=mode,
+            batch=settings.batch,
+            steps=settings.steps,
+            status="skipped",
+            seconds=0.0,
+            utterances_per_step=None,
+            utterances_per_s=None,
+            audio_s_per_s=None,
+            peak_mib=None,
+            loss_first=None,
+            loss_last=None,
+            loss_finite=None,
+            error="",
+        )
         if not self.begin("runs", run):
             return
         cfg = compose_config(settings, model, mode, settings.batch)
@@ -283,8 +334,16 @@ class SmokeSession:
         datamodule.max_duration = settings.batch * settings.max_seconds
         started = time.monotonic()
         try:
-            run.update(train_steps(cfg, datamodule, self.module(cfg, datamodule), settings.steps,
-                                   settings.work_dir / "runs" / f"{model.preset}_{mode}", settings.device))
+            run.update(
+                train_steps(
+                    cfg,
+                    datamodule,
+                    self.module(cfg, datamodule),
+                    settings.steps,
+                    settings.work_dir / "runs" / f"{model.preset}_{mode}",
+                    settings.device,
+                )
+            )
             run["status"] = "ok"
         except (RuntimeError, MemoryError) as error:
             run["status"] = "oom" if is_oom_error(error) else "error"
@@ -298,8 +357,17 @@ class SmokeSession:
         cfg = compose_config(settings, model, mode, settings.search_start)
         datamodule = self.datamodule(model, cfg)
         cap = len(read_manifest(datamodule.split_manifest(SPLIT)))  # no batch beyond the corpus
-        search = dict(model=model.preset, vocab_size=model.vocab_size, mode=mode, start=settings.search_start, cap=cap,
-                      largest_fit=None, smallest_oom=None, trials=[], stopped="")
+        search = dict(
+            model=model.preset,
+            vocab_size=model.vocab_size,
+            mode=mode,
+            start=settings.search_start,
+            cap=cap,
+            largest_fit=None,
+            smallest_oom=None,
+            trials=[],
+            stopped="",
+        )
         if not self.begin("searches", search):
             return
         module = self.module(cfg, datamodule)
@@ -310,13 +378,14 @@ class SmokeSession:
             return fits_in_memory(lambda: train_steps(cfg, datamodule, module, PROBE_STEPS, run_dir, settings.device))
 
         search.update(largest_fitting(fits, settings.search_start, cap, settings.max_trials, self.out_of_time))
-        del module
+        module = None  # the last reference to it (the closure above): freed before _release_memory
         _release_memory()
         self.save()
 
 
-def run_smoke(settings: SmokeSettings, models: Sequence[ModelSpec], modes: Sequence[str], out: Path,
-              time_limit_s: float) -> dict:
+def run_smoke(
+    settings: SmokeSettings, models: Sequence[ModelSpec], modes: Sequence[str], out: Path, time_limit_s: float
+) -> dict:
     """Throughput runs for every (model, mode), then the batch searches (see the module docstring)."""
     session = SmokeSession(settings, out, time_limit_s)
     L.seed_everything(0, workers=True)
@@ -336,8 +405,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="where smoke.json goes")
     parser.add_argument("--work-dir", type=Path, help="manifests, tokenizers, stats and run logs (default: <out>/work)")
     parser.add_argument("--experiment", default="librispeech_medium")
-    parser.add_argument("--models", default="parakeet_rnnt_1b:1025,medium:500",
-                        help="PRESET:VOCAB entries in priority order (VOCAB counts the blank)")
+    parser.add_argument(
+        "--models",
+        default="parakeet_rnnt_1b:1025,medium:500",
+        help="PRESET:VOCAB entries in priority order (VOCAB counts the blank)",
+    )
     parser.add_argument("--modes", default="samplewise,batched")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--batch", type=int, default=32, help="utterances per throughput batch")
@@ -361,7 +433,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.steps < 3:
         parser.error(f"--steps must be >= 3 (the rates leave out the first step), got {args.steps}")
     if not (args.corpus / SPLIT).is_dir():
-        parser.error(f"--corpus {args.corpus}: no {SPLIT}/ inside (make one with scripts/make_synthetic_librispeech.py)")
+        parser.error(
+            f"--corpus {args.corpus}: no {SPLIT}/ inside (make one with scripts/make_synthetic_librispeech.py)"
+        )
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device visible (use --device cpu for a dry run)")
     return args
@@ -370,10 +444,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     settings = SmokeSettings(
-        corpus=args.corpus.resolve(), work_dir=(args.work_dir or args.out / "work").resolve(), experiment=args.experiment,
-        device=args.device, batch=args.batch, steps=args.steps, max_seconds=args.max_seconds,
-        memory_budget=args.memory_budget, num_workers=args.num_workers, search=args.search,
-        search_start=args.search_start, max_trials=args.max_trials, overrides=tuple(args.override),
+        corpus=args.corpus.resolve(),
+        work_dir=(args.work_dir or args.out / "work").resolve(),
+        experiment=args.experiment,
+        device=args.device,
+        batch=args.batch,
+        steps=args.steps,
+        max_seconds=args.max_seconds,
+        memory_budget=args.memory_budget,
+        num_workers=args.num_workers,
+        search=args.search,
+        search_start=args.search_start,
+        max_trials=args.max_trials,
+        overrides=tuple(args.override),
     )
     results = run_smoke(settings, args.models, args.modes, args.out, args.time_limit)
     print(render_results(results))

@@ -22,8 +22,10 @@ def _number(value: Any, spec: str) -> str:
 
 def render_results(results: dict) -> str:
     """The smoke's table: throughput runs and batch searches."""
-    lines = [f"{'model':<18} {'mode':<10} {'batch':>5} {'steps':>5} {'status':<7} {'utt/step':>8} {'utt/s':>7} "
-             f"{'audio s/s':>9} {'peak MiB':>9} {'loss first':>10} {'last':>8} {'finite':>6}"]
+    lines = [
+        f"{'model':<18} {'mode':<10} {'batch':>5} {'steps':>5} {'status':<7} {'utt/step':>8} {'utt/s':>7} "
+        f"{'audio s/s':>9} {'peak MiB':>9} {'loss first':>10} {'last':>8} {'finite':>6}"
+    ]
     for run in results["runs"]:
         finite = "-" if run["loss_finite"] is None else ("yes" if run["loss_finite"] else "NO")
         lines.append(
@@ -38,7 +40,9 @@ def render_results(results: dict) -> str:
         for search in results["searches"]:
             tries = " ".join(f"{batch}:{'ok' if outcome == 'fits' else outcome}" for batch, outcome in search["trials"])
             oom = search["smallest_oom"]
-            lines.append(f"{search['model']:<26} {search['mode']:<10} {_number(search['largest_fit'], 'd'):>5} "
-                         f"{_number(oom, 'd') if oom is not None else 'none':>6} {search['cap']:>5}  {tries}"
-                         + (f"  ({search['stopped']})" if search["stopped"] else ""))
+            lines.append(
+                f"{search['model']:<26} {search['mode']:<10} {_number(search['largest_fit'], 'd'):>5} "
+                f"{_number(oom, 'd') if oom is not None else 'none':>6} {search['cap']:>5}  {tries}"
+                + (f"  ({search['stopped']})" if search["stopped"] else "")
+            )
     return "\n".join(lines)

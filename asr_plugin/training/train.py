@@ -13,9 +13,9 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
+from asr_plugin.data import Tokenizer
 from asr_plugin.finetune import apply_finetune
 from asr_plugin.finetune.checkpoint import extract_model_state
-from asr_plugin.data import Tokenizer
 from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.ckpt_path import resolve_ckpt_path
@@ -25,8 +25,13 @@ from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
 from asr_plugin.training.signal_stop import StepBoundaryStop, fit_or_stop
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
-from asr_plugin.transducer_checkpoint import (BUILD_TRANSDUCER, check_model_node, checkpoint_records, model_node,
-                                              peek_checkpoint)
+from asr_plugin.transducer_checkpoint import (
+    BUILD_TRANSDUCER,
+    check_model_node,
+    checkpoint_records,
+    model_node,
+    peek_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +66,9 @@ def check_config(cfg: DictConfig) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     model = plain["model"]
     if model.get(TARGET) not in MODEL_ARCHITECTURES:
-        raise ConfigError(f"model._target_={model.get(TARGET)!r}: the model is built by one of {sorted(MODEL_ARCHITECTURES)}")
+        raise ConfigError(
+            f"model._target_={model.get(TARGET)!r}: the model is built by one of {sorted(MODEL_ARCHITECTURES)}"
+        )
     check_config_node(model, "model")
     for key, allowed in NODE_TARGETS.items():  # what the module builds (and its checkpoints store)
         group, _, child = key.partition(".")
@@ -94,7 +101,8 @@ def check_schedule_fits_corpus(cfg: DictConfig) -> None:
         raise ValueError(
             f"optim.scheduler.warmup_steps={warmup} is the CPU demo's warmup, too short for LibriSpeech: train with "
             "`experiment=librispeech_medium` (or librispeech_large), which sets the optimiser, schedule and "
-            f"SpecAugment for it, or set optim.scheduler.warmup_steps>={MIN_LIBRISPEECH_WARMUP} yourself")
+            f"SpecAugment for it, or set optim.scheduler.warmup_steps>={MIN_LIBRISPEECH_WARMUP} yourself"
+        )
 
 
 def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
@@ -104,12 +112,16 @@ def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
     if layout is None:
         return
     tasks, nodes = layout
-    for key, wanted, defaults, variable in (("devices", tasks, (-1, "auto", None), "tasks per node"),
-                                           ("num_nodes", nodes, (1, None), "nodes")):
+    for key, wanted, defaults, variable in (
+        ("devices", tasks, (-1, "auto", None), "tasks per node"),
+        ("num_nodes", nodes, (1, None), "nodes"),
+    ):
         value = trainer_cfg.get(key)
         if value not in (*defaults, wanted):
-            raise ValueError(f"trainer.{key}={value!r} but this SLURM job has {wanted} {variable} (Lightning runs "
-                             f"one task per device): drop trainer.{key}, SLURM's layout sets it")
+            raise ValueError(
+                f"trainer.{key}={value!r} but this SLURM job has {wanted} {variable} (Lightning runs "
+                f"one task per device): drop trainer.{key}, SLURM's layout sets it"
+            )
         with open_dict(trainer_cfg):
             trainer_cfg[key] = wanted
 
@@ -132,7 +144,9 @@ def model_architecture(model_cfg: dict[str, Any], resumed: dict[str, Any] | None
 NEMO_LOSS_OPTIONS = ("omega",)
 
 
-def loss_node(loss_cfg: dict[str, Any], model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None) -> dict[str, Any]:
+def loss_node(
+    loss_cfg: dict[str, Any], model_cfg: dict[str, Any], resumed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The loss node a checkpoint stores. Fine-tuning a ``.nemo`` (``model: nemo``), the checkpoint's own TDT
     ``omega`` fills in what the loss config leaves unset; it is read here, once, and a resumed run takes it
     from its checkpoint."""
@@ -163,8 +177,9 @@ def data_from_checkpoint(cfg: DictConfig, resumed: dict[str, Any] | None) -> tup
     return data, objects
 
 
-def build_module(cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None,
-                 settings: dict[str, Any] | None = None) -> TransducerModule:
+def build_module(
+    cfg: DictConfig, vocab_size: int, resumed: dict[str, Any] | None = None, settings: dict[str, Any] | None = None
+) -> TransducerModule:
     """The Lightning module of `cfg` with ``model.vocab_size`` filled in (fine-tuning not applied); `resumed`:
     the checkpoint the run resumes from (see `model_architecture`); `settings`: `module_settings(cfg, resumed)`
     (computed here when not given)."""
@@ -274,13 +289,17 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     stop = fit_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
 
-    checkpoint = next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
+    checkpoint = next(
+        (cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None
+    )
     best = checkpoint.best_model_path if checkpoint else ""
     test_weights = ""
     if cfg.get("test") and stop is None:
         test_weights = "best" if best else "last"
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
-        metrics.update({key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")})
+        metrics.update(
+            {key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")}
+        )
     last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
     curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
     return {

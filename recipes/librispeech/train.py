@@ -35,11 +35,18 @@ def report(result: dict) -> None:
         print("before training: " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(result["start_metrics"].items())))
     print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
     if stop := result["stop"]:
-        print(f"stopped by {stop['signal']} at step {stop['step']}: checkpoint {stop['checkpoint'] or '(none)'} "
-              f"(resume with ckpt_path=last); no test; exit status {stop['exit_status']}")
-    weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(result["test_weights"])
-    tests = {key.removesuffix("/wer").removeprefix("test/") or "test": metrics[key]
-             for key in sorted(metrics) if key.startswith("test") and key.endswith("/wer")}
+        print(
+            f"stopped by {stop['signal']} at step {stop['step']}: checkpoint {stop['checkpoint'] or '(none)'} "
+            f"(resume with ckpt_path=last); no test; exit status {stop['exit_status']}"
+        )
+    weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(
+        result["test_weights"]
+    )
+    tests = {
+        key.removesuffix("/wer").removeprefix("test/") or "test": metrics[key]
+        for key in sorted(metrics)
+        if key.startswith("test") and key.endswith("/wer")
+    }
     if tests:  # one line per test split: on the mini corpus dev and each engine's test split
         print(f"test WER (greedy, {weights}):")
         width = max(len(name) for name in tests)

@@ -21,10 +21,20 @@ def mini_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def prepared_module(mini_root, tmp_path_factory) -> TransducerDataModule:
     """A data module over `mini_root` after prepare_data() and setup("fit")."""
-    dm = TransducerDataModule(root=str(mini_root), work_dir=str(tmp_path_factory.mktemp("manifests")),
-                              corpus="mini", train_splits=["train"], valid_splits=["dev"],
-                              test_splits=["dev", "test-piper"], vocab_size=48, max_duration=10.0, num_buckets=3,
-                              num_workers=0, prepare_num_workers=1, mini_corpus=SMALL)
+    dm = TransducerDataModule(
+        root=str(mini_root),
+        work_dir=str(tmp_path_factory.mktemp("manifests")),
+        corpus="mini",
+        train_splits=["train"],
+        valid_splits=["dev"],
+        test_splits=["dev", "test-piper"],
+        vocab_size=48,
+        max_duration=10.0,
+        num_buckets=3,
+        num_workers=0,
+        prepare_num_workers=1,
+        mini_corpus=SMALL,
+    )
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -46,7 +56,9 @@ def cut_corpus(mini_root, tmp_path_factory):
     pytest.importorskip("lhotse")
     out = tmp_path_factory.mktemp("cut_corpus")
     lossless = (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_24"))
-    segments = {split: write_long_recordings(mini_root, split, out, formats=lossless) for split in ("train", "dev", "test")}
+    segments = {
+        split: write_long_recordings(mini_root, split, out, formats=lossless) for split in ("train", "dev", "test")
+    }
     manifests = {split: out / f"{split}_cuts.jsonl.gz" for split in segments}
     for split, path in manifests.items():
         lhotse_cuts(segments[split]).to_file(path)

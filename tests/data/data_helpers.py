@@ -20,8 +20,9 @@ def write_flac(path: Path, seconds: float, sample_rate: int = 16000, seed: int =
     return path
 
 
-def write_chapter(split_dir: Path, speaker: int, chapter: int, texts: dict[int, str], seconds: float = 1.0,
-                  transcript: bool = True) -> Path:
+def write_chapter(
+    split_dir: Path, speaker: int, chapter: int, texts: dict[int, str], seconds: float = 1.0, transcript: bool = True
+) -> Path:
     """speaker/chapter folder with one flac per utterance number and (optionally) the trans.txt."""
     chapter_dir = split_dir / str(speaker) / str(chapter)
     for number in texts:
@@ -47,5 +48,7 @@ def write_small_librispeech(root: Path) -> Path:
 
 def tree_listing(root: Path) -> dict[str, tuple[int, int]]:
     """{relative path: (size, mtime ns)} of everything under `root` (directories too)."""
-    return {str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+    }

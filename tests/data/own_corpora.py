@@ -18,7 +18,12 @@ from asr_plugin.data import scan_split
 
 RATE = 48000
 GAP_S = 0.25  # silence between two utterances of a recording
-FORMATS = (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_24"), ("ogg", "OGG", "VORBIS"), ("mp3", "MP3", "MPEG_LAYER_III"))
+FORMATS = (
+    ("wav", "WAV", "PCM_16"),
+    ("flac", "FLAC", "PCM_24"),
+    ("ogg", "OGG", "VORBIS"),
+    ("mp3", "MP3", "MPEG_LAYER_III"),
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,9 @@ class Segment:
     original: Path  # the 16 kHz mono file it was made from
 
 
-def write_long_recordings(mini_root: Path, split: str, out_dir: Path, per_file: int = 4,
-                          formats: tuple = FORMATS) -> list[Segment]:
+def write_long_recordings(
+    mini_root: Path, split: str, out_dir: Path, per_file: int = 4, formats: tuple = FORMATS
+) -> list[Segment]:
     """The split's utterances (LibriSpeech layout, 16 kHz mono) upsampled to 48 kHz, made stereo (the
     channels differ by a tone that their average cancels) and concatenated `per_file` at a time with gaps
     into recordings under `out_dir/audio/`, cycling through `formats`."""
@@ -46,12 +52,21 @@ def write_long_recordings(mini_root: Path, split: str, out_dir: Path, per_file: 
         extension, kind, subtype = formats[number % len(formats)]
         path = out_dir / "audio" / f"{split}_{number:02d}.{extension}"
         pieces, cursor = [np.zeros(int(GAP_S * RATE))], int(GAP_S * RATE)
-        for candidate in candidates[start:start + per_file]:
+        for candidate in candidates[start : start + per_file]:
             audio16, rate = sf.read(candidate.path, dtype="float32")
             audio = torchaudio.functional.resample(torch.from_numpy(audio16), rate, RATE).numpy()
             # offsets on exact samples (not rounded: a shift of a sample is a phase error at high frequencies)
-            segments.append(Segment(candidate.id, path, cursor / RATE, len(audio) / RATE, candidate.text,
-                                    candidate.speaker, Path(candidate.path)))
+            segments.append(
+                Segment(
+                    candidate.id,
+                    path,
+                    cursor / RATE,
+                    len(audio) / RATE,
+                    candidate.text,
+                    candidate.speaker,
+                    Path(candidate.path),
+                )
+            )
             pieces += [audio, np.zeros(int(GAP_S * RATE))]
             cursor += len(audio) + int(GAP_S * RATE)
         mono = np.concatenate(pieces)
@@ -63,8 +78,18 @@ def write_long_recordings(mini_root: Path, split: str, out_dir: Path, per_file: 
 
 def write_nemo_manifest(segments: list[Segment], manifest: Path) -> Path:
     """NeMo's keys, paths relative to the manifest's folder, an offset per line and a key NeMo ignores."""
-    lines = [json.dumps({"audio_filepath": str(s.path.relative_to(manifest.parent)), "offset": s.offset,
-                         "duration": s.duration, "text": s.text.lower(), "lang": "en"}) for s in segments]
+    lines = [
+        json.dumps(
+            {
+                "audio_filepath": str(s.path.relative_to(manifest.parent)),
+                "offset": s.offset,
+                "duration": s.duration,
+                "text": s.text.lower(),
+                "lang": "en",
+            }
+        )
+        for s in segments
+    ]
     manifest.write_text("\n".join(lines) + "\n")
     return manifest
 
@@ -76,5 +101,6 @@ def lhotse_cuts(segments: list[Segment]):
     recordings = RecordingSet.from_recordings(Recording.from_file(p) for p in sorted({s.path for s in segments}))
     supervisions = SupervisionSet.from_segments(
         SupervisionSegment(s.id, s.path.stem, s.offset, s.duration, channel=[0, 1], text=s.text, speaker=s.speaker)
-        for s in segments)
+        for s in segments
+    )
     return CutSet.from_manifests(recordings=recordings, supervisions=supervisions).trim_to_supervisions()

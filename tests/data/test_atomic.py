@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from asr_plugin.data import write_atomic, write_bytes_atomic, write_text_atomic
 from asr_plugin.data import atomic as atomic_module
+from asr_plugin.data import write_atomic, write_bytes_atomic, write_text_atomic
 
 
 def _names(directory) -> list[str]:

@@ -34,9 +34,16 @@ def test_a_stereo_segment_at_any_rate_is_the_same_signal_at_16khz(tmp_path, rate
     np.testing.assert_allclose(audio.numpy()[inner], reference[inner], atol=2e-3)
 
 
-@pytest.mark.parametrize("extension,kind,subtype,atol", [
-    ("wav", "WAV", "PCM_16", 0.0), ("flac", "FLAC", "PCM_16", 0.0), ("ogg", "OGG", "VORBIS", 2e-3),
-    ("ogg", "OGG", "OPUS", 2e-3), ("mp3", "MP3", "MPEG_LAYER_III", 2e-3)])
+@pytest.mark.parametrize(
+    "extension,kind,subtype,atol",
+    [
+        ("wav", "WAV", "PCM_16", 0.0),
+        ("flac", "FLAC", "PCM_16", 0.0),
+        ("ogg", "OGG", "VORBIS", 2e-3),
+        ("ogg", "OGG", "OPUS", 2e-3),
+        ("mp3", "MP3", "MPEG_LAYER_III", 2e-3),
+    ],
+)
 def test_a_segment_is_the_slice_of_the_whole_file_in_every_format(tmp_path, extension, kind, subtype, atol):
     rate = 48000
     path = tmp_path / f"long.{extension}"
@@ -46,7 +53,7 @@ def test_a_segment_is_the_slice_of_the_whole_file_in_every_format(tmp_path, exte
     segment = load_audio(path, rate, offset, duration)
     start = round(offset * rate)
     assert segment.shape == (round(duration * rate),)
-    np.testing.assert_allclose(segment.numpy(), whole[start:start + segment.numel()].numpy(), atol=atol)
+    np.testing.assert_allclose(segment.numpy(), whole[start : start + segment.numel()].numpy(), atol=atol)
 
 
 def test_a_manifest_entry_reads_its_segment_or_its_whole_file(tmp_path):

@@ -20,8 +20,9 @@ SPLITS = ["data.train_splits=[train-clean-100]", "data.valid_splits=[dev-clean]"
 
 def _run(*args, cwd=REPO):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.slow
@@ -50,8 +51,15 @@ def test_prepare_data_steps_strict_and_reuse(tmp_path):
 @pytest.mark.slow
 def test_the_command_a_data_module_prints_makes_what_it_misses(tmp_path):
     root = write_small_librispeech(tmp_path / "LibriSpeech")
-    dm = TransducerDataModule(root=str(root), work_dir=str(tmp_path / "work"), train_splits=["train-clean-100"],
-                              valid_splits=["dev-clean"], test_splits=["dev-clean"], vocab_size=30, num_workers=0)
+    dm = TransducerDataModule(
+        root=str(root),
+        work_dir=str(tmp_path / "work"),
+        train_splits=["train-clean-100"],
+        valid_splits=["dev-clean"],
+        test_splits=["dev-clean"],
+        vocab_size=30,
+        num_workers=0,
+    )
     with pytest.raises(FileNotFoundError) as error:
         dm.setup("fit")
     command = next(line.strip() for line in str(error.value).splitlines() if "prepare_data.py" in line)
@@ -64,12 +72,27 @@ def test_the_command_a_data_module_prints_makes_what_it_misses(tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_data_prints_both_tables(tmp_path):
-    check = _run(REPO / "scripts" / "benchmark_data.py", "check", "--entries", "300", "--repeats", "1",
-                 "--tmp-dir", tmp_path)
+    check = _run(
+        REPO / "scripts" / "benchmark_data.py", "check", "--entries", "300", "--repeats", "1", "--tmp-dir", tmp_path
+    )
     assert check.returncode == 0, check.stderr
     assert "| audio_problems, 16 thread(s) |" in check.stdout and "| read_manifest |" in check.stdout
-    loader = _run(REPO / "scripts" / "benchmark_data.py", "loader", "--utterances", "3", "--min-seconds", "2",
-                  "--max-seconds", "3", "--vocab-size", "40", "--repeats", "1", "--tmp-dir", tmp_path)
+    loader = _run(
+        REPO / "scripts" / "benchmark_data.py",
+        "loader",
+        "--utterances",
+        "3",
+        "--min-seconds",
+        "2",
+        "--max-seconds",
+        "3",
+        "--vocab-size",
+        "40",
+        "--repeats",
+        "1",
+        "--tmp-dir",
+        tmp_path,
+    )
     assert loader.returncode == 0, loader.stderr
     rows = [line for line in loader.stdout.splitlines() if line.startswith(("| logmel", "| nemo"))]
     assert len(rows) == 4 and all(float(row.split("|")[3]) > 0 for row in rows)

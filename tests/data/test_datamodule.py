@@ -14,8 +14,16 @@ import torch
 from data_helpers import SMALL, write_small_librispeech
 from omegaconf import OmegaConf
 
-from asr_plugin.data import (Batch, FeatureStats, ResumableDataLoader, Tokenizer, TransducerDataModule, build_frontend,
-                             load_audio, read_manifest)
+from asr_plugin.data import (
+    Batch,
+    FeatureStats,
+    ResumableDataLoader,
+    Tokenizer,
+    TransducerDataModule,
+    build_frontend,
+    load_audio,
+    read_manifest,
+)
 from asr_plugin.models import NemoMelFrontend
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
@@ -30,8 +38,9 @@ def _check_batch(batch, dm):
     assert batch.feature_lengths.max() == batch.features.shape[1]
     assert batch.target_lengths.max() == batch.targets.shape[1]
     assert len(batch.ids) == len(batch.texts) == B
-    durations = {e.id: e.duration for split in ("train", "dev", "test-piper")
-                 for e in read_manifest(dm.split_manifest(split))}
+    durations = {
+        e.id: e.duration for split in ("train", "dev", "test-piper") for e in read_manifest(dm.split_manifest(split))
+    }
     for b in range(B):
         T, U = batch.feature_lengths[b], batch.target_lengths[b]
         assert T == int(round(durations[batch.ids[b]] * 16000)) // 160 + 1  # the exact frame formula
@@ -65,13 +74,17 @@ def test_train_batches(prepared_module):
     assert sorted(i for b in batches for i in b.ids) == sorted(e.id for e in read_manifest(dm.split_manifest("train")))
     for batch in batches:
         _check_batch(batch, dm)
-    features = torch.cat([b.features[i, :b.feature_lengths[i]] for b in batches for i in range(len(b))])
+    features = torch.cat([b.features[i, : b.feature_lengths[i]] for b in batches for i in range(len(b))])
     assert features.mean().abs() < 0.1 and (features.std() - 1).abs() < 0.1  # globally normalised
 
 
 def test_eval_loaders_are_sorted(prepared_module):
     dm = prepared_module
-    for loader in (dm.val_dataloader(), dm.eval_dataloader("test-piper"), dm.eval_dataloader(dm.split_manifest("test-piper"))):
+    for loader in (
+        dm.val_dataloader(),
+        dm.eval_dataloader("test-piper"),
+        dm.eval_dataloader(dm.split_manifest("test-piper")),
+    ):
         batches = list(loader)
         lengths = [int(t) for b in batches for t in b.feature_lengths]
         assert lengths == sorted(lengths)
@@ -82,10 +95,19 @@ def test_eval_loaders_are_sorted(prepared_module):
 
 
 def test_worker_processes_and_speed_perturb(prepared_module):
-    dm = TransducerDataModule(root=str(prepared_module.root), work_dir=str(prepared_module.work_dir),
-                              corpus="mini", train_splits=["train"], valid_splits=["dev"], test_splits=["test-piper"],
-                              vocab_size=48, max_duration=10.0, num_workers=1, speed_perturb=[0.9, 1.1],
-                              mini_corpus=SMALL)
+    dm = TransducerDataModule(
+        root=str(prepared_module.root),
+        work_dir=str(prepared_module.work_dir),
+        corpus="mini",
+        train_splits=["train"],
+        valid_splits=["dev"],
+        test_splits=["test-piper"],
+        vocab_size=48,
+        max_duration=10.0,
+        num_workers=1,
+        speed_perturb=[0.9, 1.1],
+        mini_corpus=SMALL,
+    )
     dm.prepare_data()
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
@@ -114,7 +136,9 @@ def test_errors_before_prepare(tmp_path):
         dm.tokenizer
     with pytest.raises(FileNotFoundError, match="call prepare_data"):
         dm.setup("fit")
-    with pytest.raises(ValueError, match=r"data.corpus='timit': choose one of \['lhotse', 'librispeech', 'mini', 'nemo'\]"):
+    with pytest.raises(
+        ValueError, match=r"data.corpus='timit': choose one of \['lhotse', 'librispeech', 'mini', 'nemo'\]"
+    ):
         TransducerDataModule(root="r", work_dir="m", corpus="timit")
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['data.train_manifests'\]"):
         TransducerDataModule(root="r", work_dir="m", corpus="mini", train_manifests=["a.json"])
@@ -122,9 +146,16 @@ def test_errors_before_prepare(tmp_path):
 
 @pytest.mark.parametrize("name", ["mini", "librispeech", "nemo", "lhotse"])
 def test_hydra_configs_instantiate(name, tmp_path):
-    cfg = OmegaConf.create({"paths": {"root_dir": str(tmp_path), "data_dir": str(tmp_path / "data"),
-                                      "output_dir": str(tmp_path / "out")},
-                            "data": OmegaConf.load(CONF / f"{name}.yaml")})
+    cfg = OmegaConf.create(
+        {
+            "paths": {
+                "root_dir": str(tmp_path),
+                "data_dir": str(tmp_path / "data"),
+                "output_dir": str(tmp_path / "out"),
+            },
+            "data": OmegaConf.load(CONF / f"{name}.yaml"),
+        }
+    )
     cfg.data.vocab_size = 77
     cfg.data.max_duration = 33.0
     cfg.data.num_workers = 0
@@ -143,8 +174,17 @@ def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_mod
     dm = prepared_module
     entries = read_manifest(dm.split_manifest("train"))
     cut = sorted(e.duration for e in entries)[len(entries) // 2]
-    kwargs = dict(root=str(dm.root), work_dir=str(dm.work_dir), corpus="mini", train_splits=["train"],
-                  valid_splits=["dev"], vocab_size=48, max_duration=10.0, num_workers=0, quadratic_duration=20.0)
+    kwargs = dict(
+        root=str(dm.root),
+        work_dir=str(dm.work_dir),
+        corpus="mini",
+        train_splits=["train"],
+        valid_splits=["dev"],
+        vocab_size=48,
+        max_duration=10.0,
+        num_workers=0,
+        quadratic_duration=20.0,
+    )
     full = TransducerDataModule(**kwargs)
     full.setup("fit")
     assert len(full.train_dataloader().dataset) == len(entries)
@@ -160,9 +200,18 @@ def test_every_training_utterance_is_kept_unless_a_cut_is_asked_for(prepared_mod
 
 # ---- the data-module options a checkpoint's tokenizer and front end come through -----------------------
 def _small_module(corpus_root, work_dir, **kwargs) -> TransducerDataModule:
-    options = dict(root=str(corpus_root), work_dir=str(work_dir), train_splits=["train-clean-100"],
-                   valid_splits=["dev-clean"], test_splits=["dev-clean"], vocab_size=30, max_duration=10.0,
-                   num_buckets=1, num_workers=0, prepare_num_workers=1)
+    options = dict(
+        root=str(corpus_root),
+        work_dir=str(work_dir),
+        train_splits=["train-clean-100"],
+        valid_splits=["dev-clean"],
+        test_splits=["dev-clean"],
+        vocab_size=30,
+        max_duration=10.0,
+        num_buckets=1,
+        num_workers=0,
+        prepare_num_workers=1,
+    )
     return TransducerDataModule(**{**options, **kwargs})
 
 
@@ -176,8 +225,14 @@ def lower_case_nemo_tokenizer(tmp_path_factory) -> Tokenizer:
     """A NeMo-convention tokenizer (no blank piece, lower-case vocabulary) for the small corpus' words."""
     prefix = tmp_path_factory.mktemp("nemo_tok") / "tokenizer"
     texts = [f"the cat dog sees a red big small house tree cafe naive {w}" for w in ("x", "y", "z")]
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_prefix=str(prefix), vocab_size=40,
-                                   model_type="bpe", character_coverage=1.0, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_prefix=str(prefix),
+        vocab_size=40,
+        model_type="bpe",
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     return Tokenizer(prefix.with_suffix(".model"), convention="nemo")
 
 
@@ -197,8 +252,11 @@ def test_missing_and_empty_audio_are_listed_at_setup(small_corpus, tmp_path):
 
 def test_setup_names_what_is_missing_and_the_command(small_corpus, tmp_path):
     dm = _small_module(small_corpus, tmp_path / "work")
-    with pytest.raises(FileNotFoundError, match=r"(?s)train-clean-100.jsonl.*python scripts/prepare_data.py "
-                                                r"data=librispeech data.root="):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"(?s)train-clean-100.jsonl.*python scripts/prepare_data.py "
+        r"data=librispeech data.root=",
+    ):
         dm.setup("fit")
 
 

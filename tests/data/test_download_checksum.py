@@ -16,8 +16,11 @@ def _make_archive(path, split="dev-clean"):
     """A .tar.gz laid out like OpenSLR's (LibriSpeech/<split>/..., LibriSpeech/README.TXT) plus a stray member."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:
-        for name, data in ((f"LibriSpeech/{split}/1/2/1-2.trans.txt", b"1-2-0000 HI\n"),
-                           ("LibriSpeech/README.TXT", b"readme"), ("elsewhere.txt", b"stray")):
+        for name, data in (
+            (f"LibriSpeech/{split}/1/2/1-2.trans.txt", b"1-2-0000 HI\n"),
+            ("LibriSpeech/README.TXT", b"readme"),
+            ("elsewhere.txt", b"stray"),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -34,8 +37,15 @@ def test_md5sum_matches_hashlib(tmp_path):
 
 
 def test_known_archives_have_md5s():
-    assert set(LIBRISPEECH_MD5) == {"train-clean-100", "train-clean-360", "train-other-500", "dev-clean",
-                                    "dev-other", "test-clean", "test-other"}
+    assert set(LIBRISPEECH_MD5) == {
+        "train-clean-100",
+        "train-clean-360",
+        "train-other-500",
+        "dev-clean",
+        "dev-other",
+        "test-clean",
+        "test-other",
+    }
     assert LIBRISPEECH_MD5["dev-clean"] == "42e2234ba48799c1f50f24a7926300a1"
 
 

@@ -72,8 +72,9 @@ def test_specaugment_eval_is_identity():
 
 def test_specaugment_train_masks_inside_lengths_only():
     torch.manual_seed(0)
-    augment = SpecAugment(num_freq_masks=2, freq_mask_width=15, num_time_masks=4, time_mask_width=20,
-                          max_time_mask_ratio=0.1).train()
+    augment = SpecAugment(
+        num_freq_masks=2, freq_mask_width=15, num_time_masks=4, time_mask_width=20, max_time_mask_ratio=0.1
+    ).train()
     features, lengths = _batch()
     original = features.clone()
     out = augment(features, lengths)

@@ -15,13 +15,13 @@ from asr_plugin.data import CorpusLayout, LhotseCutsSource, TransducerDataModule
 lhotse = pytest.importorskip("lhotse")
 
 
-
 def test_cuts_become_segments_of_their_recordings(cut_corpus):
     manifests, segments = cut_corpus
     candidates, skipped = LhotseCutsSource(train_cuts=[str(manifests["train"])]).scan("train")
     assert skipped == []
     assert [(c.id, c.path, c.text, c.speaker) for c in candidates] == [
-        (s.id, str(s.path), s.text, s.speaker) for s in segments["train"]]
+        (s.id, str(s.path), s.text, s.speaker) for s in segments["train"]
+    ]
     for candidate, segment in zip(candidates, segments["train"]):
         assert candidate.offset == pytest.approx(segment.offset, abs=1e-6)
         assert candidate.duration == pytest.approx(segment.duration, abs=1e-6)
@@ -50,9 +50,17 @@ def test_unusable_cuts_are_listed_with_their_line(cut_corpus, tmp_path):
 
 def test_the_audio_we_load_is_lhotses_own(cut_corpus, tmp_path):
     manifests, _ = cut_corpus
-    dm = TransducerDataModule(work_dir=str(tmp_path / "work"), corpus="lhotse", train_cuts=[str(manifests["train"])],
-                              valid_cuts=str(manifests["dev"]), vocab_size=48, max_duration=10.0, num_buckets=3,
-                              num_workers=0, prepare_num_workers=1)
+    dm = TransducerDataModule(
+        work_dir=str(tmp_path / "work"),
+        corpus="lhotse",
+        train_cuts=[str(manifests["train"])],
+        valid_cuts=str(manifests["dev"]),
+        vocab_size=48,
+        max_duration=10.0,
+        num_buckets=3,
+        num_workers=0,
+        prepare_num_workers=1,
+    )
     dm.prepare_data()
     dm.setup("fit")
     entries = read_manifest(dm.split_manifest("train"))

@@ -14,8 +14,11 @@ from asr_plugin.data import CorpusLayout, prepare_split, read_manifest, scan_spl
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -30,8 +33,10 @@ def broken_tree(tmp_path) -> Path:
     write_flac(chapter / "84-121123-0005.flac", 1.0, sample_rate=8000)  # another rate: resampled when loaded
     write_flac(chapter / "84-121123-0006.flac", 1.0)  # no transcript line
     with (chapter / "84-121123.trans.txt").open("a") as handle:
-        handle.write("84-121123-0003 BROKEN\n84-121123-0004 EMPTY\n84-121123-0005 NARROW\n"
-                     "84-121123-0009 NO AUDIO FOR THIS LINE\n84-121123-0007   \n")
+        handle.write(
+            "84-121123-0003 BROKEN\n84-121123-0004 EMPTY\n84-121123-0005 NARROW\n"
+            "84-121123-0009 NO AUDIO FOR THIS LINE\n84-121123-0007   \n"
+        )
     write_flac(chapter / "84-121123-0007.flac", 1.0)  # empty transcript text
     write_chapter(split, 174, 50561, {0: "LOST TRANSCRIPT"}, transcript=False)
     return root
@@ -61,9 +66,12 @@ def test_prepare_skips_and_lists_bad_files(broken_tree, tmp_path, capsys):
     assert entries[3].duration == pytest.approx(1.0, abs=1e-3) and entries[3].speaker == "84"
     assert Path(entries[0].path).is_absolute() and entries[0].text == "HELLO WORLD"
     skip_text = CorpusLayout(broken_tree, tmp_path / "manifests").skip_list("dev-clean").read_text()
-    for name, reason in [("0003.flac", "unreadable audio"), ("0004.flac", "empty audio"),
-                         ("0006.flac", "no line for"),
-                         ("174-50561-0000.flac", "no transcript file")]:
+    for name, reason in [
+        ("0003.flac", "unreadable audio"),
+        ("0004.flac", "empty audio"),
+        ("0006.flac", "no line for"),
+        ("174-50561-0000.flac", "no transcript file"),
+    ]:
         line = next(line for line in skip_text.splitlines() if name in line)
         assert reason in line
     printed = capsys.readouterr().out
@@ -115,5 +123,7 @@ def test_full_check_finds_truncated_audio(tmp_path):
     flac = chapter / "1-2-0001.flac"
     flac.write_bytes(flac.read_bytes()[: len(flac.read_bytes()) // 3])
     quick = read_manifest(prepare_split(CorpusLayout(root, tmp_path / "quick"), "dev-clean", progress=False))
-    full = read_manifest(prepare_split(CorpusLayout(root, tmp_path / "full"), "dev-clean", full_check=True, progress=False))
+    full = read_manifest(
+        prepare_split(CorpusLayout(root, tmp_path / "full"), "dev-clean", full_check=True, progress=False)
+    )
     assert len(full) == 1 and len(quick) >= len(full)

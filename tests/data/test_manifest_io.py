@@ -10,8 +10,10 @@ from asr_plugin.data import ManifestEntry, audio_problems, read_manifest, write_
 
 
 def test_round_trip(tmp_path):
-    entries = [ManifestEntry("1-2-0000", "/a/1-2-0000.flac", 1.25, "HELLO"),
-               ManifestEntry("1-2-0001", "/a/1-2-0001.flac", 3.5, "IT'S ÜBER")]
+    entries = [
+        ManifestEntry("1-2-0000", "/a/1-2-0000.flac", 1.25, "HELLO"),
+        ManifestEntry("1-2-0001", "/a/1-2-0001.flac", 3.5, "IT'S ÜBER"),
+    ]
     path = write_manifest(entries, tmp_path / "m" / "x.jsonl")
     assert read_manifest(path) == entries
     first = json.loads(path.read_text().splitlines()[0])
@@ -27,12 +29,15 @@ def test_never_overwrites_without_flag(tmp_path):
     assert read_manifest(path)[0].id == "b"
 
 
-@pytest.mark.parametrize("line, message", [
-    ("{not json", "not valid JSON"),
-    ('{"id": "a", "path": "/a", "text": "A"}', "missing key"),
-    ('{"id": "a", "path": "/a", "duration": 0, "text": "A"}', "duration must be a positive number"),
-    ("[1, 2]", "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"id": "a", "path": "/a", "text": "A"}', "missing key"),
+        ('{"id": "a", "path": "/a", "duration": 0, "text": "A"}', "duration must be a positive number"),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
 def test_bad_lines_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "ok", "path": "/ok", "duration": 1.0, "text": "OK"}\n\n' + line + "\n")
@@ -55,5 +60,6 @@ def test_audio_problems_lists_missing_and_empty_files_in_order(tmp_path, threads
         entries.append(ManifestEntry(str(n), str(path), 1.0, "X"))
     problems = audio_problems(entries, num_threads=threads)
     assert [(entry.id, problem) for entry, problem in problems] == [
-        (str(n), "missing" if n % 10 == 3 else "empty (0 bytes)") for n in range(40) if n % 10 in (3, 7)]
+        (str(n), "missing" if n % 10 == 3 else "empty (0 bytes)") for n in range(40) if n % 10 in (3, 7)
+    ]
     assert audio_problems([e for e in entries if int(e.id) % 10 not in (3, 7)], num_threads=threads) == []

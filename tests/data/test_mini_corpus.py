@@ -19,8 +19,11 @@ from asr_plugin.data.mini_voices import ENGINES, PLAYED_AT_HZ, VARIANTS
 
 
 def _digest(root):
-    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _timbre(speaker) -> str:
@@ -31,8 +34,12 @@ def _timbre(speaker) -> str:
 
 def test_layout_is_librispeech(mini_root):
     assert MINI_SPLITS == ("train", "dev", "test-espeak", "test-piper")
-    counts = {"train": SMALL["n_train"], "dev": SMALL["n_dev"], "test-espeak": SMALL["n_test"],
-              "test-piper": SMALL["n_test"]}
+    counts = {
+        "train": SMALL["n_train"],
+        "dev": SMALL["n_dev"],
+        "test-espeak": SMALL["n_test"],
+        "test-piper": SMALL["n_test"],
+    }
     for split in MINI_SPLITS:
         candidates, skipped = scan_split(mini_root, split)
         assert not skipped and len(candidates) == counts[split]
@@ -70,7 +77,7 @@ def test_splits_have_disjoint_sentences_and_unseen_speakers():
     sentences = {split: {utt.text for utt in utts} for split, utts in plan.items()}
     assert [len(sentences[s]) for s in MINI_SPLITS] == [2700, 210, 150, 150]
     for index, split in enumerate(MINI_SPLITS):
-        for other in MINI_SPLITS[index + 1:]:
+        for other in MINI_SPLITS[index + 1 :]:
             assert not sentences[split] & sentences[other], (split, other)
     timbres = {split: {_timbre(utt.speaker) for utt in utts} for split, utts in plan.items()}
     assert len(timbres["train"]) == len(VARIANTS["train"]) + len(PLAYED_AT_HZ["train"])  # every train voice speaks
@@ -81,13 +88,20 @@ def test_splits_have_disjoint_sentences_and_unseen_speakers():
     for split in ("dev", "test-espeak", "test-piper"):
         assert not heard & timbres[split], split
     assert not timbres["dev"] & (timbres["test-espeak"] | timbres["test-piper"])
-    accents = {split: {utt.speaker.voice.voice.split("+")[0] for utt in utts if utt.speaker.engine == "espeak"}
-               for split, utts in plan.items()}
+    accents = {
+        split: {utt.speaker.voice.voice.split("+")[0] for utt in utts if utt.speaker.engine == "espeak"}
+        for split, utts in plan.items()
+    }
     assert accents["test-espeak"] <= accents["train"]  # new voices, accents that training has heard
-    rates = [utt.speaker.voice.request(utt.text, utt.tempo)[2] for utt in plan["train"] if utt.speaker.engine == "espeak"]
+    rates = [
+        utt.speaker.voice.request(utt.text, utt.tempo)[2] for utt in plan["train"] if utt.speaker.engine == "espeak"
+    ]
     assert max(rates) - min(rates) > 50  # speakers and utterances differ in speaking rate
-    scales = [utt.speaker.voice.request(utt.text, utt.tempo).length_scale for utt in plan["train"]
-              if utt.speaker.engine == "piper"]
+    scales = [
+        utt.speaker.voice.request(utt.text, utt.tempo).length_scale
+        for utt in plan["train"]
+        if utt.speaker.engine == "piper"
+    ]
     assert max(scales) / min(scales) > 1.3
 
 

@@ -24,20 +24,28 @@ def test_paths_are_resolved_as_nemo_does_and_extra_keys_ignored(tmp_path, monkey
     write_flac(data / "clips" / "a.flac", 1.0)
     write_flac(tmp_path / "cwd" / "b.flac", 1.0)
     absolute = write_flac(tmp_path / "elsewhere" / "c.flac", 2.0)
-    _lines(data / "train.json", [
-        {"audio_filepath": "clips/a.flac", "duration": 1.0, "text": "hello  there", "lang": "en", "pnc": True},
-        {"audio_filepath": "b.flac", "duration": 1.0, "text": "from the cwd", "speaker": 7},  # not next to it
-        {"audio_filepath": str(absolute), "duration": 0.5, "offset": 1.25, "text": "a segment"},
-    ])
+    _lines(
+        data / "train.json",
+        [
+            {"audio_filepath": "clips/a.flac", "duration": 1.0, "text": "hello  there", "lang": "en", "pnc": True},
+            {"audio_filepath": "b.flac", "duration": 1.0, "text": "from the cwd", "speaker": 7},  # not next to it
+            {"audio_filepath": str(absolute), "duration": 0.5, "offset": 1.25, "text": "a segment"},
+        ],
+    )
     monkeypatch.chdir(tmp_path / "cwd")
     source = NemoManifestSource(train_manifests=[str(data / "train.json")])
     candidates, skipped = source.scan("train")
     assert skipped == [] and source.train_splits == ("train",) and source.valid_splits == ()
-    assert [c.path for c in candidates] == [str(data / "clips" / "a.flac"), str(tmp_path / "cwd" / "b.flac"),
-                                            str(absolute)]
+    assert [c.path for c in candidates] == [
+        str(data / "clips" / "a.flac"),
+        str(tmp_path / "cwd" / "b.flac"),
+        str(absolute),
+    ]
     assert [(c.id, c.text, c.offset, c.duration, c.speaker) for c in candidates] == [
-        ("train-000001", "hello there", 0.0, 1.0, None), ("train-000002", "from the cwd", 0.0, 1.0, "7"),
-        ("train-000003", "a segment", 1.25, 0.5, None)]
+        ("train-000001", "hello there", 0.0, 1.0, None),
+        ("train-000002", "from the cwd", 0.0, 1.0, "7"),
+        ("train-000003", "a segment", 1.25, 0.5, None),
+    ]
     assert candidates[0].where == f"{data / 'train.json'}:1"
 
 
@@ -46,14 +54,14 @@ def test_every_unusable_line_is_listed_with_its_line_and_strict_refuses(tmp_path
     write_flac(tmp_path / "short.flac", 1.0)
     good = {"audio_filepath": "long.flac", "duration": 1.0, "offset": 1.0, "text": "fine"}
     bad = [
-        {**good, "audio_filepath": "missing.flac"},                                      # 2
-        {"audio_filepath": "long.flac", "text": "no duration"},                          # 3
-        {**good, "offset": 5.0},                                                         # 4 past the end
-        {**good, "offset": 2.5},                                                         # 5 runs past the end
-        {"audio_filepath": "short.flac", "duration": 2.0, "text": "disagrees"},          # 6 whole file, wrong
-        {**good, "text": "   "},                                                         # 7
-        {**good, "duration": -1},                                                        # 8
-        "not json",                                                                      # 9
+        {**good, "audio_filepath": "missing.flac"},  # 2
+        {"audio_filepath": "long.flac", "text": "no duration"},  # 3
+        {**good, "offset": 5.0},  # 4 past the end
+        {**good, "offset": 2.5},  # 5 runs past the end
+        {"audio_filepath": "short.flac", "duration": 2.0, "text": "disagrees"},  # 6 whole file, wrong
+        {**good, "text": "   "},  # 7
+        {**good, "duration": -1},  # 8
+        "not json",  # 9
     ]
     manifest = tmp_path / "m.json"
     _lines(manifest, [good, *bad, *([{**good, "offset": 9.0}] * 20)])
@@ -70,8 +78,10 @@ def test_every_unusable_line_is_listed_with_its_line_and_strict_refuses(tmp_path
     assert "missing key(s) ['duration']" in reasons[3]
     assert reasons[4].startswith("offset 5 s is past the end of the audio (3.000 s)")
     assert "runs past the end of the audio" in reasons[5]
-    assert reasons[6] == ("duration 2 s from offset 0 s runs past the end of the audio (1.000 s): the manifest's "
-                          "duration disagrees with the file")
+    assert reasons[6] == (
+        "duration 2 s from offset 0 s runs past the end of the audio (1.000 s): the manifest's "
+        "duration disagrees with the file"
+    )
     assert reasons[7].startswith("empty transcript") and "positive number" in reasons[8]
     assert reasons[9].startswith("not valid JSON") and reasons[30].startswith("not UTF-8 text")
     printed = capsys.readouterr().out
@@ -92,9 +102,18 @@ def test_missing_manifests_and_set_names_are_named(tmp_path):
 
 def test_the_data_module_trains_on_segments_of_48khz_stereo_recordings(nemo_corpus, tmp_path):
     manifests, segments = nemo_corpus
-    dm = TransducerDataModule(work_dir=str(tmp_path / "work"), corpus="nemo", train_manifests=[str(manifests["train"])],
-                              valid_manifests=str(manifests["dev"]), test_manifests={"mine": str(manifests["test"])},
-                              vocab_size=48, max_duration=10.0, num_buckets=3, num_workers=0, prepare_num_workers=1)
+    dm = TransducerDataModule(
+        work_dir=str(tmp_path / "work"),
+        corpus="nemo",
+        train_manifests=[str(manifests["train"])],
+        valid_manifests=str(manifests["dev"]),
+        test_manifests={"mine": str(manifests["test"])},
+        vocab_size=48,
+        max_duration=10.0,
+        num_buckets=3,
+        num_workers=0,
+        prepare_num_workers=1,
+    )
     dm.prepare_data()
     dm.setup("fit")
     assert dm.test_splits == ["mine"] and set(dm.test_manifests) == {"mine"}
@@ -117,8 +136,15 @@ def test_the_data_module_trains_on_segments_of_48khz_stereo_recordings(nemo_corp
 
 def test_a_changed_manifest_list_is_not_served_from_the_old_work_dir(nemo_corpus, tmp_path):
     manifests, _ = nemo_corpus
-    common = dict(work_dir=str(tmp_path / "work"), corpus="nemo", valid_manifests=str(manifests["dev"]),
-                  tokenizer_type="bpe", vocab_size=48, num_workers=0, prepare_num_workers=1)
+    common = dict(
+        work_dir=str(tmp_path / "work"),
+        corpus="nemo",
+        valid_manifests=str(manifests["dev"]),
+        tokenizer_type="bpe",
+        vocab_size=48,
+        num_workers=0,
+        prepare_num_workers=1,
+    )
     TransducerDataModule(train_manifests=[str(manifests["train"])], **common).prepare_data()
     with pytest.raises(ValueError, match=r"train.jsonl was made from .*train.json.*set data.work_dir to another"):
         TransducerDataModule(train_manifests=[str(manifests["test"])], **common).prepare_data()
@@ -127,12 +153,21 @@ def test_a_changed_manifest_list_is_not_served_from_the_old_work_dir(nemo_corpus
 def test_the_data_module_says_what_preparation_left_out_and_how_to_fix_it(tmp_path, caplog):
     for name in ("a", "b", "c"):
         write_flac(tmp_path / f"{name}.flac", 1.0, seed=ord(name))
-    _lines(tmp_path / "train.json", [{"audio_filepath": f"{n}.flac", "duration": 1.0, "text": "a b c"} for n in "ab"]
-           + [{"audio_filepath": "gone.flac", "duration": 1.0, "text": "lost"}])
+    _lines(
+        tmp_path / "train.json",
+        [{"audio_filepath": f"{n}.flac", "duration": 1.0, "text": "a b c"} for n in "ab"]
+        + [{"audio_filepath": "gone.flac", "duration": 1.0, "text": "lost"}],
+    )
     _lines(tmp_path / "dev.json", [{"audio_filepath": "c.flac", "duration": 1.0, "text": "a b"}])
-    dm = TransducerDataModule(work_dir=str(tmp_path / "work"), corpus="nemo", train_manifests=str(tmp_path / "train.json"),
-                              valid_manifests=str(tmp_path / "dev.json"), vocab_size=8, num_workers=0,
-                              prepare_num_workers=1)
+    dm = TransducerDataModule(
+        work_dir=str(tmp_path / "work"),
+        corpus="nemo",
+        train_manifests=str(tmp_path / "train.json"),
+        valid_manifests=str(tmp_path / "dev.json"),
+        vocab_size=8,
+        num_workers=0,
+        prepare_num_workers=1,
+    )
     dm.prepare_data()
     dm.setup("fit")
     assert "train: 1 item(s) were left out of this set when it was prepared, listed in" in caplog.text

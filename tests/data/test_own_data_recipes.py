@@ -17,12 +17,25 @@ from asr_plugin.finetune import export_nemo, import_nemo
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-MICRO_MODEL = ["model.d_model=32", "model.num_layers=1", "model.num_heads=2", "model.ffn_dim=64",
-               "model.conv_kernel_size=3", "model.predictor_embed_dim=16", "model.predictor_dim=32",
-               "model.joint_dim=32"]
+MICRO_MODEL = [
+    "model.d_model=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.ffn_dim=64",
+    "model.conv_kernel_size=3",
+    "model.predictor_embed_dim=16",
+    "model.predictor_dim=32",
+    "model.joint_dim=32",
+]
 LOADER = ["data.max_duration=10", "data.num_buckets=2", "data.num_workers=0", "data.prepare_num_workers=1"]
-RUN = ["trainer.max_steps=3", "optim.scheduler.warmup_steps=1", "test=false", "trainer.limit_val_batches=1",
-       "trainer.enable_progress_bar=false", "callbacks.model_summary=null"]
+RUN = [
+    "trainer.max_steps=3",
+    "optim.scheduler.warmup_steps=1",
+    "test=false",
+    "trainer.limit_val_batches=1",
+    "trainer.enable_progress_bar=false",
+    "callbacks.model_summary=null",
+]
 
 
 def _compose(config: str, overrides: list[str], tmp_path: Path):
@@ -38,10 +51,24 @@ def _summary(out: Path) -> dict:
 def test_fine_tune_a_nemo_checkpoint_on_a_nemo_manifest_evaluate_and_export(nemo_corpus, tmp_path):
     manifests, segments = nemo_corpus
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_transducer")
-    data = ["data=nemo", f"data.train_manifests=[{manifests['train']}]", f"data.valid_manifests=[{manifests['dev']}]",
-            *LOADER]
-    cfg = _compose("train", ["+finetune=from_nemo", f"finetune.path={nemo_path}", "finetune.pretrained_lr=1e-4",
-                             *data, *RUN, f"paths.output_dir={tmp_path}/run"], tmp_path)
+    data = [
+        "data=nemo",
+        f"data.train_manifests=[{manifests['train']}]",
+        f"data.valid_manifests=[{manifests['dev']}]",
+        *LOADER,
+    ]
+    cfg = _compose(
+        "train",
+        [
+            "+finetune=from_nemo",
+            f"finetune.path={nemo_path}",
+            "finetune.pretrained_lr=1e-4",
+            *data,
+            *RUN,
+            f"paths.output_dir={tmp_path}/run",
+        ],
+        tmp_path,
+    )
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     checkpoint = result["last_model_path"]
@@ -49,8 +76,18 @@ def test_fine_tune_a_nemo_checkpoint_on_a_nemo_manifest_evaluate_and_export(nemo
     assert records["tokenizer"]["convention"] == "nemo" and records["frontend"]["kind"] == "nemo"
 
     out = tmp_path / "eval"
-    evaluation = _compose("eval", [f"checkpoint={checkpoint}", "data=nemo", f"data.test_manifests={{mine: {manifests['test']}}}",
-                                   "data.num_workers=0", f"output_dir={out}", "decoding.methods=[greedy]"], tmp_path)
+    evaluation = _compose(
+        "eval",
+        [
+            f"checkpoint={checkpoint}",
+            "data=nemo",
+            f"data.test_manifests={{mine: {manifests['test']}}}",
+            "data.num_workers=0",
+            f"output_dir={out}",
+            "decoding.methods=[greedy]",
+        ],
+        tmp_path,
+    )
     evaluate(evaluation)
     row = _summary(out)[("mine", "greedy")]
     assert row["utterances"] == len(segments["test"]) and row["ref_words"] > 0
@@ -67,15 +104,35 @@ def test_fine_tune_a_nemo_checkpoint_on_a_nemo_manifest_evaluate_and_export(nemo
 @pytest.mark.slow
 def test_train_from_scratch_on_lhotse_cuts_and_evaluate(cut_corpus, tmp_path):
     manifests, segments = cut_corpus
-    cfg = _compose("train", ["data=lhotse", f"data.train_cuts=[{manifests['train']}]",
-                             f"data.valid_cuts=[{manifests['dev']}]", "data.vocab_size=48", *LOADER, *MICRO_MODEL,
-                             *RUN, f"paths.output_dir={tmp_path}/run"], tmp_path)
+    cfg = _compose(
+        "train",
+        [
+            "data=lhotse",
+            f"data.train_cuts=[{manifests['train']}]",
+            f"data.valid_cuts=[{manifests['dev']}]",
+            "data.vocab_size=48",
+            *LOADER,
+            *MICRO_MODEL,
+            *RUN,
+            f"paths.output_dir={tmp_path}/run",
+        ],
+        tmp_path,
+    )
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     out = tmp_path / "eval"
-    evaluation = _compose("eval", [f"checkpoint={result['last_model_path']}", "data=lhotse",
-                                   f"data.test_cuts={{test: {manifests['test']}}}", "data.num_workers=0",
-                                   f"output_dir={out}", "decoding.methods=[greedy]"], tmp_path)
+    evaluation = _compose(
+        "eval",
+        [
+            f"checkpoint={result['last_model_path']}",
+            "data=lhotse",
+            f"data.test_cuts={{test: {manifests['test']}}}",
+            "data.num_workers=0",
+            f"output_dir={out}",
+            "decoding.methods=[greedy]",
+        ],
+        tmp_path,
+    )
     evaluate(evaluation)
     row = _summary(out)[("test", "greedy")]
     assert row["utterances"] == len(segments["test"]) and row["ref_words"] > 0

@@ -8,17 +8,29 @@ import stat
 import pytest
 from data_helpers import tree_listing, write_small_librispeech
 
-from asr_plugin.data import pipeline
-from asr_plugin.data import (CorpusLayout, CorpusPlan, FeatureStats, LibriSpeechSource, Tokenizer, prepare_corpus,
-                             read_manifest, tokenizer_file_name)
+from asr_plugin.data import (
+    CorpusLayout,
+    CorpusPlan,
+    FeatureStats,
+    LibriSpeechSource,
+    Tokenizer,
+    pipeline,
+    prepare_corpus,
+    read_manifest,
+    tokenizer_file_name,
+)
 
 SPLITS = dict(train_splits=("train-clean-100",), valid_splits=("dev-clean",), test_splits=("dev-clean",))
 
 
 def _plan(corpus_root, work_dir, **kwargs) -> CorpusPlan:
     layout = CorpusLayout(corpus_root, work_dir)
-    defaults = dict(tokenizer_path=layout.tokenizer("bpe", 30), vocab_size=30, stats_path=layout.stats,
-                    stats_features={"num_mel_bins": 40})
+    defaults = dict(
+        tokenizer_path=layout.tokenizer("bpe", 30),
+        vocab_size=30,
+        stats_path=layout.stats,
+        stats_features={"num_mel_bins": 40},
+    )
     return CorpusPlan(layout, LibriSpeechSource(corpus_root, **SPLITS), **{**defaults, **kwargs})
 
 
@@ -46,14 +58,23 @@ def test_prepare_corpus_writes_only_into_the_work_dir(tmp_path, capsys):
     _read_only(root)
     before = tree_listing(root)
     plan = _plan(root, tmp_path / "work")
-    assert plan.missing() == [tmp_path / "work" / name for name in
-                              ("train-clean-100.jsonl", "dev-clean.jsonl", "tokenizer_bpe30.model", "feature_stats.json")]
+    assert plan.missing() == [
+        tmp_path / "work" / name
+        for name in ("train-clean-100.jsonl", "dev-clean.jsonl", "tokenizer_bpe30.model", "feature_stats.json")
+    ]
     written = prepare_corpus(plan, progress=False)
     assert tree_listing(root) == before
     assert sorted(written) == sorted(plan.outputs()) and plan.missing() == []
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [  # .prepare.lock: asr_plugin.data.work_lock
-        ".prepare.lock", "dev-clean.jsonl", "dev-clean.origin.json", "feature_stats.json", "tokenizer_bpe30.model",
-        "tokenizer_bpe30.vocab", "train-clean-100.jsonl", "train-clean-100.origin.json"]
+        ".prepare.lock",
+        "dev-clean.jsonl",
+        "dev-clean.origin.json",
+        "feature_stats.json",
+        "tokenizer_bpe30.model",
+        "tokenizer_bpe30.vocab",
+        "train-clean-100.jsonl",
+        "train-clean-100.origin.json",
+    ]
     entries = read_manifest(plan.layout.manifest("train-clean-100"))
     assert len(entries) == 12 and entries[0].text == "THE CAFÉ SEES A DOG"  # as written: the tokenizer normalises
     assert Tokenizer(plan.tokenizer_path).vocab_size == 30
@@ -68,7 +89,9 @@ def test_prepare_corpus_writes_only_into_the_work_dir(tmp_path, capsys):
 def test_steps_run_alone_and_say_what_they_need(tmp_path, capsys):
     root = write_small_librispeech(tmp_path / "LibriSpeech")
     plan = _plan(root, tmp_path / "work")
-    with pytest.raises(FileNotFoundError, match=r"(?s)train-clean-100.jsonl.*scripts/prepare_data.py .*--steps manifests"):
+    with pytest.raises(
+        FileNotFoundError, match=r"(?s)train-clean-100.jsonl.*scripts/prepare_data.py .*--steps manifests"
+    ):
         prepare_corpus(plan, ["tokenizer"], progress=False)
     assert prepare_corpus(plan, ["manifests"], progress=False) == [plan.layout.manifest(s) for s in plan.splits]
     assert plan.missing(["tokenizer", "stats"]) == [plan.tokenizer_path, plan.stats_path]
@@ -88,7 +111,8 @@ def test_the_command_names_the_values_that_decide_the_paths(tmp_path):
     assert plan.command() == (
         f"python scripts/prepare_data.py data=librispeech data.root={tmp_path}/LibriSpeech "
         "'data.train_splits=[train-clean-100]' 'data.valid_splits=[dev-clean]' "
-        f"'data.test_splits=[dev-clean]' data.work_dir={tmp_path}/work data.vocab_size=30 data.tokenizer_type=bpe")
+        f"'data.test_splits=[dev-clean]' data.work_dir={tmp_path}/work data.vocab_size=30 data.tokenizer_type=bpe"
+    )
 
 
 def test_an_unusable_work_dir_is_named(tmp_path):

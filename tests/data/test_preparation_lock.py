@@ -34,14 +34,23 @@ def test_a_second_preparer_waits_for_the_lock_and_reuses_the_manifests(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     code = PREPARE.format(mini=SMALL)
     with preparation_lock(work):  # both start while a first preparer holds the lock: they queue behind it
-        runs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(work)], env=env, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(root), str(work)],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
         assert [run.stdout.readline() for run in runs] == ["ready\n"] * 2
         time.sleep(2)  # both are at the lock now
     outputs = [run.communicate(timeout=300) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
-    assert all(f"waiting for data preparation in {work}: another process (pid {os.getpid()})" in err
-               for _, err in outputs), outputs
+    assert all(
+        f"waiting for data preparation in {work}: another process (pid {os.getpid()})" in err for _, err in outputs
+    ), outputs
     wrote = [out for out, _ in outputs if "train: wrote 24 utterances" in out]
     reused = [out for out, _ in outputs if "train: reusing existing manifest" in out]
     assert len(wrote) == 1 and len(reused) == 1, outputs
@@ -62,8 +71,9 @@ def test_a_file_being_written_is_not_scanned_as_audio(tmp_path):
 
 def test_stale_temporaries_are_removed_at_the_next_start_and_nothing_else(tmp_path):
     root, work = tmp_path / "corpus", tmp_path / "work"
-    source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test-espeak",),
-                              mini_corpus=SMALL)
+    source = MiniCorpusSource(
+        root, train_splits=("train",), valid_splits=("dev",), test_splits=("test-espeak",), mini_corpus=SMALL
+    )
     plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
     prepare_corpus(plan, ["manifests"], progress=False)
     flac = next((root / "train").rglob("*.flac"))

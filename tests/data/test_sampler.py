@@ -22,8 +22,9 @@ def _flat(batches):
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_every_utterance_once_and_limit_respected(shuffle):
     durations = _durations()
-    sampler = DurationBatchSampler(durations, max_duration=60.0, num_buckets=6, shuffle=shuffle, seed=1,
-                                   num_replicas=1, rank=0)
+    sampler = DurationBatchSampler(
+        durations, max_duration=60.0, num_buckets=6, shuffle=shuffle, seed=1, num_replicas=1, rank=0
+    )
     for epoch in range(3):
         sampler.set_epoch(epoch)
         batches = list(sampler)
@@ -50,8 +51,9 @@ def test_buckets_group_similar_durations():
 @pytest.mark.parametrize("replicas", [1, 3])
 def test_batch_count_is_the_same_every_epoch(replicas):
     """Lightning reads len() once per fit; a count that changed with the epoch skipped validation."""
-    sampler = DurationBatchSampler(_durations(), max_duration=45.0, num_buckets=6, seed=2,
-                                   num_replicas=replicas, rank=0)
+    sampler = DurationBatchSampler(
+        _durations(), max_duration=45.0, num_buckets=6, seed=2, num_replicas=replicas, rank=0
+    )
     counts = set()
     for epoch in range(8):
         sampler.set_epoch(epoch)
@@ -145,8 +147,10 @@ def _bucket_of(sampler):
 @pytest.mark.parametrize("replicas", [2, 4])
 def test_ranks_run_batches_of_the_same_bucket_at_every_step(replicas):
     durations = _durations(400, seed=3)
-    samplers = [DurationBatchSampler(durations, 40.0, num_buckets=8, seed=1, num_replicas=replicas, rank=r)
-                for r in range(replicas)]
+    samplers = [
+        DurationBatchSampler(durations, 40.0, num_buckets=8, seed=1, num_replicas=replicas, rank=r)
+        for r in range(replicas)
+    ]
     bucket = _bucket_of(samplers[0])
     for epoch in range(3):
         for sampler in samplers:

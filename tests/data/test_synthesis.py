@@ -9,8 +9,9 @@ import pytest
 from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
 from asr_plugin.data.tts_piper import PiperRequest, synthesize_piper
 
-REQUEST = PiperRequest("the old lamp is in the kitchen", length_scale=1.0, noise_scale=0.667, noise_w=0.8,
-                       played_at_hz=22050)
+REQUEST = PiperRequest(
+    "the old lamp is in the kitchen", length_scale=1.0, noise_scale=0.667, noise_w=0.8, played_at_hz=22050
+)
 
 
 def test_piper_audio_depends_only_on_the_list_and_seed():

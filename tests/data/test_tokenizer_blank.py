@@ -27,8 +27,14 @@ def bpe(tmp_path_factory):
 def nemo_model(tmp_path_factory) -> bytes:
     """A lower-case SentencePiece model without a blank, as NeMo trains them (bytes of its .model file)."""
     prefix = tmp_path_factory.mktemp("nemo") / "tokenizer"
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(t.lower() for t in TEXTS), model_prefix=str(prefix),
-                                   vocab_size=60, model_type="bpe", character_coverage=1.0, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(t.lower() for t in TEXTS),
+        model_prefix=str(prefix),
+        vocab_size=60,
+        model_type="bpe",
+        character_coverage=1.0,
+        minloglevel=2,
+    )
     return prefix.with_suffix(".model").read_bytes()
 
 
@@ -125,8 +131,9 @@ def test_record_round_trip_through_a_checkpoint(convention, bpe, nemo_model):
     assert rebuilt == tokenizer and rebuilt.convention == convention
     for text in TEXTS[:20]:
         assert rebuilt.encode(text) == tokenizer.encode(text)
-    assert [rebuilt.id_to_piece(i) for i in range(rebuilt.vocab_size)] == \
-        [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+    assert [rebuilt.id_to_piece(i) for i in range(rebuilt.vocab_size)] == [
+        tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)
+    ]
 
 
 def test_records_that_do_not_match_are_refused(bpe, nemo_model):
@@ -143,8 +150,9 @@ def test_records_that_do_not_match_are_refused(bpe, nemo_model):
         Tokenizer.from_record({**record, "convention": "espnet"})
     # a NeMo model (no blank piece at id 0) is not a tokenizer of ours
     with pytest.raises(ValueError, match="convention='nemo'"):
-        Tokenizer.from_record({**Tokenizer(nemo_model, convention="nemo").record(), "convention": "asr_plugin",
-                               "vocab_size": 60})
+        Tokenizer.from_record(
+            {**Tokenizer(nemo_model, convention="nemo").record(), "convention": "asr_plugin", "vocab_size": 60}
+        )
 
 
 def test_unigram_and_pickle(tmp_path):
@@ -169,7 +177,8 @@ def test_errors(tmp_path, bpe):
         Tokenizer(tmp_path / "missing.model")
     with pytest.raises(ValueError, match="not a SentencePiece model"):
         Tokenizer(b"garbage bytes")
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_prefix=str(tmp_path / "plain"),
-                                   vocab_size=60, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TEXTS), model_prefix=str(tmp_path / "plain"), vocab_size=60, minloglevel=2
+    )
     with pytest.raises(ValueError, match="id 0 is '<unk>'"):
         Tokenizer(tmp_path / "plain.model")

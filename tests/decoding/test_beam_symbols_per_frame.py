@@ -19,8 +19,9 @@ def test_beam_one_equals_greedy_with_the_same_cap(seed: int, max_symbols: int, t
     model = tiny_transducer(seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=5, frames=12, seed=seed)
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=max_symbols, tokenizer=tokenizer)
-    beam = modified_beam_search(model, encoder_out, lengths, beam=1, tokenizer=tokenizer,
-                                max_symbols_per_frame=max_symbols)
+    beam = modified_beam_search(
+        model, encoder_out, lengths, beam=1, tokenizer=tokenizer, max_symbols_per_frame=max_symbols
+    )
     assert sum(len(h.tokens) for h in greedy) > 0
     for g, b in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
@@ -108,8 +109,9 @@ def test_batches_like_single_utterances_and_checks_arguments(tokenizer) -> None:
     lengths[2] = 0
     batched = modified_beam_search(model, encoder_out, lengths, beam=4, tokenizer=tokenizer, max_symbols_per_frame=3)
     for b, hyp in enumerate(batched):
-        single = modified_beam_search(model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, tokenizer=tokenizer,
-                                      max_symbols_per_frame=3)[0]
+        single = modified_beam_search(
+            model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, tokenizer=tokenizer, max_symbols_per_frame=3
+        )[0]
         assert hyp.tokens == single.tokens and hyp.timestamps == single.timestamps and hyp.text == single.text
         assert hyp.score == pytest.approx(single.score, abs=1e-5)
     assert batched[2].tokens == [] and batched[2].score == 0.0

@@ -52,8 +52,17 @@ def table_model(table: dict[tuple[int, int], list[float]], frames: int, vocab: i
     Returns the model and its (1, T, T) one-hot encoder output.
     """
     model = build_transducer(
-        vocab, input_dim=16, d_model=frames, num_layers=1, num_heads=1, ffn_dim=4, conv_kernel_size=3,
-        predictor_embed_dim=vocab, predictor_dim=vocab, joint_dim=frames * vocab, joint_activation="relu",
+        vocab,
+        input_dim=16,
+        d_model=frames,
+        num_layers=1,
+        num_heads=1,
+        ffn_dim=4,
+        conv_kernel_size=3,
+        predictor_embed_dim=vocab,
+        predictor_dim=vocab,
+        joint_dim=frames * vocab,
+        joint_activation="relu",
     ).eval()
     sat = 20.0
     pred, joint = model.predictor, model.joint
@@ -106,8 +115,9 @@ def test_beam_search_batches_like_single_utterances(tokenizer) -> None:
     lengths[2] = 0
     batched = modified_beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=1, tokenizer=tokenizer)
     for b, hyp in enumerate(batched):
-        single = modified_beam_search(model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, max_symbols_per_frame=1,
-                                      tokenizer=tokenizer)[0]
+        single = modified_beam_search(
+            model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, max_symbols_per_frame=1, tokenizer=tokenizer
+        )[0]
         assert hyp.tokens == single.tokens and hyp.text == single.text
         assert hyp.score == pytest.approx(single.score, abs=1e-5)
     assert batched[2].tokens == [] and batched[2].score == 0.0

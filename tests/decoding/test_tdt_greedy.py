@@ -92,9 +92,12 @@ def test_max_symbols_caps_tokens_per_frame() -> None:
 def test_beam_search_refuses_tdt_models() -> None:
     model = tdt_model(0)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=6, seed=0)
-    with pytest.raises(ValueError, match=r"decodes RNN-T models only, not this model's lattice TDT\(durations=.*use greedy"):
+    with pytest.raises(
+        ValueError, match=r"decodes RNN-T models only, not this model's lattice TDT\(durations=.*use greedy"
+    ):
         modified_beam_search(model, encoder_out, lengths)
     with pytest.raises(ValueError, match="decodes RNN-T models only"):
         decode(model, encoder_out, lengths, "beam")
-    assert [h.tokens for h in decode(model, encoder_out, lengths, "greedy")] == \
-        [h.tokens for h in greedy_search(model, encoder_out, lengths)]
+    assert [h.tokens for h in decode(model, encoder_out, lengths, "greedy")] == [
+        h.tokens for h in greedy_search(model, encoder_out, lengths)
+    ]

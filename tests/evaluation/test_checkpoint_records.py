@@ -27,8 +27,17 @@ REPO_ROOT = CONF_DIR.parent
 
 def _eval_cfg(root: Path, checkpoint: Path, *overrides: str):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="eval", overrides=[*TINY_DATA, f"paths.root_dir={root}", f"output_dir={root}/eval",
-                                                      f"checkpoint={checkpoint}", "decoding.methods=[greedy]", *overrides])
+        return compose(
+            config_name="eval",
+            overrides=[
+                *TINY_DATA,
+                f"paths.root_dir={root}",
+                f"output_dir={root}/eval",
+                f"checkpoint={checkpoint}",
+                "decoding.methods=[greedy]",
+                *overrides,
+            ],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +60,9 @@ def test_evaluation_uses_the_checkpoints_tokenizer_whatever_the_data_config_says
     assert [(r["set"], r["wer"], r["errors"]) for r in other] == [(r["set"], r["wer"], r["errors"]) for r in reference]
 
 
-def test_a_checkpoint_without_records_is_evaluated_with_the_data_config_and_refused_by_transcribe(corpus, tmp_path, caplog):
+def test_a_checkpoint_without_records_is_evaluated_with_the_data_config_and_refused_by_transcribe(
+    corpus, tmp_path, caplog
+):
     root, datamodule = corpus
     checkpoint = tmp_path / "old.ckpt"
     save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1, records=False)
@@ -114,9 +125,21 @@ def test_transcribe_script_decodes_ten_minutes_in_chunks(corpus, tmp_path):
     generator = torch.Generator().manual_seed(0)
     path = tmp_path / "ten-minutes.flac"
     sf.write(path, (0.1 * torch.randn(600 * 16_000, generator=generator)).numpy(), 16_000)
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "transcribe.py"), str(path), "--checkpoint",
-                           str(checkpoint), "--method", "greedy"], capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "transcribe.py"),
+            str(path),
+            "--checkpoint",
+            str(checkpoint),
+            "--method",
+            "greedy",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     chunks = re.findall(r" (\d+)/\1 \[", done.stderr)  # the progress bar's last state: N/N chunks
     assert chunks and int(chunks[-1]) >= math.ceil(600 / 30), done.stderr[-2000:]
@@ -149,8 +172,12 @@ def test_evaluation_and_transcription_decode_with_the_checkpoints_own_max_symbol
     with caplog.at_level(logging.WARNING):
         overridden = _greedy_hypotheses(root, checkpoint, "three", "decoding.max_symbols_per_frame=3")
     assert overridden != own  # the cap matters for this model, so the default above is the checkpoint's
-    assert any("decoding.max_symbols_per_frame=3 overrides the checkpoint's 1" in r.getMessage() for r in caplog.records)
+    assert any(
+        "decoding.max_symbols_per_frame=3 overrides the checkpoint's 1" in r.getMessage() for r in caplog.records
+    )
     audio = read_manifest(datamodule.split_manifest("test"))[0].path
     default = Transcriber([checkpoint], method="greedy")
     assert default.options["max_symbols_per_frame"] == 1
-    assert default.transcribe([audio]) == Transcriber([checkpoint], method="greedy", max_symbols_per_frame=1).transcribe([audio])
+    assert default.transcribe([audio]) == Transcriber(
+        [checkpoint], method="greedy", max_symbols_per_frame=1
+    ).transcribe([audio])

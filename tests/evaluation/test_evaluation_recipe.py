@@ -16,10 +16,26 @@ from asr_plugin.evaluation.scoring import Recognition, score, write_errs
 from asr_plugin.models import build_transducer
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-MICRO = dict(input_dim=80, d_model=32, num_layers=1, num_heads=2, ffn_dim=64, conv_kernel_size=3,
-             predictor_embed_dim=16, predictor_dim=32, joint_dim=32)
-TINY_DATA = ["data.mini_corpus.n_train=24", "data.mini_corpus.n_dev=8", "data.mini_corpus.n_test=8",
-             "data.vocab_size=48", "data.num_workers=0", "data.prepare_num_workers=0", "data.max_duration=10"]
+MICRO = dict(
+    input_dim=80,
+    d_model=32,
+    num_layers=1,
+    num_heads=2,
+    ffn_dim=64,
+    conv_kernel_size=3,
+    predictor_embed_dim=16,
+    predictor_dim=32,
+    joint_dim=32,
+)
+TINY_DATA = [
+    "data.mini_corpus.n_train=24",
+    "data.mini_corpus.n_dev=8",
+    "data.mini_corpus.n_test=8",
+    "data.vocab_size=48",
+    "data.num_workers=0",
+    "data.prepare_num_workers=0",
+    "data.max_duration=10",
+]
 
 
 def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: int, records: bool = True) -> dict:
@@ -27,7 +43,11 @@ def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: 
     records (as training saves them) unless `records` is False (a checkpoint of an earlier version); returns
     its state dict."""
     torch.manual_seed(seed)
-    model_cfg = {"_target_": "asr_plugin.models.build_transducer", "vocab_size": datamodule.tokenizer.vocab_size, **MICRO}
+    model_cfg = {
+        "_target_": "asr_plugin.models.build_transducer",
+        "vocab_size": datamodule.tokenizer.vocab_size,
+        **MICRO,
+    }
     model = build_transducer(**{k: v for k, v in model_cfg.items() if k != "_target_"})
     with torch.no_grad():
         model.joint.output.bias[0] -= 2.0  # emit some tokens
@@ -40,7 +60,10 @@ def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: 
 
 
 def test_average_state_dicts_of_known_tensors() -> None:
-    states = [{"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}, {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(5)}]
+    states = [
+        {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)},
+        {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(5)},
+    ]
     averaged = average_state_dicts(states)
     assert torch.equal(averaged["w"], torch.tensor([2.0, 4.0]))
     assert int(averaged["n"]) == 5
@@ -55,7 +78,9 @@ def test_select_checkpoints_orders_by_epoch_and_step(tmp_path) -> None:
         os.utime(tmp_path / name, (time.time() - offset, time.time() - offset))
     assert [p.name for p in select_checkpoints(tmp_path, 2)] == ["epoch=9-step=100.ckpt", "epoch=10-step=110.ckpt"]
     assert [p.name for p in select_checkpoints(tmp_path / "epoch=9-step=100.ckpt", 2)] == [
-        "epoch=2-step=30.ckpt", "epoch=9-step=100.ckpt"]
+        "epoch=2-step=30.ckpt",
+        "epoch=9-step=100.ckpt",
+    ]
     with pytest.raises(ValueError, match="avg=4"):
         select_checkpoints(tmp_path, 4)
 
@@ -75,10 +100,18 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=TINY_DATA + [
-            f"paths.root_dir={tmp_path}", f"output_dir={tmp_path}/eval", f"checkpoint={ckpt_dir}", "avg=2",
-            "decoding.methods=[greedy,beam]", "decoding.beam=3",
-        ])
+        cfg = compose(
+            config_name="eval",
+            overrides=TINY_DATA
+            + [
+                f"paths.root_dir={tmp_path}",
+                f"output_dir={tmp_path}/eval",
+                f"checkpoint={ckpt_dir}",
+                "avg=2",
+                "decoding.methods=[greedy,beam]",
+                "decoding.beam=3",
+            ],
+        )
     from hydra.utils import instantiate
 
     datamodule = instantiate(cfg.data)
@@ -92,9 +125,12 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     assert [Path(p).name for p in result["checkpoints"]] == ["epoch=0-step=5.ckpt", "epoch=1-step=10.ckpt"]
     assert (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes() == digest
     summary = json.loads((out / "wer-summary.json").read_text())
-    assert summary["weights"] == result["weights"] == "average of 2 checkpoints: epoch=0-step=5.ckpt, epoch=1-step=10.ckpt"
+    assert (
+        summary["weights"] == result["weights"] == "average of 2 checkpoints: epoch=0-step=5.ckpt, epoch=1-step=10.ckpt"
+    )
     assert {(r["set"], r["method"]) for r in summary["results"]} == {
-        (s, m) for s in ("dev", "test-espeak", "test-piper") for m in ("greedy", "beam")}
+        (s, m) for s in ("dev", "test-espeak", "test-piper") for m in ("greedy", "beam")
+    }
     assert all(r["utterances"] == 8 and r["ref_words"] > 0 and r["rtf"] > 0 for r in summary["results"])
     assert (out / "wer-summary.tsv").read_text().startswith("set\tmethod\twer")
     recogs = (out / "recogs-test-piper-beam.txt").read_text().splitlines()
@@ -115,8 +151,10 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     transcribe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(transcribe)
     rows = [line.split("\t") for line in recogs[1:3]]
-    manifest = {json.loads(line)["id"]: json.loads(line)["path"]
-                for line in Path(datamodule.test_manifests["test-piper"]).read_text().splitlines()}
+    manifest = {
+        json.loads(line)["id"]: json.loads(line)["path"]
+        for line in Path(datamodule.test_manifests["test-piper"]).read_text().splitlines()
+    }
     audio = [manifest[row[0]] for row in rows]
     capsys.readouterr()
     assert transcribe.main(audio + ["--checkpoint", str(ckpt_dir), "--avg", "2", "--beam", "3"]) == 0

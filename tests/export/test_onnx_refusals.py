@@ -60,7 +60,10 @@ def test_tokens_put_the_blank_last_and_metadata_counts_no_blank():
     assert lines == [f"\u2581{letter} {i}" for i, letter in enumerate("abcdef")] + ["<blk> 6"]
     meta = encoder_metadata(tiny_transducer(), feature_dim=16)
     assert (meta["vocab_size"], meta["subsampling_factor"], meta["normalize_type"]) == ("6", "4", "")
-    assert "tdt" not in meta["url"] and "tdt" in encoder_metadata(tiny_transducer(lattice={"kind": "tdt", "durations": [0, 1]}), 16)["url"]
+    assert (
+        "tdt" not in meta["url"]
+        and "tdt" in encoder_metadata(tiny_transducer(lattice={"kind": "tdt", "durations": [0, 1]}), 16)["url"]
+    )
 
 
 def test_the_adapter_maps_a_flat_spectrum_close_to_the_training_filters_energies():
@@ -75,8 +78,10 @@ def test_the_adapter_maps_a_flat_spectrum_close_to_the_training_filters_energies
     gain = 1 - 2 * 0.97 * torch.cos(2 * torch.pi * bins / 16000) + 0.97**2
     povey = sherpa_fbank.povey_window().pow(2).sum()
     hann = torch.hann_window(400, periodic=True, dtype=torch.float64).pow(2).sum()
-    sherpa = (torchaudio.functional.melscale_fbanks(257, 0, 7600, 16, 16000, norm="slaney", mel_scale="slaney")
-              .double() * (gain * povey)[:, None]).sum(0)  # (16,) sherpa's mel energies of a flat spectrum
+    sherpa = (
+        torchaudio.functional.melscale_fbanks(257, 0, 7600, 16, 16000, norm="slaney", mel_scale="slaney").double()
+        * (gain * povey)[:, None]
+    ).sum(0)  # (16,) sherpa's mel energies of a flat spectrum
     ours = (torchaudio.functional.melscale_fbanks(257, 0, 8000, 16, 16000).double() * hann).sum(0)
     features = adapter(sherpa.log().float()[None, :, None], torch.tensor([1]))[0, 0]  # (16,) = log of mapped
     assert torch.allclose(features.double()[:-1], ours.log()[:-1], atol=0.25)  # the top bin lies above 7600 Hz

@@ -43,8 +43,10 @@ def corpus(tmp_path_factory):
     """(data module, 16 utterances of the tiny mini corpus's dev and test sets as float waveforms)."""
     root = tmp_path_factory.mktemp("corpus")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=[*TINY_DATA, f"paths.root_dir={root}", f"output_dir={root}/eval",
-                                                     f"checkpoint={root}"])
+        cfg = compose(
+            config_name="eval",
+            overrides=[*TINY_DATA, f"paths.root_dir={root}", f"output_dir={root}/eval", f"checkpoint={root}"],
+        )
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -86,8 +88,10 @@ def _check_export(model, spec, tokenizer, waveforms, out_dir):
     assert np.linalg.norm(quantised - full) <= 0.1 * np.linalg.norm(full)
     frontend = build_frontend(spec).eval()
     on_ours = _texts(tokenizer, [greedy_on_training_features(model, frontend, w) for w in waveforms])
-    print(f"{out_dir.name}: sherpa float = greedy on the training features for {_agreement(sherpa_float, on_ours):.0%}, "
-          f"int8 = float for {_agreement(sherpa_int8, sherpa_float):.0%} of the utterances")
+    print(
+        f"{out_dir.name}: sherpa float = greedy on the training features for {_agreement(sherpa_float, on_ours):.0%}, "
+        f"int8 = float for {_agreement(sherpa_int8, sherpa_float):.0%} of the utterances"
+    )
 
 
 def test_micro_model_decodes_in_sherpa_as_greedy_search(corpus, tmp_path):
@@ -130,8 +134,14 @@ def test_ten_minutes_of_features_run_through_the_encoder(tmp_path):
     import onnxruntime
 
     torch.manual_seed(0)
-    model = build_transducer(vocab_size=7, **{**MICRO, "d_model": 16, "num_heads": 1}, attention="rel_pos",
-                             subsampling="dw_striding", subsampling_factor=8, subsampling_channels=8).eval()
+    model = build_transducer(
+        vocab_size=7,
+        **{**MICRO, "d_model": 16, "num_heads": 1},
+        attention="rel_pos",
+        subsampling="dw_striding",
+        subsampling_factor=8,
+        subsampling_channels=8,
+    ).eval()
     paths = export_onnx(model, {"kind": "nemo", "options": {}}, LetterPieces(7), tmp_path / "long")
     session = onnxruntime.InferenceSession(str(paths["encoder"]), providers=["CPUExecutionProvider"])
     frames = 60_000  # 10 minutes of 10 ms frames

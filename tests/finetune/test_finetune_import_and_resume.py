@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torchaudio
-from tiny_models import tiny_transducer
 from test_finetune_loading import lightning_checkpoint, rnnt_loss, save
+from tiny_models import tiny_transducer
 
 from asr_plugin.finetune import apply_finetune, import_torchaudio_rnnt
 from asr_plugin.models import build_transducer
@@ -54,19 +54,37 @@ def torchaudio_rnnt(lstm_layer_norm: bool) -> torch.nn.Module:
     """A small randomly initialised torchaudio Emformer RNN-T (7 symbols, blank last; LSTM size = embedding size)."""
     torch.manual_seed(0)
     return torchaudio.models.emformer_rnnt_model(
-        input_dim=16, encoding_dim=10, num_symbols=7, segment_length=4, right_context_length=0,
-        time_reduction_input_dim=8, time_reduction_stride=2, transformer_num_heads=2, transformer_ffn_dim=16,
-        transformer_num_layers=1, transformer_dropout=0.0, transformer_activation="relu",
-        transformer_left_context_length=0, transformer_max_memory_size=0,
-        transformer_weight_init_scale_strategy="depthwise", transformer_tanh_on_mem=False,
-        symbol_embedding_dim=8, num_lstm_layers=2, lstm_layer_norm=lstm_layer_norm,
-        lstm_layer_norm_epsilon=1e-5, lstm_dropout=0.0,
+        input_dim=16,
+        encoding_dim=10,
+        num_symbols=7,
+        segment_length=4,
+        right_context_length=0,
+        time_reduction_input_dim=8,
+        time_reduction_stride=2,
+        transformer_num_heads=2,
+        transformer_ffn_dim=16,
+        transformer_num_layers=1,
+        transformer_dropout=0.0,
+        transformer_activation="relu",
+        transformer_left_context_length=0,
+        transformer_max_memory_size=0,
+        transformer_weight_init_scale_strategy="depthwise",
+        transformer_tanh_on_mem=False,
+        symbol_embedding_dim=8,
+        num_lstm_layers=2,
+        lstm_layer_norm=lstm_layer_norm,
+        lstm_layer_norm_epsilon=1e-5,
+        lstm_dropout=0.0,
     ).eval()
 
 
 def ours_for_torchaudio() -> torch.nn.Module:
     return tiny_transducer(
-        vocab_size=7, predictor_embed_dim=8, predictor_dim=8, predictor_layers=2, joint_dim=10,
+        vocab_size=7,
+        predictor_embed_dim=8,
+        predictor_dim=8,
+        predictor_layers=2,
+        joint_dim=10,
         joint_activation="relu",
     )
 
@@ -75,11 +93,15 @@ def test_torchaudio_rnnt_import_reproduces_predictor_lstm_and_joiner(tmp_path) -
     source = torchaudio_rnnt(lstm_layer_norm=False)
     imported = import_torchaudio_rnnt(source.state_dict())
     assert set(imported.state_dict) == {
-        "predictor.embedding.weight", "joint.output.weight", "joint.output.bias",
+        "predictor.embedding.weight",
+        "joint.output.weight",
+        "joint.output.bias",
         *(f"predictor.lstm.{name}_l{i}" for i in range(2) for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")),
     }
-    assert all(k.startswith(("transcriber.", "predictor.linear.", "predictor.output_layer_norm."))
-               for k in imported.not_imported)
+    assert all(
+        k.startswith(("transcriber.", "predictor.linear.", "predictor.output_layer_norm."))
+        for k in imported.not_imported
+    )
     model = ours_for_torchaudio()
     loaded = apply_finetune(model, {"path": save(source.state_dict(), tmp_path / "ta.pt")})
     assert loaded == set(imported.state_dict)

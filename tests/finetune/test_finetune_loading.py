@@ -142,8 +142,10 @@ def test_freeze_encoder_layers_and_frozen_parameters_do_not_move() -> None:
         frozen_key = key.startswith(("encoder.subsampling.", "encoder.conformer.conformer_layers.0."))
         if frozen_key:
             assert not changed, f"frozen {key} changed"  # batch-norm statistics included
-    assert not torch.equal(before["encoder.conformer.conformer_layers.1.ffn1.sequential.1.weight"],
-                           after["encoder.conformer.conformer_layers.1.ffn1.sequential.1.weight"])
+    assert not torch.equal(
+        before["encoder.conformer.conformer_layers.1.ffn1.sequential.1.weight"],
+        after["encoder.conformer.conformer_layers.1.ffn1.sequential.1.weight"],
+    )
     everything = tiny_transducer(num_layers=2)
     assert len(freeze_encoder_layers(everything, -1)) == len(list(everything.encoder.parameters()))
     with pytest.raises(ValueError, match="freeze_encoder_layers"):

@@ -32,9 +32,16 @@ def write_tar(path, members: dict[str, bytes], mode: str = "w"):
 
 
 def test_a_well_formed_archive_reads(tmp_path):
-    archive = read_nemo(write_tar(tmp_path / "ok.nemo", {"./model_config.yaml": CONFIG,
-                                                        "./model_weights.ckpt": weights_bytes(),
-                                                        "./abc_tokenizer.model": b"pieces"}))
+    archive = read_nemo(
+        write_tar(
+            tmp_path / "ok.nemo",
+            {
+                "./model_config.yaml": CONFIG,
+                "./model_weights.ckpt": weights_bytes(),
+                "./abc_tokenizer.model": b"pieces",
+            },
+        )
+    )
     assert archive.config == {"encoder": {"d_model": 4}}
     assert archive.files == {"abc_tokenizer.model": b"pieces"}
     assert torch.equal(archive.state_dict["encoder.weight"], torch.zeros(2))
@@ -42,14 +49,23 @@ def test_a_well_formed_archive_reads(tmp_path):
 
 def test_a_member_over_the_limit_is_refused_before_it_is_read(tmp_path):
     # 1 MiB over the limit, compressed to a few hundred KiB: what a small download could expand to
-    path = write_tar(tmp_path / "bomb.nemo", {"./model_config.yaml": CONFIG,
-                                              "./model_weights.ckpt": weights_bytes(),
-                                              "./huge_tokenizer.model": bytes(MAX_MEMBER_BYTES + 2**20)}, "w:gz")
+    path = write_tar(
+        tmp_path / "bomb.nemo",
+        {
+            "./model_config.yaml": CONFIG,
+            "./model_weights.ckpt": weights_bytes(),
+            "./huge_tokenizer.model": bytes(MAX_MEMBER_BYTES + 2**20),
+        },
+        "w:gz",
+    )
     assert path.stat().st_size < 2**20
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match=r"bomb\.nemo: member \./huge_tokenizer\.model is 68,157,440 bytes, "
-                                             r"over the limit of 67,108,864"):
+        with pytest.raises(
+            ValueError,
+            match=r"bomb\.nemo: member \./huge_tokenizer\.model is 68,157,440 bytes, "
+            r"over the limit of 67,108,864",
+        ):
             read_nemo(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -66,14 +82,20 @@ def test_the_limit_is_an_argument(tmp_path):
 
 @pytest.mark.parametrize("second", ["./sub/model_config.yaml", "./sub/model_weights.ckpt", "other/tokenizer.model"])
 def test_two_members_of_one_name_are_refused(tmp_path, second):
-    members = {"./model_config.yaml": CONFIG, "./model_weights.ckpt": weights_bytes(), "./tokenizer.model": b"a",
-               second: b"garbage"}
+    members = {
+        "./model_config.yaml": CONFIG,
+        "./model_weights.ckpt": weights_bytes(),
+        "./tokenizer.model": b"a",
+        second: b"garbage",
+    }
     with pytest.raises(ValueError, match=rf"dup\.nemo: members \./\S+ and {second} share the name"):
         read_nemo(write_tar(tmp_path / "dup.nemo", members))
 
 
 @pytest.mark.parametrize("config", [b"encoder: [unclosed\n  - : :", b"\xff\xfe\x00garbage"])
 def test_a_damaged_config_names_the_file_and_member(tmp_path, config):
-    path = write_tar(tmp_path / "damaged.nemo", {"./model_config.yaml": config, "./model_weights.ckpt": weights_bytes()})
+    path = write_tar(
+        tmp_path / "damaged.nemo", {"./model_config.yaml": config, "./model_weights.ckpt": weights_bytes()}
+    )
     with pytest.raises(ValueError, match=r"damaged\.nemo: model_config\.yaml is not (valid YAML|UTF-8 text)"):
         read_nemo(path)

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("nemo.collections.asr")
 pytestmark = pytest.mark.nemo
 
-from asr_plugin.finetune.nemo.compare import compare_file  # noqa: E402
 from asr_plugin.benchmarks.nemo_examples import ARCHITECTURES, save_example_model  # noqa: E402
+from asr_plugin.finetune.nemo.compare import compare_file  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=sorted(ARCHITECTURES))

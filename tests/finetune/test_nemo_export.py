@@ -17,6 +17,7 @@ from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo
 from asr_plugin.losses import TDT
 from asr_plugin.models import build_transducer
 
+
 def assert_same_weights(model, imported_model) -> None:
     ours, theirs = model.state_dict(), imported_model.state_dict()
     assert ours.keys() == theirs.keys()
@@ -35,16 +36,19 @@ def test_an_imported_nemo_model_exports_to_the_same_archive_contents(tmp_path):
     assert again.auxiliary_ctc is None
     with tarfile.open(exported) as tar:  # NeMo's layout, readable by others
         assert sorted(m.name for m in tar.getmembers()) == sorted(
-            f"./{name}" for name in ("model_config.yaml", "model_weights.ckpt", "tokenizer.model", "vocab.txt",
-                                     "tokenizer.vocab"))
+            f"./{name}"
+            for name in ("model_config.yaml", "model_weights.ckpt", "tokenizer.model", "vocab.txt", "tokenizer.vocab")
+        )
         assert all(m.mode == 0o644 for m in tar.getmembers())
     assert not list(tmp_path.glob(".*tmp*"))  # written atomically: no temporary file left
 
 
 def test_a_hybrid_exports_its_ctc_head(tmp_path):
     generator = torch.Generator().manual_seed(3)
-    ctc = {"ctc_decoder.decoder_layers.0.weight": torch.randn(41, 32, 1, generator=generator),
-           "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator)}
+    ctc = {
+        "ctc_decoder.decoder_layers.0.weight": torch.randn(41, 32, 1, generator=generator),
+        "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator),
+    }
     path, _ = write_synthetic_nemo(tmp_path, extra_weights=ctc)
     imported = import_nemo(path)
     again = import_nemo(export_nemo(imported, tmp_path / "hybrid.nemo"))
@@ -64,8 +68,9 @@ def test_our_own_tokenizer_gets_a_never_emitted_nemo_class(tmp_path):
     nemo_only = 1  # our id k is the re-imported model's id k + 1; its id 1 is NeMo's class 0
     output = again.model.joint.output
     assert torch.all(output.weight[nemo_only] == 0) and float(output.bias[nemo_only].detach()) == -1e4
-    torch.testing.assert_close(output.weight[[0] + list(range(2, output.weight.shape[0]))], model.joint.output.weight,
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        output.weight[[0] + list(range(2, output.weight.shape[0]))], model.joint.output.weight, rtol=0, atol=0
+    )
     features, lengths = torch.randn(2, 70, 64), torch.tensor([70, 45])
     with torch.no_grad():
         ours = model.joint(*_encode_and_predict(model, features, lengths)).log_softmax(-1)
@@ -81,12 +86,15 @@ def _encode_and_predict(model, features, lengths, shift=0):
     return encoded, model.predictor(torch.where(targets > 0, targets + shift, 0))
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"attention": "mha", "encoder_bias": True}, "attention='mha'"),
-    ({"subsampling": "conv2d"}, "subsampling='conv2d'"),
-    ({"predictor_embed_dim": 16}, "predictor_embed_dim=16 differs from predictor_dim=20"),
-    ({"joint_activation": "gelu"}, "joint_activation='gelu'"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"attention": "mha", "encoder_bias": True}, "attention='mha'"),
+        ({"subsampling": "conv2d"}, "subsampling='conv2d'"),
+        ({"predictor_embed_dim": 16}, "predictor_embed_dim=16 differs from predictor_dim=20"),
+        ({"joint_activation": "gelu"}, "joint_activation='gelu'"),
+    ],
+)
 def test_what_nemo_cannot_express_is_refused(tmp_path, change, message):
     _, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
     architecture = {**architecture, **change}

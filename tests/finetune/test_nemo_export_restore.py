@@ -13,11 +13,11 @@ pytestmark = pytest.mark.nemo
 from nemo.collections.asr.models import ASRModel  # noqa: E402
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer  # noqa: E402
 
+from asr_plugin.benchmarks.nemo_examples import save_example_model  # noqa: E402
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
 from asr_plugin.finetune.nemo import import_nemo  # noqa: E402
 from asr_plugin.finetune.nemo.compare import compare_file, speech_like_audio  # noqa: E402
-from asr_plugin.benchmarks.nemo_examples import save_example_model  # noqa: E402
 from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo  # noqa: E402
 
 
@@ -34,8 +34,9 @@ def test_nemo_weights_round_trip_exactly(tmp_path, name):
     for key in before:
         if key != "preprocessor.featurizer.fb":  # librosa's filters in NeMo's file, torchaudio's in ours
             assert torch.equal(before[key], after[key]), key
-    torch.testing.assert_close(after["preprocessor.featurizer.fb"], before["preprocessor.featurizer.fb"],
-                               rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(
+        after["preprocessor.featurizer.fb"], before["preprocessor.featurizer.fb"], rtol=1e-5, atol=1e-7
+    )
     differences = compare_file(exported)  # NeMo's restored model against our import of the export
     assert differences["encoder"] <= 1e-4 and differences["greedy_tokens"] > 0
     assert differences["greedy_tokens_equal"] and differences["greedy_text_equal"]
@@ -54,7 +55,9 @@ def test_our_own_model_transcribes_the_same_in_nemo(tmp_path):
     waves = [load_audio(path) for path in paths]
     with torch.no_grad():
         frontend = import_nemo(tmp_path / "ours.nemo").frontend
-        features = frontend(torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves]))
+        features = frontend(
+            torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
+        )
         hyps = greedy_search(model, *model.encode(*features), 4, tokenizer)
     texts = nemo.transcribe([str(path) for path in paths], batch_size=3, verbose=False)
     texts = texts[0] if isinstance(texts, tuple) else texts

@@ -55,9 +55,14 @@ def test_a_resolver_in_a_read_section_is_refused_and_never_runs(nemo_file, tmp_p
     calls = []
     OmegaConf.register_new_resolver("probe_i25", lambda *args: calls.append(args) or 1, replace=True)
     target = tmp_path / "made_by_the_file"
-    path = with_config(nemo_file, lambda c: c["encoder"].update(n_heads=f"${{probe_i25:{target}}}"), tmp_path / "r.nemo")
-    with pytest.raises(ValueError, match=r"r\.nemo: model_config\.yaml: encoder\.n_heads='\$\{probe_i25:.*' looks "
-                                         r"like an interpolation"):
+    path = with_config(
+        nemo_file, lambda c: c["encoder"].update(n_heads=f"${{probe_i25:{target}}}"), tmp_path / "r.nemo"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"r\.nemo: model_config\.yaml: encoder\.n_heads='\$\{probe_i25:.*' looks "
+        r"like an interpolation",
+    ):
         import_nemo(path)
     assert calls == [] and not target.exists()
 
@@ -117,10 +122,14 @@ def test_a_recursive_alias_is_refused():
 
 
 def test_a_billion_laughs_config_is_refused_under_a_memory_limit(tmp_path):
-    path = write_members(tmp_path / "laughs.nemo", {"model_config.yaml": billion_laughs(12).encode(),
-                                                    WEIGHTS: b"unused"})
-    message, = refusals("from asr_plugin.finetune.nemo import read_nemo",
-                        [f"read_nemo({str(path)!r}, weights=False)"], limit_bytes=6 * 2**30)
+    path = write_members(
+        tmp_path / "laughs.nemo", {"model_config.yaml": billion_laughs(12).encode(), WEIGHTS: b"unused"}
+    )
+    (message,) = refusals(
+        "from asr_plugin.finetune.nemo import read_nemo",
+        [f"read_nemo({str(path)!r}, weights=False)"],
+        limit_bytes=6 * 2**30,
+    )
     assert f"laughs.nemo: model_config.yaml: the config expands to more than {MAX_CONFIG_NODES:,} nodes" in message
 
 
@@ -134,7 +143,7 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
         config["decoder"]["prednet"]["pred_hidden"] = 200000
 
     path = with_config(nemo_file, edit, tmp_path / "huge.nemo")
-    message, = refusals("from asr_plugin.finetune.nemo import import_nemo", [f"import_nemo({str(path)!r})"])
+    (message,) = refusals("from asr_plugin.finetune.nemo import import_nemo", [f"import_nemo({str(path)!r})"])
     assert "huge.nemo" in message and "d_model=32768 is outside [1, 16384]" in message
 
 
@@ -142,9 +151,10 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
 def test_in_bound_sizes_that_the_weights_do_not_hold_are_refused_before_building(nemo_file, tmp_path):
     # 8192 x 8192 attention in 200 layers: hundreds of GB if the model were built first
     path = with_config(nemo_file, lambda c: c["encoder"].update(d_model=8192, n_layers=200), tmp_path / "big.nemo")
-    messages = refusals("from asr_plugin.finetune.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs",
-                        [f"{entry}({str(path)!r})" for entry in ("import_nemo", "nemo_transducer_kwargs",
-                                                                 "nemo_state_dict")])
+    messages = refusals(
+        "from asr_plugin.finetune.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs",
+        [f"{entry}({str(path)!r})" for entry in ("import_nemo", "nemo_transducer_kwargs", "nemo_state_dict")],
+    )
     for message in messages:
         assert message.startswith(f"{path}: weight encoder.")
         assert "but the declared architecture (vocab_size=" in message and "d_model=8192" in message
@@ -159,18 +169,24 @@ def test_a_wrong_shaped_weight_names_the_key_and_both_shapes(nemo_file, tmp_path
     torch.save(state, weights)
     path = write_members(tmp_path / "shape.nemo", {**members, WEIGHTS: weights.getvalue()})
     expected = (state[key].shape[0] - 1, state[key].shape[1])
-    with pytest.raises(ValueError, match=rf"shape\.nemo: weight joint\.encoder_proj\.weight has shape "
-                                         rf"\({expected[0] + 1}, {expected[1]}\) but .* implies \({expected[0]}, "
-                                         rf"{expected[1]}\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"shape\.nemo: weight joint\.encoder_proj\.weight has shape "
+        rf"\({expected[0] + 1}, {expected[1]}\) but .* implies \({expected[0]}, "
+        rf"{expected[1]}\)",
+    ):
         import_nemo(path)
 
 
-@pytest.mark.parametrize("section, key, value, message", [
-    ("encoder", "d_model", -4, r"d_model=-4 is outside \[1, 16384\]"),
-    ("encoder", "n_layers", 0, r"num_layers=0 is outside \[1, 256\]"),
-    ("preprocessor", "window_size", -0.025, r"preprocessor\.window_size \(in samples\)=-400 is outside"),
-    ("preprocessor", "features", 2.5, r"preprocessor\.features=2\.5 is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, message",
+    [
+        ("encoder", "d_model", -4, r"d_model=-4 is outside \[1, 16384\]"),
+        ("encoder", "n_layers", 0, r"num_layers=0 is outside \[1, 256\]"),
+        ("preprocessor", "window_size", -0.025, r"preprocessor\.window_size \(in samples\)=-400 is outside"),
+        ("preprocessor", "features", 2.5, r"preprocessor\.features=2\.5 is not a whole number"),
+    ],
+)
 def test_negative_or_fractional_sizes_name_their_key(nemo_file, tmp_path, section, key, value, message):
     path = with_config(nemo_file, lambda c: c[section].update({key: value}), tmp_path / "neg.nemo")
     with pytest.raises(ValueError, match=message):
@@ -185,8 +201,11 @@ def test_nan_weights_are_refused_by_name(nemo_file, tmp_path):
     weights = io.BytesIO()
     torch.save(state, weights)
     path = write_members(tmp_path / "nan.nemo", {**members, WEIGHTS: weights.getvalue()})
-    with pytest.raises(ValueError, match=r"nan\.nemo: model_weights\.ckpt: weight joint\.pred\.bias holds 2 NaN or "
-                                         r"infinite value\(s\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"nan\.nemo: model_weights\.ckpt: weight joint\.pred\.bias holds 2 NaN or "
+        r"infinite value\(s\)",
+    ):
         import_nemo(path)
 
 
@@ -197,8 +216,11 @@ def test_a_gzip_weights_member_padded_to_gigabytes_is_refused_before_it_is_read(
         archive.writestr(f"{archive.namelist()[0].split('/')[0]}/padding", bytes(64 * 2**20))
     path = write_members(tmp_path / "padded.nemo", {**members, WEIGHTS: weights.getvalue()}, "w:gz")
     assert path.stat().st_size < 2**20
-    with pytest.raises(ValueError, match=r"padded\.nemo: model_weights\.ckpt: the file is 67,\d{3},\d{3} bytes but "
-                                         r"its tensors take only [\d,]+: refused before it is read"):
+    with pytest.raises(
+        ValueError,
+        match=r"padded\.nemo: model_weights\.ckpt: the file is 67,\d{3},\d{3} bytes but "
+        r"its tensors take only [\d,]+: refused before it is read",
+    ):
         read_nemo(path)
 
 

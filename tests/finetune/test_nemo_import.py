@@ -16,10 +16,10 @@ import torch
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
+from asr_plugin.benchmarks.nemo_examples import nemo_config
 from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers, import_nemo
 from asr_plugin.finetune.nemo import nemo_transducer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
-from asr_plugin.benchmarks.nemo_examples import nemo_config
 from asr_plugin.losses import RNNT, TDT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory):
     directory = tmp_path_factory.mktemp("nemo")
-    return {name: write_synthetic_nemo(directory, name) for name in ("conformer_transducer", "fast_conformer_transducer")}
+    return {
+        name: write_synthetic_nemo(directory, name) for name in ("conformer_transducer", "fast_conformer_transducer")
+    }
 
 
 @pytest.mark.parametrize("name", ["conformer_transducer", "fast_conformer_transducer"])
@@ -73,9 +75,11 @@ def test_frontend_dithers_only_in_training_mode(archives):
 
 def test_reading_needs_no_nemo(archives):
     path, _ = archives["fast_conformer_transducer"]
-    code = ("import sys; sys.modules['nemo'] = None\n"  # any `import nemo` now fails
-            "from asr_plugin.finetune import import_nemo\n"
-            f"print(import_nemo({str(path)!r}).model.vocab_size)")
+    code = (
+        "import sys; sys.modules['nemo'] = None\n"  # any `import nemo` now fails
+        "from asr_plugin.finetune import import_nemo\n"
+        f"print(import_nemo({str(path)!r}).model.vocab_size)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(result.stdout.strip().splitlines()[-1]) == import_nemo(path).tokenizer.vocab_size
 
@@ -86,6 +90,7 @@ def _edit(section, key, value):
         for part in section.split("."):
             node = node[part]
         node[key] = value
+
     return edit
 
 
@@ -194,8 +199,9 @@ def test_apply_finetune_loads_everything_but_the_new_vocabulary(archives):
     loaded = apply_finetune(model, {"path": str(path), "format": "nemo", "strict": True, "new_vocabulary": True})
     assert "encoder.layers.1.self_attn.pos_bias_u" in loaded and "joint.encoder_proj.weight" in loaded
     assert not any(name.startswith(("predictor.embedding", "joint.output")) for name in loaded)
-    assert torch.equal(model.encoder.layers[0].conv.depthwise_conv.weight,
-                       reference.encoder.layers[0].conv.depthwise_conv.weight)
+    assert torch.equal(
+        model.encoder.layers[0].conv.depthwise_conv.weight, reference.encoder.layers[0].conv.depthwise_conv.weight
+    )
     assert not torch.equal(model.predictor.embedding.weight, embedding_before)  # re-initialised, not loaded
 
 
@@ -244,23 +250,36 @@ def test_gzip_compressed_archives_read_too(archives, tmp_path):
 
 def test_tdt_and_hybrid_tdt_ctc_import_with_their_own_loss(tmp_path):
     generator = torch.Generator().manual_seed(4)
-    ctc = {"ctc_decoder.decoder_layers.0.weight": torch.randn(41, 40, 1, generator=generator),
-           "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator)}
+    ctc = {
+        "ctc_decoder.decoder_layers.0.weight": torch.randn(41, 40, 1, generator=generator),
+        "ctc_decoder.decoder_layers.0.bias": torch.randn(41, generator=generator),
+    }
     path, reference = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", extra_weights=ctc)
     imported = import_nemo(path)
     assert imported.model.lattice == TDT((0, 1, 2, 3, 4), 0.05) and imported.model.joint.num_extra_outputs == 5
-    assert imported.model_kwargs["lattice"] == {"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.05, "clamp": None}
+    assert imported.model_kwargs["lattice"] == {
+        "kind": "tdt",
+        "durations": [0, 1, 2, 3, 4],
+        "sigma": 0.05,
+        "clamp": None,
+    }
     assert imported.loss_options == {"omega": 0.0} and imported.loss.lattice is imported.model.lattice
     for key, value in reference.state_dict().items():
         assert torch.equal(imported.model.state_dict()[key], value), key
     assert imported.auxiliary_ctc["output.weight"].shape == (41, 40) and not imported.report.lost
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda c: c["joint"].update(num_extra_outputs=4), r"num_extra_outputs=4 but loss.tdt_kwargs.durations"),
-    (lambda c: c["decoding"].update(model_type="rnnt"), "do not decode the TDT loss' durations"),
-    (lambda c: c["loss"]["tdt_kwargs"].update(fastemit_lambda=0.01), "tdt_kwargs.fastemit_lambda=0.01: our TDT loss has no FastEmit"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["joint"].update(num_extra_outputs=4), r"num_extra_outputs=4 but loss.tdt_kwargs.durations"),
+        (lambda c: c["decoding"].update(model_type="rnnt"), "do not decode the TDT loss' durations"),
+        (
+            lambda c: c["loss"]["tdt_kwargs"].update(fastemit_lambda=0.01),
+            "tdt_kwargs.fastemit_lambda=0.01: our TDT loss has no FastEmit",
+        ),
+    ],
+)
 def test_inconsistent_tdt_configs_are_refused(tmp_path, edit, message):
     path, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt", config_edit=edit)
     with pytest.raises(ValueError, match=message):

@@ -15,17 +15,32 @@ from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 TINY_DATA = [
-    "data.mini_corpus.n_train=16", "data.mini_corpus.n_dev=4", "data.mini_corpus.n_test=4", "data.vocab_size=40",
-    "data.max_duration=10", "data.num_buckets=2", "data.num_workers=0", "data.prepare_num_workers=1",
+    "data.mini_corpus.n_train=16",
+    "data.mini_corpus.n_dev=4",
+    "data.mini_corpus.n_test=4",
+    "data.vocab_size=40",
+    "data.max_duration=10",
+    "data.num_buckets=2",
+    "data.num_workers=0",
+    "data.prepare_num_workers=1",
 ]
-RUN = ["finetune.pretrained_lr=1e-4", "trainer.max_steps=3", "optim.scheduler.warmup_ratio=null", "optim.scheduler.warmup_steps=1",
-       "test=false",
-       "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "callbacks.model_summary=null"]
+RUN = [
+    "finetune.pretrained_lr=1e-4",
+    "trainer.max_steps=3",
+    "optim.scheduler.warmup_ratio=null",
+    "optim.scheduler.warmup_steps=1",
+    "test=false",
+    "trainer.limit_val_batches=1",
+    "trainer.enable_progress_bar=false",
+    "callbacks.model_summary=null",
+]
 
 
 def _compose(overrides: list[str], tmp_path: Path):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=[*overrides, f"paths.root_dir={tmp_path}", f"paths.output_dir={tmp_path}/run"])
+        return compose(
+            "train", overrides=[*overrides, f"paths.root_dir={tmp_path}", f"paths.output_dir={tmp_path}/run"]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +54,18 @@ def data_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("mode", ["batched", "samplewise"])
 def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_transducer")
-    cfg = _compose([
-        *TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
-        "finetune.freeze_encoder_layers=1", f"+loss={mode}", *RUN,
-    ], tmp_path)
+    cfg = _compose(
+        [
+            *TINY_DATA,
+            f"paths.data_dir={data_dir}",
+            "+finetune=from_nemo",
+            f"finetune.path={nemo_path}",
+            "finetune.freeze_encoder_layers=1",
+            f"+loss={mode}",
+            *RUN,
+        ],
+        tmp_path,
+    )
     assert cfg.model._target_ == "asr_plugin.finetune.nemo.nemo_transducer" and cfg.loss.mode == mode
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
@@ -63,8 +86,17 @@ def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
 @pytest.mark.parametrize("mode", ["batched", "samplewise"])
 def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode):
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
-    cfg = _compose([*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
-                    f"+loss={mode}", *RUN], tmp_path)
+    cfg = _compose(
+        [
+            *TINY_DATA,
+            f"paths.data_dir={data_dir}",
+            "+finetune=from_nemo",
+            f"finetune.path={nemo_path}",
+            f"+loss={mode}",
+            *RUN,
+        ],
+        tmp_path,
+    )
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
@@ -79,9 +111,17 @@ def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode)
 @pytest.mark.slow
 def test_a_new_vocabulary_is_an_explicit_opt_in(data_dir, tmp_path, caplog):
     nemo_path, source = write_synthetic_nemo(tmp_path, "conformer_transducer")
-    base = [*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}", *RUN,
-            "data.tokenizer=null"]  # the recipe's own SentencePiece model (40 ids) instead of NeMo's (41)
-    with pytest.raises(ValueError, match="new_vocabulary=false but the checkpoint has 41 output tokens and the model 40"):
+    base = [
+        *TINY_DATA,
+        f"paths.data_dir={data_dir}",
+        "+finetune=from_nemo",
+        f"finetune.path={nemo_path}",
+        *RUN,
+        "data.tokenizer=null",
+    ]  # the recipe's own SentencePiece model (40 ids) instead of NeMo's (41)
+    with pytest.raises(
+        ValueError, match="new_vocabulary=false but the checkpoint has 41 output tokens and the model 40"
+    ):
         train(_compose(base, tmp_path))
     result = train(_compose([*base, "finetune.new_vocabulary=true"], tmp_path / "new"))
     assert "re-initialising predictor.embedding, joint.output" in caplog.text

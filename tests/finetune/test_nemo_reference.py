@@ -15,11 +15,18 @@ from hydra import compose, initialize_config_dir
 pytest.importorskip("nemo.collections.asr")
 pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
+from asr_plugin.benchmarks.nemo_reference import (  # noqa: E402
+    EVAL_SPLITS,
+    FORMS,
+    FineTuneSettings,
+    imported_transcripts,
+    nemo_transcripts,
+    read_nemo_manifest,
+    recipe_overrides,
+)
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
 from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
-from asr_plugin.benchmarks.nemo_reference import (EVAL_SPLITS, FORMS, FineTuneSettings, imported_transcripts,  # noqa: E402
-                                                nemo_transcripts, read_nemo_manifest, recipe_overrides)
 from asr_plugin.training import train  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -37,8 +44,10 @@ def test_nemo_trained_the_reference(nemo_reference):
     # the RNN-T form is the hybrid minus its CTC decoder: NeMo decodes both with the transducer
     assert nemo_reference.transcripts["rnnt"] == nemo_reference.transcripts["hybrid"]
     # our import decodes NeMo's model as NeMo does
-    assert imported_transcripts(nemo_reference.models["rnnt"], nemo_reference.manifests["dev"]) == \
-        nemo_reference.transcripts["rnnt"]["dev"]
+    assert (
+        imported_transcripts(nemo_reference.models["rnnt"], nemo_reference.manifests["dev"])
+        == nemo_reference.transcripts["rnnt"]["dev"]
+    )
 
 
 @pytest.mark.parametrize(("form", "mode"), [("rnnt", "batched"), ("rnnt", "samplewise"), ("hybrid", "samplewise")])

@@ -14,8 +14,12 @@ NEEDED = {"hydra-core", "omegaconf", "antlr4-python3-runtime", "soundfile", "cff
 
 @pytest.mark.slow
 def test_pins_are_the_lock_files():
-    process = subprocess.run(["bash", str(REPO / "scripts" / "gather_device_wheels.sh"), "--print-pins"],
-                             capture_output=True, text=True, timeout=60)
+    process = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gather_device_wheels.sh"), "--print-pins"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert process.returncode == 0, process.stderr
     pins = dict(line.split("==") for line in process.stdout.split())
     locked = {}

@@ -21,17 +21,35 @@ REPO = Path(__file__).resolve().parents[2]
 def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     env.pop("OUT", None)
-    command = ["bash", str(REPO / "scripts" / "gpu_check.sh"), "--dry-run", "--out", str(tmp_path / "out"),
-               "--work-dir", str(tmp_path / "work")]
+    command = [
+        "bash",
+        str(REPO / "scripts" / "gpu_check.sh"),
+        "--dry-run",
+        "--out",
+        str(tmp_path / "out"),
+        "--work-dir",
+        str(tmp_path / "work"),
+    ]
     process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1500)
     assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
 
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     status = {stage["name"]: stage["status"] for stage in summary["stages"]}
-    assert status == {"triton-tests": "passed", "triton-paper-bf16": "passed", "side-by-side": "passed",
-                      "build": "passed", "cuda-tests": "passed", "paper-bf16": "passed", "paper-fp32": "passed",
-                      "paper-fp32-tf32": "passed", "paper-tdt": "passed", "train-smoke": "passed", "profile-bf16": "passed",
-                      "profile-fp32": "passed", "limit-check": "timed_out"}
+    assert status == {
+        "triton-tests": "passed",
+        "triton-paper-bf16": "passed",
+        "side-by-side": "passed",
+        "build": "passed",
+        "cuda-tests": "passed",
+        "paper-bf16": "passed",
+        "paper-fp32": "passed",
+        "paper-fp32-tf32": "passed",
+        "paper-tdt": "passed",
+        "train-smoke": "passed",
+        "profile-bf16": "passed",
+        "profile-fp32": "passed",
+        "limit-check": "timed_out",
+    }
     limit_check = summary["stages"][-1]
     assert limit_check["seconds"] < limit_check["limit_s"] + 6  # cut at 3 s (+ the SIGTERM grace)
     assert summary["meta"]["mode"] == "dry run (CPU sizes)"
@@ -42,10 +60,15 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
         smoke = json.load(archive.extractfile("train-smoke/smoke.json"))
     for stage in status:
         assert f"{stage}/log.txt" in names
-    for stage, pattern in (("paper-bf16", "loss_cpu_quick_bf16-autocast_"), ("paper-fp32-tf32", "loss_cpu_quick_fp32_"),
-                           ("triton-paper-bf16", "loss_cpu_quick_bf16-autocast_"), ("side-by-side", "loss_cpu_quick_fp32_"),
-                           ("paper-tdt", "loss_cpu_quick-tdt_bf16-autocast_"),
-                           ("profile-fp32", "profile_cpu_fp32_"), ("cuda-tests", "junit.xml")):
+    for stage, pattern in (
+        ("paper-bf16", "loss_cpu_quick_bf16-autocast_"),
+        ("paper-fp32-tf32", "loss_cpu_quick_fp32_"),
+        ("triton-paper-bf16", "loss_cpu_quick_bf16-autocast_"),
+        ("side-by-side", "loss_cpu_quick_fp32_"),
+        ("paper-tdt", "loss_cpu_quick-tdt_bf16-autocast_"),
+        ("profile-fp32", "profile_cpu_fp32_"),
+        ("cuda-tests", "junit.xml"),
+    ):
         assert any(name.startswith(f"{stage}/{pattern}") for name in names), (stage, names)
         assert f"{stage}/table.txt" in names
     # every table rendered from its stage's files (a renamed key in a script's JSON shows up here)

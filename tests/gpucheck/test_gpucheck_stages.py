@@ -48,8 +48,10 @@ def test_stage_arguments_are_checked():
 def test_an_overrunning_stage_is_cut_with_its_children_and_the_rest_still_run(tmp_path):
     writes = "import pathlib, sys; pathlib.Path(sys.argv[1], 'result.json').write_text('{\"x\": 1}'); print('wrote')"
     # the sleeper starts a grandchild (same process group) and reports its pid; both must be gone after the cut
-    sleeper = ("import subprocess, time; child = subprocess.Popen(['sleep', '60']); "
-               "print('pid', child.pid, 'started', flush=True); time.sleep(60)")
+    sleeper = (
+        "import subprocess, time; child = subprocess.Popen(['sleep', '60']); "
+        "print('pid', child.pid, 'started', flush=True); time.sleep(60)"
+    )
     stages = [
         Stage("writes", [PY, "-c", writes, "{dir}"], limit_s=60, table=lambda d: (d / "result.json").read_text()),
         Stage("sleeper", python(sleeper), limit_s=2),
@@ -61,8 +63,13 @@ def test_an_overrunning_stage_is_cut_with_its_children_and_the_rest_still_run(tm
     results = run_stages(stages, tmp_path / "work", tmp_path / "out", total_limit_s=300, cwd=REPO, echo=io.BytesIO())
     assert time.monotonic() - start < 30
     status = {r.name: r.status for r in results}
-    assert status == {"writes": "passed", "sleeper": "timed_out", "fails": "failed", "needs-fails": "skipped",
-                      "after": "passed"}
+    assert status == {
+        "writes": "passed",
+        "sleeper": "timed_out",
+        "fails": "failed",
+        "needs-fails": "skipped",
+        "after": "passed",
+    }
     sleeper_result = results[1]
     assert 2 <= sleeper_result.seconds < 2 + 5 + 3 and "cut at its limit" in sleeper_result.reason
     log = (tmp_path / "work" / "sleeper" / "log.txt").read_text()
@@ -91,8 +98,9 @@ def test_the_total_limit_cuts_and_skips_what_does_not_fit(tmp_path):
         Stage("second", python("import time; time.sleep(60)"), limit_s=60),  # gets what is left of the 4 s
         Stage("third", python("print('no time')"), limit_s=60),
     ]
-    results = run_stages(stages, tmp_path / "work", tmp_path / "out", total_limit_s=4, cwd=REPO, min_stage_s=1,
-                         echo=io.BytesIO())
+    results = run_stages(
+        stages, tmp_path / "work", tmp_path / "out", total_limit_s=4, cwd=REPO, min_stage_s=1, echo=io.BytesIO()
+    )
     assert [r.status for r in results] == ["passed", "timed_out", "skipped"]
     assert results[1].limit_s < 3 and "the total's remainder" in results[1].reason
     assert "no time left" in results[2].reason
@@ -107,10 +115,16 @@ from pathlib import Path
 from asr_plugin.gpucheck.stages import Stage, run_stages
 stages = [Stage("quick", [sys.executable, "-c", "print('done')"], limit_s=60),
           Stage("endless", [sys.executable, "-c", "import time; time.sleep(600)"], limit_s=600)]
-run_stages(stages, Path({str(tmp_path / 'work')!r}), Path({str(tmp_path / 'out')!r}), total_limit_s=900, cwd=Path({str(REPO)!r}))
+run_stages(stages, Path({str(tmp_path / "work")!r}), Path({str(tmp_path / "out")!r}), total_limit_s=900, cwd=Path({str(REPO)!r}))
 """
-    runner = subprocess.Popen([PY, "-c", script], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    runner = subprocess.Popen(
+        [PY, "-c", script],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     summary = tmp_path / "out" / "summary.json"
     try:
         deadline = time.monotonic() + 60
@@ -129,8 +143,10 @@ run_stages(stages, Path({str(tmp_path / 'work')!r}), Path({str(tmp_path / 'out')
 def test_summary_text_marks_expected_cuts():
     from asr_plugin.gpucheck.stages import StageResult
 
-    results = [StageResult("a", "timed_out", 3.0, 3, 3, "timed_out", reason="cut"),
-               StageResult("b", "passed", 1.0, 10, None, "passed", table="x | y")]
+    results = [
+        StageResult("a", "timed_out", 3.0, 3, 3, "timed_out", reason="cut"),
+        StageResult("b", "passed", 1.0, 10, None, "passed", table="x | y"),
+    ]
     text = summary_text(results, ["date: today"])
     assert text.startswith("date: today\n")
     assert "timed_out (as expected)" in text and "== b\nx | y" in text

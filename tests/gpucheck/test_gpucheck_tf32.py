@@ -20,8 +20,10 @@ def test_script_sees_tf32_allowed_and_its_arguments(tmp_path, restore_tf32):
     torch.backends.cuda.matmul.allow_tf32 = False
     record = tmp_path / "seen.txt"
     script = tmp_path / "probe.py"
-    script.write_text("import sys, torch\nif __name__ == '__main__':\n"
-                      "    open(sys.argv[2], 'w').write(f'{torch.backends.cuda.matmul.allow_tf32} {sys.argv[1]}')\n")
+    script.write_text(
+        "import sys, torch\nif __name__ == '__main__':\n"
+        "    open(sys.argv[2], 'w').write(f'{torch.backends.cuda.matmul.allow_tf32} {sys.argv[1]}')\n"
+    )
     run_with_tf32(script, ["--flag", str(record)])
     assert record.read_text() == "True --flag"
     assert torch.backends.cuda.matmul.allow_tf32

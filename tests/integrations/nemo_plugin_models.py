@@ -93,4 +93,6 @@ def assert_same_step(ours: tuple, theirs: tuple) -> None:
     largest = max(g.norm() for g in expected_grads.values())
     for name, expected in expected_grads.items():
         error = (grads[name] - expected).norm()
-        assert error <= 1e-4 * expected.norm() + 1e-6 * largest, f"{name}: |diff| {error:.3g}, |grad| {expected.norm():.3g}"
+        assert error <= 1e-4 * expected.norm() + 1e-6 * largest, (
+            f"{name}: |diff| {error:.3g}, |grad| {expected.norm():.3g}"
+        )

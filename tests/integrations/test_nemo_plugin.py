@@ -224,7 +224,9 @@ def test_blank_last_in_both_loss_modes(tokenizer_dir, architecture):
         model.loss.reduction = None  # NeMo's per-sample losses
         expected = model.loss(
             log_probs=model.joint(encoder_outputs=encoded, decoder_outputs=decoded),
-            targets=targets, input_lengths=encoded_lengths, target_lengths=target_lengths,
+            targets=targets,
+            input_lengths=encoded_lengths,
+            target_lengths=target_lengths,
         )
         encoder_out, predictor_out = encoded.transpose(1, 2), decoded.transpose(1, 2)
         network = JointNetwork(model.joint)
@@ -234,7 +236,9 @@ def test_blank_last_in_both_loss_modes(tokenizer_dir, architecture):
         batched = TransducerLoss("batched", blank=blank, reduction="none")
         samplewise = TransducerLoss("samplewise", blank=blank, reduction="none", memory_budget=SMALL_BUDGET)
         for loss in (batched, samplewise):
-            torch.testing.assert_close(loss(encoder_out, predictor_out, network, *lattice), expected, rtol=1e-5, atol=0.0)
+            torch.testing.assert_close(
+                loss(encoder_out, predictor_out, network, *lattice), expected, rtol=1e-5, atol=0.0
+            )
 
 
 def test_unfused_joint_is_nemo_joint(tokenizer_dir, allowed):
@@ -246,11 +250,15 @@ def test_unfused_joint_is_nemo_joint(tokenizer_dir, allowed):
     for mode in ("train", "eval"):
         getattr(reference, mode)(), getattr(model, mode)()
         expected = reference.joint(encoder_outputs=encoder_outputs, decoder_outputs=decoder_outputs)
-        torch.testing.assert_close(model.joint(encoder_outputs=encoder_outputs, decoder_outputs=decoder_outputs), expected)
+        torch.testing.assert_close(
+            model.joint(encoder_outputs=encoder_outputs, decoder_outputs=decoder_outputs), expected
+        )
 
 
 def test_config_way_in_saves_and_restores(tokenizer_dir, allowed, tmp_path, monkeypatch):
-    model = build_model(samplewise(shrunk_config("conformer_transducer", tokenizer_dir), memory_budget="2MiB", max_samples_per_group=3))
+    model = build_model(
+        samplewise(shrunk_config("conformer_transducer", tokenizer_dir), memory_budget="2MiB", max_samples_per_group=3)
+    )
     path = tmp_path / "samplewise.nemo"
     model.save_to(str(path))
     restored = EncDecRNNTBPEModel.restore_from(str(path), map_location="cpu")
@@ -322,7 +330,9 @@ def test_tdt_fastemit_is_refused_by_name(tokenizer_dir, allowed):
     config = tdt_config(tokenizer_dir)
     config["loss"]["tdt_kwargs"]["fastemit_lambda"] = 0.001
     model = build_model(config)
-    with pytest.raises(ValueError, match=r"loss\.tdt_kwargs\.fastemit_lambda = 0\.001: FastEmit is implemented for the RNN-T"):
+    with pytest.raises(
+        ValueError, match=r"loss\.tdt_kwargs\.fastemit_lambda = 0\.001: FastEmit is implemented for the RNN-T"
+    ):
         use_samplewise(model)
     assert type(model.joint) is RNNTJoint and not model.joint.fuse_loss_wer  # unchanged
 
@@ -333,8 +343,16 @@ def test_hybrid_tdt_ctc_model_equals_nemo(tokenizer_dir):
 
     config = tdt_config(tokenizer_dir)
     config["aux_ctc"] = {
-        "ctc_loss_weight": 0.3, "use_cer": False, "ctc_reduction": "mean_batch", "decoding": {"strategy": "greedy"},
-        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": None, "num_classes": -1, "vocabulary": []},
+        "ctc_loss_weight": 0.3,
+        "use_cer": False,
+        "ctc_reduction": "mean_batch",
+        "decoding": {"strategy": "greedy"},
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+            "feat_in": None,
+            "num_classes": -1,
+            "vocabulary": [],
+        },
     }
     reference = build_model(config, model_class=EncDecHybridRNNTCTCBPEModel)
     expected = nemo_tdt_step(reference, batch_for(reference))

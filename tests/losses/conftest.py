@@ -52,7 +52,9 @@ def make_problem():
     def make(batch=3, frames=6, labels=4, vocab=7, blank=0, dtype=torch.float32, seed=0, full_lengths=False):
         generator = torch.Generator().manual_seed(seed)
         logits = torch.randn(batch, frames, labels + 1, vocab, generator=generator, dtype=torch.float64).to(dtype)
-        targets, logit_lengths, target_lengths = random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths)
+        targets, logit_lengths, target_lengths = random_lattice(
+            batch, frames, labels, vocab, blank, generator, full_lengths
+        )
         return Problem(logits.requires_grad_(), targets, logit_lengths, target_lengths, blank)
 
     return make

@@ -38,7 +38,9 @@ def fastemit_reference(logits, targets, logit_lengths, target_lengths, blank, fa
         for t in range(frames):
             for u in range(labels + 1):
                 if t + 1 < frames:
-                    lp_grad[b, t, u, blank] = -torch.exp(alpha[t, u] + lp[b, t, u, blank] + beta[t + 1, u] - log_likelihood)
+                    lp_grad[b, t, u, blank] = -torch.exp(
+                        alpha[t, u] + lp[b, t, u, blank] + beta[t + 1, u] - log_likelihood
+                    )
                 if u < labels:
                     arc = torch.exp(alpha[t, u] + lp[b, t, u, y[u]] + beta[t, u + 1] - log_likelihood)
                     lp_grad[b, t, u, y[u]] = -(1.0 + fastemit_lambda) * arc

@@ -22,5 +22,7 @@ def make_tdt_problem(batch, frames, labels, vocab, durations, blank=0, dtype=tor
     generator = torch.Generator().manual_seed(seed)
     width = vocab + len(durations)
     logits = torch.randn(batch, frames, labels + 1, width, generator=generator, dtype=torch.float64).to(dtype)
-    targets, logit_lengths, target_lengths = random_lattice(batch, frames, labels, vocab, blank, generator, full_lengths)
+    targets, logit_lengths, target_lengths = random_lattice(
+        batch, frames, labels, vocab, blank, generator, full_lengths
+    )
     return logits.requires_grad_(), targets, logit_lengths, target_lengths

@@ -64,8 +64,22 @@ def test_cli_writes_the_table_and_json(tmp_path):
     """The command line as gpu_check.sh uses it, on the CPU: one (mode, joint) in its subprocess."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     command = [
-        sys.executable, str(SCRIPTS / "benchmark_loss.py"), "--device", "cpu", "--preset", "quick", "--repeats", "1",
-        "--modes", "samplewise", "--joints", "dropout", "--memory-budget", "64KiB", "--out", str(tmp_path),
+        sys.executable,
+        str(SCRIPTS / "benchmark_loss.py"),
+        "--device",
+        "cpu",
+        "--preset",
+        "quick",
+        "--repeats",
+        "1",
+        "--modes",
+        "samplewise",
+        "--joints",
+        "dropout",
+        "--memory-budget",
+        "64KiB",
+        "--out",
+        str(tmp_path),
     ]
     process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert process.returncode == 0, process.stderr

@@ -26,7 +26,11 @@ def test_omitted_parameters_take_their_defaults():
     [
         ({"kind": "ctc"}, ValueError, r"model.lattice.kind = 'ctc': one of \['rnnt', 'tdt'\]"),
         ({}, ValueError, r"model.lattice.kind = None"),
-        ({"kind": "rnnt", "durations": [0, 1]}, ValueError, r"model.lattice: \['durations'\] are not parameters of the rnnt"),
+        (
+            {"kind": "rnnt", "durations": [0, 1]},
+            ValueError,
+            r"model.lattice: \['durations'\] are not parameters of the rnnt",
+        ),
         ({"kind": "tdt"}, TypeError, "model.lattice: .*durations"),
         ({"kind": "tdt", "durations": [1, 2]}, ValueError, "model.lattice: TDT: durations must contain 0 and 1"),
         ({"kind": "rnnt", "fastemit_lambda": -1.0}, ValueError, "model.lattice: RNNT: fastemit_lambda must be >= 0"),

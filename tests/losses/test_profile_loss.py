@@ -23,11 +23,29 @@ def cpu_run(request, tmp_path_factory) -> tuple[str, dict]:
     """stdout and JSON summary of one profiled step of a tiny cell whose 64 KiB budget forces T-chunks, with the
     RNN-T loss or the TDT loss (D = 5)."""
     out = tmp_path_factory.mktemp("profile")
-    cell = ["--B", "4", "--T", "40", "--U", "8", "--V", "32", "--H", "16", "--memory-budget", "64KiB", "--durations", str(request.param)]
+    cell = [
+        "--B",
+        "4",
+        "--T",
+        "40",
+        "--U",
+        "8",
+        "--V",
+        "32",
+        "--H",
+        "16",
+        "--memory-budget",
+        "64KiB",
+        "--durations",
+        str(request.param),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     process = subprocess.run(
         [sys.executable, str(SCRIPTS / "profile_loss.py"), "--device", "cpu", *cell, "--steps", "2", "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert process.returncode == 0, process.stderr
     lattice = f"_D{request.param}" if request.param else ""
@@ -76,11 +94,26 @@ def test_cpu_op_counts_match_the_plan(cpu_run):
         ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNT", "GEMM"),
         ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off", "GEMM"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(Params)", "GEMM"),
-        ("void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false>(cublasSplitKParams<float>)", "GEMM"),
-        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>", "reduction"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda(at::TensorIteratorBase&)", "elementwise"),
-        ("void at::native::indexFuncLargeIndex<float, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo)", "indexing/cat"),
-        ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 3, 128, 1>(float*)", "indexing/cat"),
+        (
+            "void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false>(cublasSplitKParams<float>)",
+            "GEMM",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
+            "reduction",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda(at::TensorIteratorBase&)",
+            "elementwise",
+        ),
+        (
+            "void at::native::indexFuncLargeIndex<float, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo)",
+            "indexing/cat",
+        ),
+        (
+            "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 3, 128, 1>(float*)",
+            "indexing/cat",
+        ),
         ("Memset (Device)", "memset/memcpy"),
         ("Memcpy HtoD (Pageable -> Device)", "memset/memcpy"),
         ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel", "elementwise"),
@@ -168,7 +201,12 @@ def test_cuda_step_summary_from_kernel_events(capsys):
     summary.update(
         wall_s=40e-6,
         analysis_s=0.0,
-        memory=dict(before_bytes=100 * 2**20, peak_bytes=300 * 2**20, peak_reserved_bytes=320 * 2**20, allocator={"num_alloc_retries": 0}),
+        memory=dict(
+            before_bytes=100 * 2**20,
+            peak_bytes=300 * 2**20,
+            peak_reserved_bytes=320 * 2**20,
+            allocator={"num_alloc_retries": 0},
+        ),
     )
     # one group of one cell: largest step 160 MiB, inputs etc. 90 MiB, estimated peak 250 MiB
     plan = Plan((0,), (Group(0, (0,), 1, 1, 1),), CellBytes(160 * 2**20), fixed_bytes=90 * 2**20)

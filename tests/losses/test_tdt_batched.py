@@ -32,7 +32,9 @@ def test_matches_float64_reference(durations, sigma, shape, blank):
     logits, *lattice = make_tdt_problem(batch, frames, labels, vocab, durations, blank=blank, seed=sum(shape))
     upstream = torch.rand(batch, dtype=torch.float64) + 0.5
     ours = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, blank=blank, reduction="none", lattice=TDT(durations, sigma)), logits, upstream
+        lambda: transducer_loss(logits, *lattice, blank=blank, reduction="none", lattice=TDT(durations, sigma)),
+        logits,
+        upstream,
     )
     expected = values_and_grad(lambda: tdt_reference_nll(logits, *lattice, blank, durations, sigma), logits, upstream)
     torch.testing.assert_close(ours[0], expected[0], rtol=1e-10, atol=1e-10)
@@ -45,7 +47,9 @@ def test_float32_matches_reference(reduction):
     logits, *lattice = make_tdt_problem(5, 12, 5, 9, durations, seed=3)
     single = logits.detach().float().requires_grad_()
     upstream = torch.linspace(0.5, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
-    ours = values_and_grad(lambda: transducer_loss(single, *lattice, reduction=reduction, lattice=TDT(durations, 0.02)), single, upstream)
+    ours = values_and_grad(
+        lambda: transducer_loss(single, *lattice, reduction=reduction, lattice=TDT(durations, 0.02)), single, upstream
+    )
     losses = tdt_reference_nll(logits, *lattice, 0, durations, 0.02)
     reduced = {"none": losses, "sum": losses.sum(), "mean": losses.mean()}[reduction]
     expected = values_and_grad(lambda: reduced, logits, upstream.double())
@@ -74,9 +78,13 @@ def test_omega_draws_rnnt_over_the_token_scores_per_call():
     get a zero gradient; one draw per call from torch's default generator, so torch.manual_seed replays it."""
     durations, vocab = [0, 1, 2, 3], 6
     logits, *lattice = make_tdt_problem(3, 7, 3, vocab, durations, seed=6)
-    rnnt = values_and_grad(lambda: transducer_loss(logits[..., :vocab], *lattice, reduction="sum"), logits, torch.tensor(1.0))
+    rnnt = values_and_grad(
+        lambda: transducer_loss(logits[..., :vocab], *lattice, reduction="sum"), logits, torch.tensor(1.0)
+    )
     tdt = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, reduction="sum", lattice=TDT(durations, 0.05)), logits, torch.tensor(1.0)
+        lambda: transducer_loss(logits, *lattice, reduction="sum", lattice=TDT(durations, 0.05)),
+        logits,
+        torch.tensor(1.0),
     )
     branches = []
     for seed in range(12):
@@ -104,7 +112,9 @@ def test_clamp_applies_to_the_token_scores_only():
     logits, *lattice = make_tdt_problem(3, 6, 3, vocab, durations, seed=7)
     upstream = torch.tensor([0.5, 2.0, 1.0], dtype=torch.float64)
     ours = values_and_grad(
-        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations, clamp=clamp)), logits, upstream
+        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations, clamp=clamp)),
+        logits,
+        upstream,
     )
     losses = tdt_reference_nll(logits, *lattice, 0, durations)
     (per_sample,) = torch.autograd.grad(losses.sum(), logits)  # each sample's own gradient, upstream 1
@@ -119,7 +129,9 @@ def test_clamp_applies_to_the_token_scores_only():
 def test_padding_is_ignored():
     """Scores outside each sample's valid lattice (even NaN) change neither the loss nor the gradient."""
     durations = [0, 1, 2, 3]
-    logits, targets, logit_lengths, target_lengths = make_tdt_problem(3, 7, 4, 6, durations, dtype=torch.float32, seed=8)
+    logits, targets, logit_lengths, target_lengths = make_tdt_problem(
+        3, 7, 4, 6, durations, dtype=torch.float32, seed=8
+    )
     logit_lengths[1:] = torch.tensor([3, 5])
     target_lengths[1:] = torch.tensor([2, 0])
     padded = logits.detach().clone()
@@ -127,8 +139,12 @@ def test_padding_is_ignored():
     padded[2, :, 1:] = float("nan")
     padded.requires_grad_()
     lattice = (targets, logit_lengths, target_lengths)
-    ours = values_and_grad(lambda: transducer_loss(padded, *lattice, reduction="none", lattice=TDT(durations)), padded, torch.ones(3))
-    expected = values_and_grad(lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations)), logits, torch.ones(3))
+    ours = values_and_grad(
+        lambda: transducer_loss(padded, *lattice, reduction="none", lattice=TDT(durations)), padded, torch.ones(3)
+    )
+    expected = values_and_grad(
+        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations)), logits, torch.ones(3)
+    )
     torch.testing.assert_close(ours[0], expected[0])
     torch.testing.assert_close(ours[1], expected[1])
     assert (ours[1][1, 3:] == 0).all() and (ours[1][2, :, 1:] == 0).all()

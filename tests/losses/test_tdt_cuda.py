@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
     [([0, 1], 0.0, 0), ([0, 1, 2, 3, 4], 0.05, 0), ([0, 1, 3, 7], 0.02, 3), (list(range(32)), 0.0, 0)],
 )
 # float32: the CUDA kernels sum in another order than the CPU ones (as for RNN-T, 5e-5)
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)]
+)
 @pytest.mark.parametrize("clamp", [None, 0.1])
 def test_batched_cuda_matches_cpu(durations, sigma, blank, dtype, tolerance, clamp):
     logits, *lattice = make_tdt_problem(5, 40, 12, 70, durations, blank=blank, dtype=torch.float64, seed=51)

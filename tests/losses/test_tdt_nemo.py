@@ -70,7 +70,9 @@ def test_matches_nemo_tdt_pytorch_per_sample(mode, sigma):
 @pytest.mark.parametrize("mode", ["batched", "samplewise"])
 def test_matches_nemo_tdt_numba_on_cuda(mode):
     numba_loss = pytest.importorskip("nemo.collections.asr.parts.numba.rnnt_loss.rnnt_pytorch")
-    joint, encoder_out, predictor_out, lattice = make_case("cuda", batch=6, frames=30, labels=8, vocab=40, hidden=16, seed=2)
+    joint, encoder_out, predictor_out, lattice = make_case(
+        "cuda", batch=6, frames=30, labels=8, vocab=40, hidden=16, seed=2
+    )
     inputs = [encoder_out, predictor_out, *joint.parameters()]
     nemo_loss = numba_loss.TDTLossNumba(blank=0, durations=DURATIONS, reduction="none", sigma=0.05)
 

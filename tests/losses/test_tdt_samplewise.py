@@ -41,7 +41,9 @@ def loss_and_grads(loss_fn, joint, encoder_out, predictor_out, upstream):
 def budget_for(case, cells, **options):
     """A budget holding `cells` lattice cells of the case's joint (the planner's own bytes per cell)."""
     joint, encoder_out, predictor_out, lattice = case
-    one_cell = plan_samplewise(encoder_out, predictor_out, joint, *lattice, lattice=TDT(DURATIONS), **options).bytes_per_cell.total
+    one_cell = plan_samplewise(
+        encoder_out, predictor_out, joint, *lattice, lattice=TDT(DURATIONS), **options
+    ).bytes_per_cell.total
     return cells * one_cell
 
 
@@ -51,7 +53,9 @@ def budget_for(case, cells, **options):
 def test_matches_batched(joint_kind, grouping, reduction):
     case = make_case(joint_kind, seed=1)
     joint, encoder_out, predictor_out, lattice = case
-    budget = {"single group": None, "several groups": budget_for(case, 2 * 11 * 5), "T-chunks": budget_for(case, 9)}[grouping]
+    budget = {"single group": None, "several groups": budget_for(case, 2 * 11 * 5), "T-chunks": budget_for(case, 9)}[
+        grouping
+    ]
     plan = plan_samplewise(encoder_out, predictor_out, joint, *lattice, lattice=TDT(DURATIONS), memory_budget=budget)
     chunked = any(len(group.chunks()) > 1 for group in plan.groups)
     if grouping == "single group":
@@ -63,11 +67,20 @@ def test_matches_batched(joint_kind, grouping, reduction):
     upstream = torch.linspace(0.3, 2.0, 5) if reduction == "none" else torch.tensor(1.3)
     options = dict(reduction=reduction, lattice=TDT(DURATIONS, 0.05))
     expected = loss_and_grads(
-        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, upstream
+        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options),
+        joint,
+        encoder_out,
+        predictor_out,
+        upstream,
     )
     ours = loss_and_grads(
-        lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget=budget, **options),
-        joint, encoder_out, predictor_out, upstream,
+        lambda: samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, memory_budget=budget, **options
+        ),
+        joint,
+        encoder_out,
+        predictor_out,
+        upstream,
     )
     for got, want in zip(ours, expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -78,11 +91,20 @@ def test_float64_with_clamp_matches_batched():
     joint, encoder_out, predictor_out, lattice = case
     options = dict(reduction="sum", lattice=TDT(DURATIONS, 0.02, clamp=0.1))
     expected = loss_and_grads(
-        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64)
+        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options),
+        joint,
+        encoder_out,
+        predictor_out,
+        torch.tensor(1.0, dtype=torch.float64),
     )
     ours = loss_and_grads(
-        lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget=budget_for(case, 7), **options),
-        joint, encoder_out, predictor_out, torch.tensor(1.0, dtype=torch.float64),
+        lambda: samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, memory_budget=budget_for(case, 7), **options
+        ),
+        joint,
+        encoder_out,
+        predictor_out,
+        torch.tensor(1.0, dtype=torch.float64),
     )
     for got, want in zip(ours, expected):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
@@ -98,8 +120,10 @@ def test_omega_takes_the_same_branch_in_both_modes(mode):
     mixed = TransducerLoss(mode, reduction="sum", lattice=TDT(DURATIONS, 0.05), omega=0.5, memory_budget="4KiB")
     args = (encoder_out, predictor_out, joint, *lattice)
     upstream = torch.tensor(1.0)
-    branches = {True: loss_and_grads(lambda: rnnt(*args), joint, encoder_out, predictor_out, upstream),
-                False: loss_and_grads(lambda: tdt(*args), joint, encoder_out, predictor_out, upstream)}
+    branches = {
+        True: loss_and_grads(lambda: rnnt(*args), joint, encoder_out, predictor_out, upstream),
+        False: loss_and_grads(lambda: tdt(*args), joint, encoder_out, predictor_out, upstream),
+    }
     logits = joint(encoder_out, predictor_out)
     torch.testing.assert_close(branches[True][0], transducer_loss(logits[..., :8], *lattice, reduction="sum").detach())
     seen = set()
@@ -122,12 +146,22 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
     joint, encoder_out, predictor_out, lattice = case
     joint.train()
     budget = budget_for(case, 8)
-    upstream = torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64) if reduction == "none" else torch.tensor(1.0, dtype=torch.float64)
+    upstream = (
+        torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64)
+        if reduction == "none"
+        else torch.tensor(1.0, dtype=torch.float64)
+    )
 
     def seeded_loss():
         torch.manual_seed(0)
         loss = samplewise_transducer_loss(
-            encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget, lattice=TDT(DURATIONS, 0.05)
+            encoder_out,
+            predictor_out,
+            joint,
+            *lattice,
+            reduction=reduction,
+            memory_budget=budget,
+            lattice=TDT(DURATIONS, 0.05),
         )
         return (loss * upstream).sum()
 
@@ -142,11 +176,20 @@ def test_bf16_autocast_matches_batched():
     options = dict(lattice=TDT(DURATIONS, 0.02))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = loss_and_grads(
-            lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options), joint, encoder_out, predictor_out, torch.tensor(1.0)
+            lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options),
+            joint,
+            encoder_out,
+            predictor_out,
+            torch.tensor(1.0),
         )
         ours = loss_and_grads(
-            lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="16KiB", **options),
-            joint, encoder_out, predictor_out, torch.tensor(1.0),
+            lambda: samplewise_transducer_loss(
+                encoder_out, predictor_out, joint, *lattice, memory_budget="16KiB", **options
+            ),
+            joint,
+            encoder_out,
+            predictor_out,
+            torch.tensor(1.0),
         )
     assert ours[0].dtype == torch.float32
     for got, want in zip(ours, expected):

@@ -46,7 +46,11 @@ def test_unknown_backends_are_refused_by_every_entry_point(make_problem, make_jo
         transducer_loss(*problem.args(), backend="gpu")
     with pytest.raises(ValueError, match="backend must be one of"):
         samplewise_transducer_loss(
-            joint_problem.encoder_out, joint_problem.predictor_out, joint_problem.joint, *joint_problem.lattice(), backend="CPP"
+            joint_problem.encoder_out,
+            joint_problem.predictor_out,
+            joint_problem.joint,
+            *joint_problem.lattice(),
+            backend="CPP",
         )
 
 
@@ -58,5 +62,8 @@ def test_cuda_backend_on_cpu_tensors_is_a_clear_error(make_problem):
 def test_cpp_and_auto_agree_on_cpu(make_problem):
     problem = make_problem()
     torch.testing.assert_close(
-        transducer_loss(*problem.args(), backend="cpp"), transducer_loss(*problem.args(), backend="auto"), rtol=0, atol=0
+        transducer_loss(*problem.args(), backend="cpp"),
+        transducer_loss(*problem.args(), backend="auto"),
+        rtol=0,
+        atol=0,
     )

@@ -32,7 +32,9 @@ def values_and_grad(loss_fn, logits, upstream):
 def test_matches_torchaudio(make_problem, reduction, blank_at_end):
     problem = make_problem(batch=4, frames=11, labels=5, vocab=9, blank=8 if blank_at_end else 0, seed=1)
     upstream = torch.rand(4) + 0.5 if reduction == "none" else torch.tensor(1.7)
-    ours = values_and_grad(lambda: transducer_loss(*problem.args(), blank=problem.blank, reduction=reduction), problem.logits, upstream)
+    ours = values_and_grad(
+        lambda: transducer_loss(*problem.args(), blank=problem.blank, reduction=reduction), problem.logits, upstream
+    )
     theirs = values_and_grad(lambda: torchaudio_loss(problem, reduction), problem.logits, upstream)
     torch.testing.assert_close(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ours[1], theirs[1], rtol=1e-5, atol=1e-6)
@@ -51,7 +53,9 @@ def test_matches_torchaudio(make_problem, reduction, blank_at_end):
 def test_matches_float64_reference(make_problem, reference, batch, frames, labels, vocab, blank):
     problem = make_problem(batch, frames, labels, vocab, blank, dtype=torch.float64, seed=batch + frames)
     upstream = torch.rand(batch, dtype=torch.float64) + 0.5
-    ours = values_and_grad(lambda: transducer_loss(*problem.args(), blank=blank, reduction="none"), problem.logits, upstream)
+    ours = values_and_grad(
+        lambda: transducer_loss(*problem.args(), blank=blank, reduction="none"), problem.logits, upstream
+    )
     expected = values_and_grad(lambda: reference(*problem.args(), blank), problem.logits, upstream)
     torch.testing.assert_close(ours[0], expected[0], rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(ours[1], expected[1], rtol=1e-10, atol=1e-10)
@@ -70,7 +74,11 @@ def test_output_dtype_and_integer_dtypes(make_problem):
     assert expected.dtype == torch.float32 and expected.shape == (3,)
     for dtype in (torch.int32, torch.int16, torch.uint8):
         loss = transducer_loss(
-            problem.logits, problem.targets.to(dtype), problem.logit_lengths.to(dtype), problem.target_lengths.to(dtype), reduction="none"
+            problem.logits,
+            problem.targets.to(dtype),
+            problem.logit_lengths.to(dtype),
+            problem.target_lengths.to(dtype),
+            reduction="none",
         )
         torch.testing.assert_close(loss, expected)
 
@@ -79,7 +87,9 @@ def test_output_dtype_and_integer_dtypes(make_problem):
 def test_clamp_matches_torchaudio(make_problem, clamp):
     problem = make_problem(batch=3, frames=8, labels=4, vocab=6, seed=5)
     upstream = torch.tensor([0.5, 2.0, 1.0])
-    ours = values_and_grad(lambda: transducer_loss(*problem.args(), RNNT(clamp=clamp), reduction="none"), problem.logits, upstream)
+    ours = values_and_grad(
+        lambda: transducer_loss(*problem.args(), RNNT(clamp=clamp), reduction="none"), problem.logits, upstream
+    )
     theirs = values_and_grad(lambda: torchaudio_loss(problem, "none", clamp), problem.logits, upstream)
     torch.testing.assert_close(ours[0], theirs[0])
     torch.testing.assert_close(ours[1], theirs[1], rtol=1e-5, atol=1e-6)

@@ -54,8 +54,12 @@ def test_a_build_killed_half_way_does_not_block_the_next(tmp_path):
     cache = extensions / "asr_plugin"
     env = environment(extensions)
     builder = subprocess.Popen(
-        [sys.executable, "-c", BUILD], env=env, cwd=REPO, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-c", BUILD],
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 120
@@ -103,7 +107,11 @@ def test_the_ahead_of_time_command_reports_where_the_library_is(concurrent_build
     out, ((_, library, _),) = concurrent_builds[0], concurrent_builds[1][0]
     process = subprocess.run(
         [sys.executable, "-m", "asr_plugin.losses.build", "--out", str(out)],
-        env=environment(out), cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+        env=environment(out),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
     )
     assert process.returncode == 0, process.stderr
     assert process.stdout.strip() == f"cpu: {library} (found)"

@@ -29,8 +29,12 @@ def on_cuda(problem, dtype):
 @needs_gpu
 # float32: the CUDA kernels sum in another order than the CPU ones (H200, 2026-11-30: one gradient of 182,000
 # off by 1.5e-5), so 5e-5
-@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
-@pytest.mark.parametrize("lattice", [RNNT(), RNNT(clamp=0.1), RNNT(fastemit_lambda=0.01)], ids=["plain", "clamp", "fastemit"])
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float32, 5e-5), (torch.float64, 1e-10), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)]
+)
+@pytest.mark.parametrize(
+    "lattice", [RNNT(), RNNT(clamp=0.1), RNNT(fastemit_lambda=0.01)], ids=["plain", "clamp", "fastemit"]
+)
 def test_batched_cuda_matches_cpu(make_problem, dtype, tolerance, lattice):
     problem = make_problem(batch=5, frames=40, labels=12, vocab=70, blank=3, seed=41)
     upstream = torch.linspace(0.5, 2.0, 5, dtype=torch.float64)

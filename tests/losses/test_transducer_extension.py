@@ -40,8 +40,11 @@ def test_unsupported_device_is_explained():
 def test_prebuilt_directory_without_the_library_is_named(tmp_path):
     (tmp_path / "asr_plugin_transducer_cpu_0123456789abcdef.so").write_bytes(b"")
     spec = extension.library_spec("cpu")
-    with pytest.raises(RuntimeError, match=rf"ASR_PLUGIN_EXTENSION_DIR={tmp_path} has no {spec.filename}.*"
-                       r"holds \['asr_plugin_transducer_cpu_0123456789abcdef.so'\].*python -m asr_plugin.losses.build --out"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"ASR_PLUGIN_EXTENSION_DIR={tmp_path} has no {spec.filename}.*"
+        r"holds \['asr_plugin_transducer_cpu_0123456789abcdef.so'\].*python -m asr_plugin.losses.build --out",
+    ):
         extension.prebuilt_path(spec, tmp_path)
     with pytest.raises(RuntimeError, match="the directory does not exist"):
         extension.prebuilt_path(spec, tmp_path / "missing")

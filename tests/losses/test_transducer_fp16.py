@@ -39,9 +39,13 @@ def scaled_step(loss_fn, joint, encoder_out, predictor_out):
 
 def run_both(joint, encoder_out, predictor_out, lattice, loss=None):
     """(batched, sample-wise) GradScaler steps; sample-wise through `loss` (default: the functional form)."""
-    batched = scaled_step(lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice), joint, encoder_out, predictor_out)
+    batched = scaled_step(
+        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice), joint, encoder_out, predictor_out
+    )
     if loss is None:
-        samplewise = lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB")
+        samplewise = lambda: samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, memory_budget="2KiB"
+        )
     else:
         samplewise = lambda: loss(encoder_out, predictor_out, joint, *lattice)
     return batched, scaled_step(samplewise, joint, encoder_out, predictor_out)

@@ -43,7 +43,9 @@ def test_fused_matches_batched(activation, cells, reduction):
         return transducer_loss(joint(encoder_out, predictor_out), *lattice, reduction=reduction)
 
     def samplewise():
-        return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget)
+        return samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget=budget
+        )
 
     expected = loss_and_grads(batched, joint, encoder_out, predictor_out, upstream)
     ours = loss_and_grads(samplewise, joint, encoder_out, predictor_out, upstream)
@@ -55,11 +57,18 @@ def test_fused_bf16_autocast_matches_batched():
     joint, encoder_out, predictor_out, lattice = make_case("tanh", vocab=16, seed=4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = loss_and_grads(
-            lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice), joint, encoder_out, predictor_out, torch.tensor(1.0)
+            lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice),
+            joint,
+            encoder_out,
+            predictor_out,
+            torch.tensor(1.0),
         )
         ours = loss_and_grads(
             lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="16KiB"),
-            joint, encoder_out, predictor_out, torch.tensor(1.0),
+            joint,
+            encoder_out,
+            predictor_out,
+            torch.tensor(1.0),
         )
     for got, want in zip(ours, expected):
         torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
@@ -70,7 +79,9 @@ def test_frozen_output_layer_and_inputs_without_grad():
     joint.output.requires_grad_(False)
     encoder_out = encoder_out.detach()
     params = [p for p in joint.parameters() if p.requires_grad]
-    expected = torch.autograd.grad(transducer_loss(joint(encoder_out, predictor_out), *lattice), [predictor_out, *params])
+    expected = torch.autograd.grad(
+        transducer_loss(joint(encoder_out, predictor_out), *lattice), [predictor_out, *params]
+    )
     loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, memory_budget="4KiB")
     for got, want in zip(torch.autograd.grad(loss, [predictor_out, *params]), expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
@@ -99,7 +110,11 @@ def test_parameter_hooks_fire_once_per_backward():
     """The joint runs on detached parameter leaves, so a hook on a parameter sees only the final gradient."""
     graph_joint = Joint(6, 7, 8, 8)
     graph_joint.activation = nn.Softsign()  # called as a module
-    for joint, budget in ((make_case("tanh")[0], "2KiB"), (Joint(6, 7, 8, 8, dropout=0.2), "2KiB"), (graph_joint, "2KiB")):
+    for joint, budget in (
+        (make_case("tanh")[0], "2KiB"),
+        (Joint(6, 7, 8, 8, dropout=0.2), "2KiB"),
+        (graph_joint, "2KiB"),
+    ):
         _, encoder_out, predictor_out, lattice = make_case("tanh")
         calls = []
         joint.output.weight.register_hook(lambda grad: calls.append(grad))
@@ -157,8 +172,10 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
     same masks and runs the joint's math through autograd and the batched loss."""
     joint, encoder_out, predictor_out, lattice = _dropout_problem(activation)
     joint, lattice = joint.to(device), [tensor.to(device) for tensor in lattice]
-    encoder_out, predictor_out = (tensor.detach().to(device).requires_grad_() for tensor in (encoder_out, predictor_out))
-    frames, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
+    encoder_out, predictor_out = (
+        tensor.detach().to(device).requires_grad_() for tensor in (encoder_out, predictor_out)
+    )
+    _, labels_plus_one, hidden = encoder_out.shape[1], predictor_out.shape[1], joint.hidden_dim
     budget = (4 if chunked else 100) * labels_plus_one * cell_bytes(8, torch.float64, hidden, torch.float64, 2, 1).total
     chunks = plan_samplewise(encoder_out, predictor_out, joint, *lattice, memory_budget=budget).groups[0].chunks()
     assert len(chunks) == (3 if chunked else 1)
@@ -174,7 +191,9 @@ def test_fused_dropout_matches_a_reference_with_the_same_masks(activation, chunk
 
     def samplewise():
         torch.manual_seed(0)
-        return samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction="sum", memory_budget=budget)
+        return samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, reduction="sum", memory_budget=budget
+        )
 
     upstream = torch.tensor(1.0, dtype=torch.float64, device=device)
     expected = loss_and_grads(reference, joint, encoder_out, predictor_out, upstream)
@@ -188,11 +207,17 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
     """Several groups and T-chunks (and, for "none", the backward's recomputation): every pass sees the masks of
     the first, so the gradient matches a finite difference of the loss under the same seed."""
     joint, encoder_out, predictor_out, lattice = _dropout_problem("tanh", batch=4, seed=8)
-    upstream = torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64) if reduction == "none" else torch.tensor(1.0, dtype=torch.float64)
+    upstream = (
+        torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64)
+        if reduction == "none"
+        else torch.tensor(1.0, dtype=torch.float64)
+    )
 
     def seeded_loss():
         torch.manual_seed(0)
-        loss = samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget="3KiB")
+        loss = samplewise_transducer_loss(
+            encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget="3KiB"
+        )
         return (loss * upstream).sum()
 
     assert_gradient_is_the_finite_difference(seeded_loss, joint.output.weight)

@@ -11,17 +11,28 @@ import ctypes.util
 
 import pytest
 import torch
+from loss_joints import TanhJoint
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from asr_plugin.losses import RNNT, TDT, samplewise_transducer_loss
 from asr_plugin.models import Joint
-from loss_joints import TanhJoint
 
 
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [
         (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
     ]
 
 
@@ -89,7 +100,13 @@ def test_step_stays_within_budget(joint_kind, autocast, budget_mib, lattice):
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = samplewise_transducer_loss(
-                encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, memory_budget=budget,
+                encoder_out,
+                predictor_out,
+                joint,
+                targets,
+                logit_lengths,
+                target_lengths,
+                memory_budget=budget,
                 lattice=lattice,
             )
         loss.backward()

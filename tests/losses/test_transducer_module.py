@@ -12,9 +12,14 @@ def test_modes_agree(make_joint_problem, reduction):
     args = (problem.encoder_out, problem.predictor_out, problem.joint, *problem.lattice())
     upstream = torch.linspace(0.5, 1.5, 4) if reduction == "none" else torch.tensor(1.0)
     results = []
-    for module in (TransducerLoss("batched", reduction=reduction), TransducerLoss("samplewise", reduction=reduction, memory_budget="64KiB")):
+    for module in (
+        TransducerLoss("batched", reduction=reduction),
+        TransducerLoss("samplewise", reduction=reduction, memory_budget="64KiB"),
+    ):
         loss = module(*args)
-        results.append((loss.detach(), *torch.autograd.grad(loss, [problem.encoder_out, *problem.joint.parameters()], upstream)))
+        results.append(
+            (loss.detach(), *torch.autograd.grad(loss, [problem.encoder_out, *problem.joint.parameters()], upstream))
+        )
     logits = problem.joint(problem.encoder_out, problem.predictor_out)
     torch.testing.assert_close(results[0][0], transducer_loss(logits, *problem.lattice(), reduction=reduction).detach())
     for ours, expected in zip(results[1], results[0]):
@@ -24,7 +29,9 @@ def test_modes_agree(make_joint_problem, reduction):
 def test_module_options_and_repr():
     module = TransducerLoss("samplewise", RNNT(clamp=1.0), blank=0, reduction="sum", memory_budget="2GB")
     assert module.memory_budget == 2 * 10**9
-    assert "mode='samplewise', lattice=RNNT(clamp=1.0, fastemit_lambda=0.0)" in repr(module) and "memory_budget=2000000000" in repr(module)
+    assert "mode='samplewise', lattice=RNNT(clamp=1.0, fastemit_lambda=0.0)" in repr(
+        module
+    ) and "memory_budget=2000000000" in repr(module)
     with pytest.raises(ValueError, match=r"mode must be one of \('batched', 'samplewise'\), got 'sample'"):
         TransducerLoss("sample")
     with pytest.raises(ValueError, match="reduction must be one of"):

@@ -82,17 +82,21 @@ def test_the_plan_is_public_and_logged_once_per_loss(make_joint_problem, caplog)
     assert loss.last_plan == planned == plan_samplewise(*args, memory_budget="2KiB")
     assert [record.levelno for record in caplog.records] == [logging.INFO, logging.DEBUG, logging.INFO]
     message = caplog.records[0].getMessage()
-    assert f"3 samples in {len(planned.groups)} groups, {planned.steps} steps" in message and "estimated peak" in message
+    assert (
+        f"3 samples in {len(planned.groups)} groups, {planned.steps} steps" in message and "estimated peak" in message
+    )
     assert planned.steps > len(planned.groups) and sorted(planned.order) == [0, 1, 2]
     # inputs and their gradients, parameter-gradient buffers
-    fixed = 2 * (problem.encoder_out.nbytes + problem.predictor_out.nbytes) + 2 * sum(p.nbytes for p in problem.joint.parameters())
+    fixed = 2 * (problem.encoder_out.nbytes + problem.predictor_out.nbytes) + 2 * sum(
+        p.nbytes for p in problem.joint.parameters()
+    )
     assert planned.fixed_bytes == fixed and planned.estimated_peak_bytes() == fixed + planned.step_bytes()
 
 
 def test_the_plan_counts_the_duration_outputs(make_joint_problem):
     """TDT: the joint's D extra scores and the lattice's 6 + D statistics per cell are in the bytes per cell."""
-    from asr_plugin.models import Joint
     from asr_plugin.losses.planning import cell_bytes
+    from asr_plugin.models import Joint
 
     problem = make_joint_problem(batch=3, seed=33)
     hidden, vocab = 6, 8
@@ -105,9 +109,13 @@ def test_the_plan_counts_the_duration_outputs(make_joint_problem):
     assert tdt.bytes_per_cell == cell_bytes(vocab + 5, torch.float32, hidden, torch.float32, 2, 0, 6 + 5)
     assert tdt.bytes_per_cell.step - rnnt.bytes_per_cell.step == 5 * 4  # D float32 scores
     assert tdt.bytes_per_cell.lattice - rnnt.bytes_per_cell.lattice == 6 * 4  # 1 + D more statistics
-    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 5 .* lattice RNNT\(clamp=None, fastemit_lambda=0.0\) needs 0"):
+    with pytest.raises(
+        ValueError, match=r"joint.num_extra_outputs = 5 .* lattice RNNT\(clamp=None, fastemit_lambda=0.0\) needs 0"
+    ):
         plan_samplewise(*args, tdt_joint, *problem.lattice())
-    with pytest.raises(ValueError, match=r"joint.num_extra_outputs = 0 .* lattice TDT\(durations=\(0, 1, 2, 3, 4\), .*\) needs 5"):
+    with pytest.raises(
+        ValueError, match=r"joint.num_extra_outputs = 0 .* lattice TDT\(durations=\(0, 1, 2, 3, 4\), .*\) needs 5"
+    ):
         TransducerLoss("batched", lattice=TDT(durations))(*args, rnnt_joint, *problem.lattice())
 
 

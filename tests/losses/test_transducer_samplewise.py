@@ -55,15 +55,26 @@ def assert_same(ours, expected, rtol=1e-5, atol=1e-5):
 def budget_for(problem, cells):
     """A memory budget that holds `cells` lattice cells of the problem's joint."""
     vocab = problem.joint.output.out_features
-    return cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.hidden_dim, problem.encoder_out.dtype).total
+    return (
+        cells * cell_bytes(vocab, problem.encoder_out.dtype, problem.joint.hidden_dim, problem.encoder_out.dtype).total
+    )
 
 
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
 @pytest.mark.parametrize("grouping", ["single group", "several groups", "T-chunks"])
 def test_matches_batched(make_joint_problem, reduction, grouping):
     problem = make_joint_problem(batch=5, frames=9, labels=4, seed=11)
-    budget = {"single group": None, "several groups": budget_for(problem, 2 * 9 * 5), "T-chunks": budget_for(problem, 8)}[grouping]
-    groups = plan_groups(tuple(problem.logit_lengths.tolist()), tuple(problem.target_lengths.tolist()), budget or 2**40, budget_for(problem, 1)).groups
+    budget = {
+        "single group": None,
+        "several groups": budget_for(problem, 2 * 9 * 5),
+        "T-chunks": budget_for(problem, 8),
+    }[grouping]
+    groups = plan_groups(
+        tuple(problem.logit_lengths.tolist()),
+        tuple(problem.target_lengths.tolist()),
+        budget or 2**40,
+        budget_for(problem, 1),
+    ).groups
     if grouping == "single group":
         assert len(groups) == 1
     elif grouping == "several groups":
@@ -80,7 +91,9 @@ def test_uniform_none_upstream_and_clamp(make_joint_problem):
     problem = make_joint_problem(batch=4, seed=12)
     upstream = torch.full((4,), 0.7)
     expected = losses_and_grads(lambda: batched(problem, "none", clamp=0.1), problem, upstream)
-    ours = losses_and_grads(lambda: samplewise(problem, "none", clamp=0.1, memory_budget=budget_for(problem, 60)), problem, upstream)
+    ours = losses_and_grads(
+        lambda: samplewise(problem, "none", clamp=0.1, memory_budget=budget_for(problem, 60)), problem, upstream
+    )
     assert_same(ours, expected)
 
 
@@ -112,7 +125,9 @@ def test_no_grad_does_no_gradient_work(make_joint_problem):
         return problem.joint(encoder_out, predictor_out)
 
     with torch.no_grad():
-        loss = samplewise_transducer_loss(problem.encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction="none")
+        loss = samplewise_transducer_loss(
+            problem.encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction="none"
+        )
     assert loss.grad_fn is None and not any(grad_modes)
     torch.testing.assert_close(loss, expected)
 
@@ -143,7 +158,9 @@ def test_joint_that_saves_its_output(make_joint_problem):
     problem.joint.hidden_dim = problem.joint.joint.hidden_dim
     problem.joint.num_extra_outputs = 0
     expected = losses_and_grads(lambda: batched(problem, "mean"), problem, torch.tensor(1.0))
-    ours = losses_and_grads(lambda: samplewise(problem, "mean", memory_budget=budget_for(problem, 90)), problem, torch.tensor(1.0))
+    ours = losses_and_grads(
+        lambda: samplewise(problem, "mean", memory_budget=budget_for(problem, 90)), problem, torch.tensor(1.0)
+    )
     assert_same(ours, expected)
 
 
@@ -156,7 +173,9 @@ def test_plain_callable_joint(make_joint_problem):
         return module(encoder_out, predictor_out)
 
     upstream = torch.linspace(0.5, 1.5, 5)
-    loss = samplewise_transducer_loss(problem.encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction="none")
+    loss = samplewise_transducer_loss(
+        problem.encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction="none"
+    )
     ours = torch.autograd.grad(loss, [problem.encoder_out, problem.predictor_out], upstream)
     expected = torch.autograd.grad(batched(problem, "none"), [problem.encoder_out, problem.predictor_out], upstream)
     for got, want in zip(ours, expected):
@@ -171,7 +190,9 @@ def test_bf16_autocast(make_joint_problem, reduction):
     upstream = upstream_for(reduction, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = losses_and_grads(lambda: batched(problem, reduction), problem, upstream)
-        ours = losses_and_grads(lambda: samplewise(problem, reduction, memory_budget=budget_for(problem, 50)), problem, upstream)
+        ours = losses_and_grads(
+            lambda: samplewise(problem, reduction, memory_budget=budget_for(problem, 50)), problem, upstream
+        )
     assert ours[0].dtype == torch.float32
     assert_same(ours, expected, rtol=2e-2, atol=2e-2)
 
@@ -188,7 +209,11 @@ def test_plan_groups_sorts_and_bounds():
         assert group.labels_plus_one == max(labels[b] + 1 for b in group.samples)
         assert len(group.samples) * group.chunk * group.labels_plus_one <= 100
     chunked = plan_groups((50,), (4,), budget=100, bytes_per_cell=1).groups
-    assert chunked[0].chunk == 20 and chunked[0].chunks() == [(0, 10), (10, 30), (30, 50)]  # the kept last chunk is a full one
+    assert chunked[0].chunk == 20 and chunked[0].chunks() == [
+        (0, 10),
+        (10, 30),
+        (30, 50),
+    ]  # the kept last chunk is a full one
     assert chunked[0].recomputed_cells() == 30 * 5 and chunked[0].lattice_cells() == 50 * 5
     assert plan.recomputed_fraction() == 0  # every group fits: nothing recomputed
 
@@ -208,12 +233,18 @@ def test_recomputation_replays_dropout(make_joint_problem, reduction):
     dropout masks of the recomputations match the first pass (directional derivative vs finite difference)."""
     problem = make_joint_problem(batch=3, frames=6, labels=2, dtype=torch.float64, seed=19)
     joint = DropoutJoint(problem.joint).train()
-    upstream = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64) if reduction == "none" else torch.tensor(1.0, dtype=torch.float64)
+    upstream = (
+        torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+        if reduction == "none"
+        else torch.tensor(1.0, dtype=torch.float64)
+    )
     budget = budget_for(problem, 5)
 
     def seeded_loss(encoder_out):
         torch.manual_seed(0)
-        loss = samplewise_transducer_loss(encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction=reduction, memory_budget=budget)
+        loss = samplewise_transducer_loss(
+            encoder_out, problem.predictor_out, joint, *problem.lattice(), reduction=reduction, memory_budget=budget
+        )
         return (loss * upstream).sum()
 
     assert_gradient_is_the_finite_difference(lambda: seeded_loss(problem.encoder_out), problem.joint.output.weight)

@@ -7,7 +7,6 @@ import torch
 
 from asr_plugin.losses import RNNT, TDT, TransducerLoss, samplewise_transducer_loss, transducer_loss
 
-
 TDT_DURATIONS = [0, 1, 2]
 
 
@@ -37,18 +36,50 @@ def call(problem, durations=None, **changes):
         (lambda p: dict(logits=p.logits.detach().long()), TypeError, "logits must be a floating-point tensor"),
         (lambda p: dict(logits=p.logits.detach().numpy()), TypeError, "logits must be a torch.Tensor"),
         (lambda p: dict(targets=p.targets[:2]), ValueError, "targets has batch size 2 but logits has B = 3"),
-        (lambda p: dict(targets=p.targets[:, :3]), ValueError, r"targets has U = 3 labels per sample but logits has U\+1 = 5"),
+        (
+            lambda p: dict(targets=p.targets[:, :3]),
+            ValueError,
+            r"targets has U = 3 labels per sample but logits has U\+1 = 5",
+        ),
         (lambda p: dict(targets=p.targets[0]), ValueError, r"targets must have shape \(B, U\)"),
         (lambda p: dict(targets=p.targets.float()), TypeError, "targets must be an integer tensor"),
         (lambda p: dict(logit_lengths=p.logit_lengths.float()), TypeError, "logit_lengths must be an integer tensor"),
         (lambda p: dict(target_lengths=p.target_lengths[:2]), ValueError, "target_lengths has batch size 2"),
-        (lambda p: dict(logit_lengths=torch.tensor([6, 7, 2])), ValueError, r"logit_lengths\[1\] = 7 exceeds T = 6 of logits \(sample 1\)"),
-        (lambda p: dict(logit_lengths=torch.tensor([6, 0, 2])), ValueError, r"logit_lengths\[1\] = 0 is below 1 \(sample 1\)"),
-        (lambda p: dict(target_lengths=torch.tensor([4, 5, 0])), ValueError, r"target_lengths\[1\] = 5 exceeds U = 4 of logits"),
-        (lambda p: dict(target_lengths=torch.tensor([4, 1, -1])), ValueError, r"target_lengths\[2\] = -1 is below 0 \(sample 2\)"),
-        (lambda p: dict(targets=torch.tensor([[1, 2, 3, 7], [1, 1, 1, 1], [1, 1, 1, 1]])), ValueError, r"targets\[0, 3\] = 7 is out of range \[0, V = 7\) \(sample 0\)"),
-        (lambda p: dict(targets=torch.tensor([[1, 2, 3, 4], [-1, 1, 1, 1], [1, 1, 1, 1]])), ValueError, r"targets\[1, 0\] = -1 is out of range"),
-        (lambda p: dict(targets=torch.tensor([[1, 2, 0, 4], [1, 1, 1, 1], [0, 1, 1, 1]])), ValueError, r"targets\[0, 2\] = 0 is equal to blank = 0 \(sample 0\)"),
+        (
+            lambda p: dict(logit_lengths=torch.tensor([6, 7, 2])),
+            ValueError,
+            r"logit_lengths\[1\] = 7 exceeds T = 6 of logits \(sample 1\)",
+        ),
+        (
+            lambda p: dict(logit_lengths=torch.tensor([6, 0, 2])),
+            ValueError,
+            r"logit_lengths\[1\] = 0 is below 1 \(sample 1\)",
+        ),
+        (
+            lambda p: dict(target_lengths=torch.tensor([4, 5, 0])),
+            ValueError,
+            r"target_lengths\[1\] = 5 exceeds U = 4 of logits",
+        ),
+        (
+            lambda p: dict(target_lengths=torch.tensor([4, 1, -1])),
+            ValueError,
+            r"target_lengths\[2\] = -1 is below 0 \(sample 2\)",
+        ),
+        (
+            lambda p: dict(targets=torch.tensor([[1, 2, 3, 7], [1, 1, 1, 1], [1, 1, 1, 1]])),
+            ValueError,
+            r"targets\[0, 3\] = 7 is out of range \[0, V = 7\) \(sample 0\)",
+        ),
+        (
+            lambda p: dict(targets=torch.tensor([[1, 2, 3, 4], [-1, 1, 1, 1], [1, 1, 1, 1]])),
+            ValueError,
+            r"targets\[1, 0\] = -1 is out of range",
+        ),
+        (
+            lambda p: dict(targets=torch.tensor([[1, 2, 0, 4], [1, 1, 1, 1], [0, 1, 1, 1]])),
+            ValueError,
+            r"targets\[0, 2\] = 0 is equal to blank = 0 \(sample 0\)",
+        ),
         (lambda p: dict(blank=7), ValueError, r"blank = 7 is out of range \[0, V = 7\)"),
         (lambda p: dict(blank=-1), ValueError, "blank = -1 is out of range"),
         (lambda p: dict(blank=1.0), TypeError, "blank must be an int"),
@@ -73,7 +104,9 @@ def test_too_few_token_scores(make_problem):
     problem = make_problem(batch=3, frames=6, labels=4, vocab=7, seed=21)
     with pytest.raises(ValueError, match="the vocabulary size V must be >= 2"):
         call(problem, logits=problem.logits[..., :1])
-    with pytest.raises(ValueError, match=r"last dimension \(4\) must hold V >= 2 token scores .* then the 3 duration scores"):
+    with pytest.raises(
+        ValueError, match=r"last dimension \(4\) must hold V >= 2 token scores .* then the 3 duration scores"
+    ):
         call(problem, TDT_DURATIONS, logits=problem.logits[..., :4])
 
 

@@ -22,8 +22,14 @@ def test_a_kernel_compiles_for_hopper_without_spills():
 def test_every_kernel_has_cases():
     names = {case.name for case in compile_check.kernel_cases()}
     assert names == {
-        "rnnt_log_probs", "rnnt_logits_grad", "rnnt_alphas_betas", "tdt_log_probs", "tdt_logits_grad", "tdt_alphas_betas",
-        "flash_log_probs", "flash_grads",
+        "rnnt_log_probs",
+        "rnnt_logits_grad",
+        "rnnt_alphas_betas",
+        "tdt_log_probs",
+        "tdt_logits_grad",
+        "tdt_alphas_betas",
+        "flash_log_probs",
+        "flash_grads",
     }
 
 

@@ -14,12 +14,12 @@ from asr_plugin.models import Joint
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 GPU_BACKENDS = pytest.mark.parametrize("backend", ["triton", "cuda"], ids=["triton_kernels", "cuda_cpp_kernels"])
-TDT = [0, 1, 2, 3, 4]
+TDT_DURATIONS = [0, 1, 2, 3, 4]
 TOLERANCE = {torch.float32: 5e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
 
 
 @GPU_BACKENDS
-@pytest.mark.parametrize("durations", [None, TDT], ids=["rnnt", "tdt"])
+@pytest.mark.parametrize("durations", [None, TDT_DURATIONS], ids=["rnnt", "tdt"])
 @pytest.mark.parametrize("dtype", list(TOLERANCE))
 def test_batched_matches_cpu(backend, durations, dtype):
     logits, *lattice = make_tdt_problem(5, 40, 12, 70, durations or [0, 1], dtype=torch.float64, seed=61)
@@ -38,7 +38,7 @@ def test_batched_matches_cpu(backend, durations, dtype):
 
 
 @GPU_BACKENDS
-@pytest.mark.parametrize("durations", [None, TDT], ids=["rnnt", "tdt"])
+@pytest.mark.parametrize("durations", [None, TDT_DURATIONS], ids=["rnnt", "tdt"])
 def test_samplewise_in_t_chunks_matches_cpu(backend, durations):
     generator = torch.Generator().manual_seed(62)
     torch.manual_seed(62)
@@ -49,11 +49,15 @@ def test_samplewise_in_t_chunks_matches_cpu(backend, durations):
     lengths = torch.tensor([50, 31, 7, 50, 12, 1]), torch.tensor([10, 4, 0, 9, 10, 3])
     options = dict(lattice=TDT(durations, 0.02) if durations else RNNT(), memory_budget="64KiB")
     inputs = [encoder_out, predictor_out, *joint.parameters()]
-    expected = samplewise_transducer_loss(encoder_out, predictor_out, joint, targets, *lengths, **options, backend="cpp")
+    expected = samplewise_transducer_loss(
+        encoder_out, predictor_out, joint, targets, *lengths, **options, backend="cpp"
+    )
     expected_grads = torch.autograd.grad(expected, inputs)
     cuda_joint = joint.cuda()
     cuda_inputs = [t.detach().cuda().requires_grad_() for t in (encoder_out, predictor_out)]
-    loss = samplewise_transducer_loss(*cuda_inputs, cuda_joint, targets.cuda(), *(t.cuda() for t in lengths), **options, backend=backend)
+    loss = samplewise_transducer_loss(
+        *cuda_inputs, cuda_joint, targets.cuda(), *(t.cuda() for t in lengths), **options, backend=backend
+    )
     grads = torch.autograd.grad(loss, [*cuda_inputs, *cuda_joint.parameters()])
     torch.testing.assert_close(loss.cpu(), expected, rtol=5e-5, atol=5e-5)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
@@ -77,8 +81,14 @@ def test_triton_input_over_2_31_elements():
     del grad
     for n in range(batch):
         alone = logits.detach()[n : n + 1].clone().requires_grad_()
-        single = transducer_loss(alone, targets[n : n + 1], logit_lengths[n : n + 1], target_lengths[n : n + 1],
-                                 reduction="none", backend="triton")
+        single = transducer_loss(
+            alone,
+            targets[n : n + 1],
+            logit_lengths[n : n + 1],
+            target_lengths[n : n + 1],
+            reduction="none",
+            backend="triton",
+        )
         torch.testing.assert_close(single, loss[n : n + 1].detach(), rtol=1e-5, atol=1e-3)
         if n == 1:
             (single_grad,) = torch.autograd.grad(single, alone)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from asr_plugin.models import Conv2dSubsampling, ConformerEncoder, Joint, LSTMPredictor, build_transducer
+from asr_plugin.models import ConformerEncoder, Conv2dSubsampling, Joint, LSTMPredictor, build_transducer
 
 
 @pytest.mark.parametrize("factor", [2, 4, 8])
@@ -64,15 +64,22 @@ def test_joint_rejects_unknown_activation():
 
 
 def test_transducer_passes_encoder_lengths_to_loss():
-    model = build_transducer(vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8)
+    model = build_transducer(
+        vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8
+    )
     seen = {}
 
     def loss_fn(enc, pred, joint, targets, enc_lengths, target_lengths):
         seen.update(enc=enc.shape, pred=pred.shape, lengths=enc_lengths.tolist(), targets=targets.shape)
         return joint(enc, pred).sum()
 
-    model(torch.randn(2, 40, 80), torch.tensor([40, 21]), torch.tensor([[1, 2, 0, 0], [3, 0, 0, 0]]),
-          torch.tensor([2, 1]), loss_fn)
+    model(
+        torch.randn(2, 40, 80),
+        torch.tensor([40, 21]),
+        torch.tensor([[1, 2, 0, 0], [3, 0, 0, 0]]),
+        torch.tensor([2, 1]),
+        loss_fn,
+    )
     # the loss sees the targets at their padded width (the collate pads to the longest; trimming is a host sync)
     assert seen == {"enc": (2, 9, 16), "pred": (2, 5, 8), "lengths": [9, 4], "targets": (2, 4)}
 
@@ -101,8 +108,17 @@ def test_unpadded_subsampling_masking_leaves_valid_frames_as_before():
 
 def test_blank_as_pad_keeps_the_start_embedding_zero():
     """NeMo's blank_as_pad: the start symbol's input is a zero vector that training never changes."""
-    model = build_transducer(vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8,
-                             joint_dim=8, predictor_blank_as_pad=True, predictor_dropout=0.0)
+    model = build_transducer(
+        vocab_size=7,
+        d_model=16,
+        num_layers=1,
+        num_heads=2,
+        ffn_dim=32,
+        predictor_dim=8,
+        joint_dim=8,
+        predictor_blank_as_pad=True,
+        predictor_dropout=0.0,
+    )
     assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
     optimizer = torch.optim.AdamW(model.predictor.parameters(), lr=0.1, weight_decay=0.1)
     targets = torch.tensor([[1, 2, 0], [3, 0, 0]])
@@ -111,5 +127,7 @@ def test_blank_as_pad_keeps_the_start_embedding_zero():
     assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
     zero_start, _ = model.predictor.lstm(torch.zeros(1, 1, model.predictor.embedding.embedding_dim))
     torch.testing.assert_close(model.predictor(targets[:1, :0]), zero_start)  # U = 0: the start alone
-    default = build_transducer(vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8)
+    default = build_transducer(
+        vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8
+    )
     assert default.predictor.embedding.padding_idx is None

@@ -15,16 +15,21 @@ pytestmark = pytest.mark.nemo
 
 from nemo.collections.asr.modules import AudioToMelSpectrogramPreprocessor  # noqa: E402
 
+from asr_plugin.benchmarks.nemo_examples import nemo_config  # noqa: E402
 from asr_plugin.finetune.nemo.compare import speech_like_audio  # noqa: E402
 from asr_plugin.finetune.nemo.config import frontend_kwargs  # noqa: E402
-from asr_plugin.benchmarks.nemo_examples import nemo_config  # noqa: E402
 from asr_plugin.models import NemoMelFrontend  # noqa: E402
 
 SETTINGS = {
     "example config": {},
     "20 ms window": {"window_size": 0.02},
     "20 ms hop": {"window_stride": 0.02},
-    "window and hop in samples": {"window_size": None, "window_stride": None, "n_window_size": 384, "n_window_stride": 128},
+    "window and hop in samples": {
+        "window_size": None,
+        "window_stride": None,
+        "n_window_size": 384,
+        "n_window_stride": 128,
+    },
     "n_fft 1024": {"n_fft": 1024},
     "n_fft from the window": {"n_fft": None},
     "64 mel bins": {"features": 64},
@@ -52,7 +57,9 @@ SETTINGS = {
 def _front_ends(setting: dict) -> tuple[torch.nn.Module, NemoMelFrontend]:
     section = {**nemo_config("conformer_transducer", "unused")["preprocessor"], **setting}
     options = {key: value for key, value in section.items() if key != "_target_"}
-    return AudioToMelSpectrogramPreprocessor(**options).eval(), NemoMelFrontend(**frontend_kwargs({"preprocessor": section}))
+    return AudioToMelSpectrogramPreprocessor(**options).eval(), NemoMelFrontend(
+        **frontend_kwargs({"preprocessor": section})
+    )
 
 
 def _assert_same_features(nemo: torch.nn.Module, ours: NemoMelFrontend, audio, lengths) -> None:

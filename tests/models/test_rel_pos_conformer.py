@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from asr_plugin.models import Conv2dSubsampling, ConformerEncoder
+from asr_plugin.models import ConformerEncoder, Conv2dSubsampling
 from asr_plugin.models.attention import RelPositionMultiHeadAttention, relative_sinusoids
 
 
@@ -29,7 +29,9 @@ def _reference_attention(attn: RelPositionMultiHeadAttention, x: torch.Tensor, v
                     sinusoid[c] = math.sin(distance / 10000 ** (c / d_model))
                     sinusoid[c + 1] = math.cos(distance / 10000 ** (c / d_model))
                 r = attn.linear_pos(sinusoid).view(heads, d_k)[h]
-                scores.append(((q[i, h] + attn.pos_bias_u[h]) @ k[j, h] + (q[i, h] + attn.pos_bias_v[h]) @ r) / math.sqrt(d_k))
+                scores.append(
+                    ((q[i, h] + attn.pos_bias_u[h]) @ k[j, h] + (q[i, h] + attn.pos_bias_v[h]) @ r) / math.sqrt(d_k)
+                )
             weights = torch.softmax(torch.stack(scores), 0)
             out[i, h] = weights @ v[:valid, h]
     return attn.linear_out(out.reshape(length, d_model)).unsqueeze(0)
@@ -49,7 +51,9 @@ def test_rel_pos_attention_matches_written_out_transformer_xl_scores():
             torch.testing.assert_close(ours[b, :valid], reference[0, :valid], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize(("padding", "depthwise", "factor"), [(1, False, 4), (1, True, 8), (0, False, 4), (1, False, 2)])
+@pytest.mark.parametrize(
+    ("padding", "depthwise", "factor"), [(1, False, 4), (1, True, 8), (0, False, 4), (1, False, 2)]
+)
 def test_subsampling_lengths_match_tensor(padding, depthwise, factor):
     def expected(length: int) -> int:
         for _ in range(factor.bit_length() - 1):
@@ -73,8 +77,18 @@ def test_depthwise_subsampling_has_fastconformer_layers():
 @pytest.mark.parametrize("subsampling", ["striding", "dw_striding", "conv2d"])
 def test_rel_pos_encoder_output_does_not_depend_on_batch_padding(subsampling):
     torch.manual_seed(0)
-    enc = ConformerEncoder(d_model=16, num_layers=2, num_heads=2, ffn_dim=32, conv_kernel_size=5, dropout=0.0,
-                           attention="rel_pos", subsampling=subsampling, subsampling_channels=8, xscaling=True)
+    enc = ConformerEncoder(
+        d_model=16,
+        num_layers=2,
+        num_heads=2,
+        ffn_dim=32,
+        conv_kernel_size=5,
+        dropout=0.0,
+        attention="rel_pos",
+        subsampling=subsampling,
+        subsampling_channels=8,
+        xscaling=True,
+    )
     enc.eval()
     feats = torch.randn(2, 70, 80)
     out, lengths = enc(feats, torch.tensor([70, 37]))
@@ -85,10 +99,12 @@ def test_rel_pos_encoder_output_does_not_depend_on_batch_padding(subsampling):
 
 def test_xscaling_multiplies_the_subsampled_frames():
     torch.manual_seed(0)
-    scaled = ConformerEncoder(d_model=16, num_layers=0, num_heads=2, ffn_dim=32, attention="rel_pos",
-                              subsampling="striding", xscaling=True).eval()
-    plain = ConformerEncoder(d_model=16, num_layers=0, num_heads=2, ffn_dim=32, attention="rel_pos",
-                             subsampling="striding", xscaling=False).eval()
+    scaled = ConformerEncoder(
+        d_model=16, num_layers=0, num_heads=2, ffn_dim=32, attention="rel_pos", subsampling="striding", xscaling=True
+    ).eval()
+    plain = ConformerEncoder(
+        d_model=16, num_layers=0, num_heads=2, ffn_dim=32, attention="rel_pos", subsampling="striding", xscaling=False
+    ).eval()
     plain.load_state_dict(scaled.state_dict())
     feats, lengths = torch.randn(1, 20, 80), torch.tensor([20])
     torch.testing.assert_close(scaled(feats, lengths)[0], plain(feats, lengths)[0] * 4.0)
@@ -113,8 +129,16 @@ def test_bias_free_blocks_have_no_linear_or_conv_biases():
 
 def test_rel_pos_encoder_trains_under_bf16_autocast():
     torch.manual_seed(0)
-    enc = ConformerEncoder(d_model=16, num_layers=1, num_heads=2, ffn_dim=32, attention="rel_pos",
-                           subsampling="dw_striding", subsampling_channels=8, subsampling_factor=8).train()
+    enc = ConformerEncoder(
+        d_model=16,
+        num_layers=1,
+        num_heads=2,
+        ffn_dim=32,
+        attention="rel_pos",
+        subsampling="dw_striding",
+        subsampling_channels=8,
+        subsampling_factor=8,
+    ).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, lengths = enc(torch.randn(2, 60, 80), torch.tensor([60, 33]))
     assert out.dtype == torch.bfloat16 and lengths.tolist() == [8, 5]

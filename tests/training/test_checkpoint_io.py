@@ -24,8 +24,12 @@ from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
-EVERY_STEP = ["callbacks.model_checkpoint=null", "callbacks.step_checkpoint.every_n_train_steps=1",
-              "trainer.max_epochs=1000", "trainer.limit_val_batches=0"]
+EVERY_STEP = [
+    "callbacks.model_checkpoint=null",
+    "callbacks.step_checkpoint.every_n_train_steps=1",
+    "trainer.max_epochs=1000",
+    "trainer.limit_val_batches=0",
+]
 
 
 class _Unpicklable:
@@ -63,13 +67,21 @@ class _Runs:
 
 def _readable_checkpoints(directory: Path) -> dict[str, int]:
     """{name: global step} of every checkpoint under a final name; raises on any unreadable one."""
-    return {p.name: peek_checkpoint(p)["global_step"] for p in sorted(directory.glob("*.ckpt")) if not p.name.startswith(".")}
+    return {
+        p.name: peek_checkpoint(p)["global_step"]
+        for p in sorted(directory.glob("*.ckpt"))
+        if not p.name.startswith(".")
+    }
 
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "ASR_RUN_ID"))}
-    return {**env, "OMP_NUM_THREADS": "1", **extra,
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **env,
+        "OMP_NUM_THREADS": "1",
+        **extra,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 @pytest.mark.slow
@@ -79,11 +91,26 @@ def test_kill_during_the_rewrite_of_last_ckpt_keeps_the_previous_one(data_dir, t
     tmpdir.mkdir(exist_ok=True)
     assert os.stat(tmpdir).st_dev != os.stat(tmp_path).st_dev, "TMPDIR must be on another file system"
     run_dir, markers = tmp_path / "run", tmp_path / "markers"
-    command = [sys.executable, TRAIN, *TINY_RUN, *EVERY_STEP, "trainer.max_steps=1000", f"paths.data_dir={data_dir}",
-               f"hydra.run.dir={run_dir}", "+callbacks.payload._target_=training_synthetic.CheckpointPayload",
-               "+callbacks.payload.megabytes=300", f"+callbacks.payload.marker_dir={markers}"]
-    process = subprocess.Popen(command, cwd=tmp_path, env=_env(TMPDIR=str(tmpdir)), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        TRAIN,
+        *TINY_RUN,
+        *EVERY_STEP,
+        "trainer.max_steps=1000",
+        f"paths.data_dir={data_dir}",
+        f"hydra.run.dir={run_dir}",
+        "+callbacks.payload._target_=training_synthetic.CheckpointPayload",
+        "+callbacks.payload.megabytes=300",
+        f"+callbacks.payload.marker_dir={markers}",
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=_env(TMPDIR=str(tmpdir)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     checkpoints, last = run_dir / "checkpoints", run_dir / "checkpoints" / "last.ckpt"
     try:
         deadline = time.monotonic() + 300
@@ -111,7 +138,9 @@ def _mount_tmpfs(path: Path, size: str) -> str | None:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return "mounting a small tmpfs needs root and mount(8)"
     path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     return None if done.returncode == 0 else f"mount -t tmpfs failed: {done.stderr.strip()}"
 
 
@@ -122,9 +151,17 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_the_metrics(tiny_run, tmp
     if reason:
         pytest.skip(reason)
     try:
-        cfg = tiny_run([*EVERY_STEP, "trainer.max_steps=20", "+callbacks.payload._target_=training_synthetic.CheckpointPayload",
-                        "+callbacks.payload.megabytes=6", f"+callbacks.payload.marker_dir={tmp_path / 'markers'}",
-                        "+callbacks.payload.grow_at_step=4", "+callbacks.payload.grown_megabytes=16"])
+        cfg = tiny_run(
+            [
+                *EVERY_STEP,
+                "trainer.max_steps=20",
+                "+callbacks.payload._target_=training_synthetic.CheckpointPayload",
+                "+callbacks.payload.megabytes=6",
+                f"+callbacks.payload.marker_dir={tmp_path / 'markers'}",
+                "+callbacks.payload.grow_at_step=4",
+                "+callbacks.payload.grown_megabytes=16",
+            ]
+        )
         cfg.paths.output_dir = str(disk / "run")
         with pytest.raises(OSError, match=r"writing checkpoint .*last\.ckpt failed .*previous last\.ckpt is kept"):
             train(cfg)  # 6 MiB last.ckpt + 16 MiB of its rewrite > 20 MiB

@@ -18,7 +18,12 @@ from train_configs import REPO_ROOT, TINY_RUN
 from asr_plugin.training.ckpt_path import previous_run_checkpoint, resolve_ckpt_path
 
 JOB_VARIABLES = ("ASR_RUN_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
-CONFIG = {"seed": 1234, "ckpt_path": None, "trainer": {"max_steps": 2}, "paths": {"output_dir": "${hydra:runtime.output_dir}"}}
+CONFIG = {
+    "seed": 1234,
+    "ckpt_path": None,
+    "trainer": {"max_steps": 2},
+    "paths": {"output_dir": "${hydra:runtime.output_dir}"},
+}
 
 
 def make_run(runs_dir: Path, name: str, config: dict | None, mtime: float, checkpoint: bytes | None = None) -> Path:
@@ -95,8 +100,9 @@ def test_a_job_with_an_id_keeps_its_own_lineage(tmp_path, monkeypatch, caplog, v
     config = {**CONFIG, "paths": {"output_dir": str(run_dir), "runs_dir": str(tmp_path)}}
     make_run(tmp_path, "earlier", config, mtime=100)
     cfg = OmegaConf.create({**config, "ckpt_path": "last"})
-    trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))],
-                              default_root_dir=str(run_dir))
+    trainer = SimpleNamespace(
+        checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))], default_root_dir=str(run_dir)
+    )
     with pytest.raises(ValueError, match="earlier/checkpoints/last.ckpt: trainer.max_steps"):
         resolve_ckpt_path(OmegaConf.merge(cfg, {"trainer": {"max_steps": 3}}), trainer)  # plain: refused
     assert resolve_ckpt_path(cfg, trainer) == str(tmp_path / "earlier" / "checkpoints" / "last.ckpt")
@@ -112,9 +118,12 @@ def test_a_plain_multirun_job_is_refused_naming_asr_run_id(tmp_path, monkeypatch
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("asr_plugin.training.ckpt_path.is_multirun_job", lambda: True)
     run_dir = tmp_path / "multiruns" / "2026-12-01_10-00-00" / "0"
-    cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(run_dir), "runs_dir": str(tmp_path / "runs")}})
-    trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))],
-                              default_root_dir=str(run_dir))
+    cfg = OmegaConf.create(
+        {"ckpt_path": "last", "paths": {"output_dir": str(run_dir), "runs_dir": str(tmp_path / "runs")}}
+    )
+    trainer = SimpleNamespace(
+        checkpoint_callbacks=[SimpleNamespace(dirpath=str(run_dir / "checkpoints"))], default_root_dir=str(run_dir)
+    )
     with pytest.raises(ValueError, match="multirun's directory .* is new .*set ASR_RUN_ID="):
         resolve_ckpt_path(cfg, trainer)
     monkeypatch.setenv("ASR_RUN_ID", "2026-12-01_10-00-00")
@@ -129,17 +138,26 @@ def test_train_py_resumes_the_newest_run_of_the_same_command(data_dir, tmp_path)
     """Through Hydra: the config Hydra saved compares equal to the one a rerun composes."""
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "librispeech" / "train.py"), *TINY_RUN,
-               "trainer.max_steps=2", "trainer.limit_val_batches=0", f"paths.data_dir={data_dir}",
-               f"paths.log_dir={tmp_path}/logs"]
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "recipes" / "librispeech" / "train.py"),
+        *TINY_RUN,
+        "trainer.max_steps=2",
+        "trainer.limit_val_batches=0",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
 
     def run(*overrides: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*command, *overrides], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-                              check=False)
+        return subprocess.run(
+            [*command, *overrides], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
 
     first = run()
     assert first.returncode == 0, first.stderr[-3000:]
-    last = next(line.split(":", 1)[1].strip() for line in first.stdout.splitlines() if line.startswith("last checkpoint:"))
+    last = next(
+        line.split(":", 1)[1].strip() for line in first.stdout.splitlines() if line.startswith("last checkpoint:")
+    )
     resumed = run("ckpt_path=last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming {last} (epoch " in resumed.stdout + resumed.stderr

@@ -19,9 +19,15 @@ def test_per_utterance_losses_are_torchs_ctc_of_the_heads_log_probs():
     expected = []
     for b in range(3):  # one utterance at a time, unpadded: the padding must not matter
         log_probs = ctc.output(frames[b, : frame_lengths[b]]).log_softmax(-1)[:, None]  # (T_b, 1, V)
-        expected.append(torch.nn.functional.ctc_loss(log_probs, targets[b : b + 1, : target_lengths[b]],
-                                                      frame_lengths[b : b + 1], target_lengths[b : b + 1],
-                                                      reduction="sum"))
+        expected.append(
+            torch.nn.functional.ctc_loss(
+                log_probs,
+                targets[b : b + 1, : target_lengths[b]],
+                frame_lengths[b : b + 1],
+                target_lengths[b : b + 1],
+                reduction="sum",
+            )
+        )
     torch.testing.assert_close(ctc(frames, frame_lengths, targets, target_lengths), torch.stack(expected))
 
 

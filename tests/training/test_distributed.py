@@ -13,8 +13,18 @@ from train_configs import compose_train
 from asr_plugin.training.distributed import launch_rank, prepare_data_once, run_id
 from asr_plugin.training.train import check_schedule_fits_corpus
 
-LAUNCH_VARIABLES = ("RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK", "NODE_RANK", "LOCAL_RANK", "ASR_RUN_ID",
-                    "SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID")
+LAUNCH_VARIABLES = (
+    "RANK",
+    "SLURM_PROCID",
+    "JSM_NAMESPACE_RANK",
+    "NODE_RANK",
+    "LOCAL_RANK",
+    "ASR_RUN_ID",
+    "SLURM_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_STEP_ID",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 @pytest.fixture
@@ -24,13 +34,16 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-@pytest.mark.parametrize(("variables", "rank"), [
-    ({}, 0),
-    ({"RANK": "3", "LOCAL_RANK": "1"}, 3),  # torchrun: the global rank wins
-    ({"SLURM_PROCID": "5"}, 5),
-    ({"NODE_RANK": "1"}, 1),  # Lightning's launcher, first process of node 1: not rank 0
-    ({"NODE_RANK": "0", "LOCAL_RANK": "2"}, 2),
-])
+@pytest.mark.parametrize(
+    ("variables", "rank"),
+    [
+        ({}, 0),
+        ({"RANK": "3", "LOCAL_RANK": "1"}, 3),  # torchrun: the global rank wins
+        ({"SLURM_PROCID": "5"}, 5),
+        ({"NODE_RANK": "1"}, 1),  # Lightning's launcher, first process of node 1: not rank 0
+        ({"NODE_RANK": "0", "LOCAL_RANK": "2"}, 2),
+    ],
+)
 def test_launch_rank_reads_the_launchers_variables(clean_env, variables, rank):
     for name, value in variables.items():
         clean_env.setenv(name, value)
@@ -74,8 +87,11 @@ def test_rank_zero_prepares_and_other_ranks_only_wait(tmp_path):
 
 def test_a_rank_that_never_sees_the_data_says_what_is_missing(tmp_path):
     data = _FakeData([tmp_path / "feature_stats.json"], timeout_s=0.05)  # the timeout is the config's value
-    with pytest.raises(RuntimeError, match=r"(?s)rank 2: waited 0 s \(data.prepare_timeout_s=0.05\).*"
-                                           r"feature_stats.json.*run.sh --stop-stage 2") as error:
+    with pytest.raises(
+        RuntimeError,
+        match=r"(?s)rank 2: waited 0 s \(data.prepare_timeout_s=0.05\).*"
+        r"feature_stats.json.*run.sh --stop-stage 2",
+    ) as error:
         prepare_data_once(data, rank=2, poll_s=0.01)
     assert data.calls == 0 and "data.work_dir" in str(error.value)
 
@@ -127,20 +143,34 @@ def test_another_jobs_failure_record_is_not_this_jobs(clean_env, tmp_path):
 def test_real_data_module_lists_its_missing_files(tmp_path):
     from asr_plugin.data import TransducerDataModule
 
-    dm = TransducerDataModule(root=str(tmp_path / "c"), work_dir=str(tmp_path / "m"), train_splits=["a"],
-                              valid_splits=["b"], test_splits=["b", "c"], prepare_timeout_s=12)
-    assert [p.name for p in dm.missing_prepared()] == ["a.jsonl", "b.jsonl", "c.jsonl", "tokenizer_bpe500.model",
-                                                       "feature_stats.json"]
+    dm = TransducerDataModule(
+        root=str(tmp_path / "c"),
+        work_dir=str(tmp_path / "m"),
+        train_splits=["a"],
+        valid_splits=["b"],
+        test_splits=["b", "c"],
+        prepare_timeout_s=12,
+    )
+    assert [p.name for p in dm.missing_prepared()] == [
+        "a.jsonl",
+        "b.jsonl",
+        "c.jsonl",
+        "tokenizer_bpe500.model",
+        "feature_stats.json",
+    ]
     assert dm.prepare_timeout_s == 12.0 and dm.preparation_failure.parent == tmp_path / "m"
 
 
-@pytest.mark.parametrize(("variables", "expected"), [
-    ({"ASR_RUN_ID": "mine", "SLURM_JOB_ID": "7"}, "mine"),
-    ({"SLURM_JOB_ID": "7"}, "slurm7"),
-    ({"SLURM_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": "2", "SLURM_STEP_ID": "0"}, "slurm7_2.0"),
-    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "batch"}, "slurm7"),
-    ({"TORCHELASTIC_RUN_ID": "abc"}, "torchrunabc"),
-])
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({"ASR_RUN_ID": "mine", "SLURM_JOB_ID": "7"}, "mine"),
+        ({"SLURM_JOB_ID": "7"}, "slurm7"),
+        ({"SLURM_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": "2", "SLURM_STEP_ID": "0"}, "slurm7_2.0"),
+        ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "batch"}, "slurm7"),
+        ({"TORCHELASTIC_RUN_ID": "abc"}, "torchrunabc"),
+    ],
+)
 def test_run_id_is_shared_by_the_processes_of_a_job(clean_env, variables, expected):
     for name, value in variables.items():
         clean_env.setenv(name, value)
@@ -156,7 +186,9 @@ def test_librispeech_refuses_the_demo_warmup(tmp_path):
     with pytest.raises(ValueError, match="warmup_steps=200 .*`experiment=librispeech_medium`"):
         check_schedule_fits_corpus(compose_train(["data=librispeech", "model=medium"], tmp_path=tmp_path))
     check_schedule_fits_corpus(compose_train(["experiment=librispeech_medium"], tmp_path=tmp_path))
-    check_schedule_fits_corpus(compose_train(["data=librispeech", "optim.scheduler.warmup_steps=5000"], tmp_path=tmp_path))
+    check_schedule_fits_corpus(
+        compose_train(["data=librispeech", "optim.scheduler.warmup_steps=5000"], tmp_path=tmp_path)
+    )
     check_schedule_fits_corpus(compose_train([], tmp_path=tmp_path))  # the demo keeps its warmup
     finetune = ["data=librispeech", "+finetune=from_checkpoint", "finetune.path=/x/last.ckpt"]
     check_schedule_fits_corpus(compose_train(finetune, tmp_path=tmp_path))  # fine-tuning may warm up briefly

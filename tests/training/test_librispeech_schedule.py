@@ -24,8 +24,10 @@ ANCHOR_END_LR_RATIO = 0.96**40
 # icefall's pruned_transducer_stateless5 Large: 30 epochs, each three speed-perturbed copies (0.9, 1.0, 1.1)
 ICEFALL_LARGE_AUDIO_HOURS = 30 * sum(TRAIN_HOURS.values()) * (1 / 0.9 + 1 + 1 / 1.1)
 # the 16-GPU (or 2-node) overrides that docs/training.md states, per experiment
-SIXTEEN_GPUS = {"librispeech_medium": ["optim.optimizer.lr=2.8e-3", "optim.scheduler.warmup_steps=4500"],
-                "librispeech_large": ["optim.optimizer.lr=2.0e-3", "optim.scheduler.warmup_steps=4500"]}
+SIXTEEN_GPUS = {
+    "librispeech_medium": ["optim.optimizer.lr=2.8e-3", "optim.scheduler.warmup_steps=4500"],
+    "librispeech_large": ["optim.optimizer.lr=2.0e-3", "optim.scheduler.warmup_steps=4500"],
+}
 
 
 def implied_steps(cfg, gpus: int) -> float:
@@ -51,7 +53,9 @@ def square_root_rule_lr(cfg, gpus: int) -> float:
 @pytest.mark.parametrize("experiment", ["librispeech_medium", "librispeech_large"])
 @pytest.mark.parametrize("gpus", [8, 16])
 def test_schedule_covers_the_anchors_audio_and_warms_up_briefly(experiment, gpus, tmp_path):
-    cfg = compose_train([f"experiment={experiment}", *(SIXTEEN_GPUS[experiment] if gpus == 16 else [])], tmp_path=tmp_path)
+    cfg = compose_train(
+        [f"experiment={experiment}", *(SIXTEEN_GPUS[experiment] if gpus == 16 else [])], tmp_path=tmp_path
+    )
     hours = cfg.trainer.max_epochs * sum(TRAIN_HOURS[split] for split in cfg.data.train_splits)
     assert hours >= ANCHOR_AUDIO_HOURS and hours >= ICEFALL_LARGE_AUDIO_HOURS
     steps = implied_steps(cfg, gpus)
@@ -65,10 +69,13 @@ def test_schedule_covers_the_anchors_audio_and_warms_up_briefly(experiment, gpus
 
 @pytest.mark.parametrize("gpus", [8, 16])
 def test_peak_lrs_follow_the_stated_rules(gpus, tmp_path):
-    medium = compose_train(["experiment=librispeech_medium", *(SIXTEEN_GPUS["librispeech_medium"] if gpus == 16 else [])],
-                           tmp_path=tmp_path)
-    large = compose_train(["experiment=librispeech_large", *(SIXTEEN_GPUS["librispeech_large"] if gpus == 16 else [])],
-                          tmp_path=tmp_path)
+    medium = compose_train(
+        ["experiment=librispeech_medium", *(SIXTEEN_GPUS["librispeech_medium"] if gpus == 16 else [])],
+        tmp_path=tmp_path,
+    )
+    large = compose_train(
+        ["experiment=librispeech_large", *(SIXTEEN_GPUS["librispeech_large"] if gpus == 16 else [])], tmp_path=tmp_path
+    )
     assert medium.optim.optimizer.lr == pytest.approx(square_root_rule_lr(medium, gpus), rel=0.02)
     # Large: NeMo's Noam scaling between the sizes, d_model^-0.5
     ratio = math.sqrt(medium.model.d_model / large.model.d_model)

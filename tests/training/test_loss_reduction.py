@@ -18,8 +18,12 @@ TOKENS = [2, 5, 1, 4]
 
 def expected(reduction: str, losses: list[float], tokens: list[int]) -> float:
     """The reductions as NeMo's docs define them, in Python floats."""
-    return {"mean_batch": sum(losses) / len(losses), "mean_volume": sum(losses) / sum(tokens),
-            "mean": sum(loss / n for loss, n in zip(losses, tokens)) / len(losses), "sum": sum(losses)}[reduction]
+    return {
+        "mean_batch": sum(losses) / len(losses),
+        "mean_volume": sum(losses) / sum(tokens),
+        "mean": sum(loss / n for loss, n in zip(losses, tokens)) / len(losses),
+        "sum": sum(losses),
+    }[reduction]
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -31,8 +35,9 @@ def test_each_reduction_is_its_definition(reduction):
 @pytest.mark.parametrize(("loss_reduction", "ctc_reduction"), [("mean_volume", "mean_batch"), ("sum", "mean")])
 def test_the_hybrid_combines_each_term_reduced_by_its_own_reduction(loss_reduction, ctc_reduction):
     torch.manual_seed(0)
-    module = TransducerModule(**micro_module_kwargs("batched"), ctc_weight=0.3, loss_reduction=loss_reduction,
-                              ctc_reduction=ctc_reduction).train()
+    module = TransducerModule(
+        **micro_module_kwargs("batched"), ctc_weight=0.3, loss_reduction=loss_reduction, ctc_reduction=ctc_reduction
+    ).train()
     batch = collate([SyntheticUtterances(3, seed=1)[i] for i in range(3)])
     torch.manual_seed(1)
     losses, frames, lengths = module.utterance_losses(batch, batch.features)
@@ -63,7 +68,9 @@ def test_legacy_loss_reduction_of_older_checkpoints_and_conflicts():
     kwargs = micro_module_kwargs("batched")
     legacy = {**kwargs, "loss": {**kwargs["loss"], "reduction": "sum"}}
     assert TransducerModule(**legacy).loss_reduction == "sum"
-    assert TransducerModule(**{**kwargs, "loss": {**kwargs["loss"], "reduction": "mean"}}).loss_reduction == "mean_batch"
+    assert (
+        TransducerModule(**{**kwargs, "loss": {**kwargs["loss"], "reduction": "mean"}}).loss_reduction == "mean_batch"
+    )
     assert TransducerModule(**kwargs).loss_reduction == "mean_batch"
     with pytest.raises(ValueError, match="loss.reduction='sum' and loss_reduction='mean_volume' disagree"):
         TransducerModule(**legacy, loss_reduction="mean_volume")

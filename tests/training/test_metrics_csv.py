@@ -39,9 +39,16 @@ def test_a_reused_directory_keeps_earlier_rows_and_replaces_the_redone_steps(tmp
 @pytest.mark.slow
 def test_a_run_stopped_by_non_finite_logits_leaves_its_metrics(tiny_run, tmp_path):
     snapshot = tmp_path / "on-disk-when-it-failed.csv"
-    cfg = tiny_run(["trainer.max_steps=10", "trainer.max_epochs=100", "trainer.log_every_n_steps=1",
-                    "+callbacks.poison._target_=training_synthetic.PoisonAfterSteps", "+callbacks.poison.steps=4",
-                    f"+callbacks.poison.snapshot={snapshot}"])
+    cfg = tiny_run(
+        [
+            "trainer.max_steps=10",
+            "trainer.max_epochs=100",
+            "trainer.log_every_n_steps=1",
+            "+callbacks.poison._target_=training_synthetic.PoisonAfterSteps",
+            "+callbacks.poison.steps=4",
+            f"+callbacks.poison.snapshot={snapshot}",
+        ]
+    )
     with pytest.raises(ValueError, match="not finite"):
         train(cfg)
     # flushed as logged: steps 0-3 were on disk before the failing step began
@@ -55,9 +62,18 @@ def test_a_killed_run_leaves_the_metrics_it_logged(data_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ASR_RUN_ID", "SLURM_JOB_ID")}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     run_dir = tmp_path / "run"
-    command = [sys.executable, str(REPO_ROOT / "recipes" / "librispeech" / "train.py"), *TINY_RUN,
-               "trainer.max_steps=1000", "trainer.max_epochs=1000", f"paths.data_dir={data_dir}", f"hydra.run.dir={run_dir}"]
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "recipes" / "librispeech" / "train.py"),
+        *TINY_RUN,
+        "trainer.max_steps=1000",
+        "trainer.max_epochs=1000",
+        f"paths.data_dir={data_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     metrics = run_dir / "csv" / "metrics.csv"
     try:
         deadline = time.monotonic() + 300

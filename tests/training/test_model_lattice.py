@@ -37,7 +37,9 @@ def test_the_loss_trains_the_models_lattice():
 def test_a_loss_lattice_that_contradicts_the_model_is_refused_naming_both():
     """The issue's case: a model of durations [0, 1, 2, 3, 4] with a loss configured for other durations."""
     other = {**TDT_RECORD, "durations": [0, 1, 2, 4, 8]}
-    with pytest.raises(ValueError, match=r"loss.lattice = .*\[0, 1, 2, 4, 8\].* contradicts model.lattice = .*\[0, 1, 2, 3, 4\]"):
+    with pytest.raises(
+        ValueError, match=r"loss.lattice = .*\[0, 1, 2, 4, 8\].* contradicts model.lattice = .*\[0, 1, 2, 3, 4\]"
+    ):
         TransducerModule(**tdt_kwargs(lattice=other))
     with pytest.raises(ValueError, match=r"loss.lattice = .*'rnnt'.* contradicts model.lattice"):
         TransducerModule(**tdt_kwargs(lattice={"kind": "rnnt"}))
@@ -82,7 +84,9 @@ def test_an_old_checkpoint_loads_rebuilds_and_decodes_with_its_lattice(tmp_path)
 def test_old_nodes_with_two_lattices_cannot_be_converted():
     model, loss = old_nodes()
     loss["durations"] = [0, 1, 2, 4, 8]
-    with pytest.raises(ValueError, match=r"model.durations \[0, 1, 2, 3, 4\] and loss.durations \[0, 1, 2, 4, 8\] differ"):
+    with pytest.raises(
+        ValueError, match=r"model.durations \[0, 1, 2, 3, 4\] and loss.durations \[0, 1, 2, 4, 8\] differ"
+    ):
         with_model_lattice(model, loss)
 
 

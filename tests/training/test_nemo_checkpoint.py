@@ -20,10 +20,17 @@ pytestmark = pytest.mark.slow  # end-to-end training runs
 def test_a_nemo_fine_tune_never_reads_the_nemo_again(data_dir, tmp_path):
     nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_transducer")
     run = [o for o in TINY_RUN if o not in MICRO_MODEL]  # the architecture is the .nemo's
-    finetune = [*run, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}",
-                "optim.scheduler.warmup_ratio=null", "optim.scheduler.warmup_steps=1",
-                "callbacks.step_checkpoint.every_n_train_steps=1",
-                "trainer.max_epochs=100", "validate_first=false"]
+    finetune = [
+        *run,
+        f"paths.data_dir={data_dir}",
+        "+finetune=from_nemo",
+        f"finetune.path={nemo_path}",
+        "optim.scheduler.warmup_ratio=null",
+        "optim.scheduler.warmup_steps=1",
+        "callbacks.step_checkpoint.every_n_train_steps=1",
+        "trainer.max_epochs=100",
+        "validate_first=false",
+    ]
 
     def compose(overrides):
         cfg = compose_train([*finetune, *overrides], tmp_path=tmp_path)
@@ -39,7 +46,8 @@ def test_a_nemo_fine_tune_never_reads_the_nemo_again(data_dir, tmp_path):
     model, _ = load_model([first["last_model_path"]])  # evaluation's and transcribe.py's way in
     reference = source.state_dict()  # NeMo's architecture: every shape but the recipe's vocabulary
     assert {k: v.shape for k, v in model.state_dict().items() if "embedding" not in k and "joint.output" not in k} == {
-        k: v.shape for k, v in reference.items() if "embedding" not in k and "joint.output" not in k}
+        k: v.shape for k, v in reference.items() if "embedding" not in k and "joint.output" not in k
+    }
     module = TransducerModule.load_from_checkpoint(first["last_model_path"])
     features, lengths = torch.randn(2, 80, model_node["input_dim"]), torch.tensor([80, 61])
     with torch.no_grad():

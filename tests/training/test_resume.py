@@ -51,7 +51,9 @@ def test_last_never_resumes_another_runs_checkpoint_in_a_job(tiny_run, caplog, m
     assert any("no readable checkpoint of this run" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize(("content", "reason"), [(b"", "empty file"), (os.urandom(4096), "not a readable torch checkpoint")])
+@pytest.mark.parametrize(
+    ("content", "reason"), [(b"", "empty file"), (os.urandom(4096), "not a readable torch checkpoint")]
+)
 def test_an_unreadable_ckpt_path_is_named(tiny_run, tmp_path, content, reason):
     path = tmp_path / "broken.ckpt"
     path.write_bytes(content)
@@ -61,8 +63,11 @@ def test_an_unreadable_ckpt_path_is_named(tiny_run, tmp_path, content, reason):
 
 def test_resuming_another_architecture_names_the_differing_keys(tiny_run):
     saved = train(tiny_run([*STEP_CHECKPOINTS, "trainer.max_steps=1"], run="small"))["last_model_path"]
-    with pytest.raises(ValueError, match=r"do not fit this model .*differ from the checkpoint's: model\.d_model: 48 "
-                                         r"here, 32 in the checkpoint; model\.joint_dim"):
+    with pytest.raises(
+        ValueError,
+        match=r"do not fit this model .*differ from the checkpoint's: model\.d_model: 48 "
+        r"here, 32 in the checkpoint; model\.joint_dim",
+    ):
         train(tiny_run([f"ckpt_path={saved}", "model.d_model=48", "model.joint_dim=40", "trainer.max_steps=2"]))
     with pytest.raises(ValueError, match=r"unexpected .*ctc\.output.*ctc_weight: 0 here, 0\.3 in the checkpoint"):
         train(tiny_run([f"ckpt_path={saved}", "ctc_weight=0", "trainer.max_steps=2"]))
@@ -74,8 +79,13 @@ def test_a_resumed_fine_tuning_needs_no_pretrained_file(tiny_run, tmp_path):
     pretrained = train(tiny_run(["trainer.max_steps=1"], run="pretrained"))["last_model_path"]
     moved = tmp_path / "pretrained.ckpt"
     shutil.copy(pretrained, moved)
-    finetune = ["+finetune=from_checkpoint", f"finetune.path={moved}", "finetune.pretrained_lr=1e-4",
-                "finetune.freeze_encoder_layers=-1", "validate_first=false"]
+    finetune = [
+        "+finetune=from_checkpoint",
+        f"finetune.path={moved}",
+        "finetune.pretrained_lr=1e-4",
+        "finetune.freeze_encoder_layers=-1",
+        "validate_first=false",
+    ]
     first = train(tiny_run([*STEP_CHECKPOINTS, *finetune, "trainer.max_steps=2"], run="tuned"))
     moved.unlink()
     result = train(tiny_run([*STEP_CHECKPOINTS, *finetune, "ckpt_path=last", "trainer.max_steps=3"], run="tuned"))
@@ -90,8 +100,11 @@ def test_a_resumed_fine_tuning_needs_no_pretrained_file(tiny_run, tmp_path):
 def test_resuming_with_another_tokenizer_of_the_same_size_is_refused_naming_both(tiny_run):
     """Same size, other pieces: the state dict fits, so only the record tells them apart."""
     saved = train(tiny_run([*STEP_CHECKPOINTS, "trainer.max_steps=1"], run="bpe"))["last_model_path"]
-    with pytest.raises(ValueError, match=r"another tokenizer \(.*sha256.*\): this run's is SentencePiece sha256 "
-                                         r"\w{12}, 48 ids.*the checkpoint's is SentencePiece sha256 \w{12}, 48 ids"):
+    with pytest.raises(
+        ValueError,
+        match=r"another tokenizer \(.*sha256.*\): this run's is SentencePiece sha256 "
+        r"\w{12}, 48 ids.*the checkpoint's is SentencePiece sha256 \w{12}, 48 ids",
+    ):
         train(tiny_run([f"ckpt_path={saved}", "data.tokenizer_type=unigram", "trainer.max_steps=2"]))
 
 

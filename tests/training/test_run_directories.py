@@ -28,7 +28,9 @@ def test_two_processes_reserving_the_same_second_get_distinct_directories(tmp_pa
     """The worst case of two runs started together: both ask for the same name at once, many times."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    workers = [context.Process(target=_reserve_many, args=(str(tmp_path), "2026-12-01_10-00-00", 20, queue)) for _ in range(2)]
+    workers = [
+        context.Process(target=_reserve_many, args=(str(tmp_path), "2026-12-01_10-00-00", 20, queue)) for _ in range(2)
+    ]
     for worker in workers:
         worker.start()
     names = queue.get(timeout=120) + queue.get(timeout=120)
@@ -63,15 +65,29 @@ def test_two_runs_started_together_keep_their_own_configs_and_results(data_dir, 
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     runs = {}
     for seed in (1, 2):
-        command = [sys.executable, TRAIN, *TINY_RUN, "trainer.max_steps=2", f"seed={seed}", "test=true",
-                   "trainer.limit_test_batches=1", "trainer.limit_val_batches=0", f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs"]
-        runs[seed] = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            TRAIN,
+            *TINY_RUN,
+            "trainer.max_steps=2",
+            f"seed={seed}",
+            "test=true",
+            "trainer.limit_test_batches=1",
+            "trainer.limit_val_batches=0",
+            f"paths.data_dir={data_dir}",
+            f"paths.log_dir={tmp_path}/logs",
+        ]
+        runs[seed] = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     outputs = {seed: process.communicate(timeout=600) for seed, process in runs.items()}
     for seed, process in runs.items():
         assert process.returncode == 0, outputs[seed][1][-3000:]
     directories = {}
     for seed, (out, _) in outputs.items():
-        directory = Path(next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("run directory:")))
+        directory = Path(
+            next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("run directory:"))
+        )
         directories[seed] = directory
         assert yaml.safe_load((directory / ".hydra" / "config.yaml").read_text())["seed"] == seed
         assert f"seed={seed}" in (directory / ".hydra" / "overrides.yaml").read_text()

@@ -19,8 +19,13 @@ def stage_3_arguments(tmp_path, avg: str) -> list[str]:
     stub.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" >> {calls}\n')
     stub.chmod(0o755)
     env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["bash", str(RUN_SH), "--data-dir", str(tmp_path), "--stage", "3", "--stop-stage", "3", "--avg", avg],
-                   env=env, check=True, capture_output=True, text=True)
+    subprocess.run(
+        ["bash", str(RUN_SH), "--data-dir", str(tmp_path), "--stage", "3", "--stop-stage", "3", "--avg", avg],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return calls.read_text().splitlines()
 
 

@@ -17,8 +17,11 @@ TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_JOB_ID", "SLURM_PROCID", "ASR_RUN_ID"):
         env.pop(name, None)
     return {**env, **extra}
@@ -26,9 +29,18 @@ def _env(**extra: str) -> dict[str, str]:
 
 def test_submitit_local_launcher_runs_both_loss_modes(data_dir, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install -e '.[slurm]'")
-    command = [sys.executable, TRAIN, "-m", "hydra/launcher=submitit_local", "+loss=batched,samplewise",
-               "hydra.launcher.timeout_min=10", *TINY_RUN, "trainer.max_steps=2", f"paths.data_dir={data_dir}",
-               f"paths.log_dir={tmp_path}/logs"]
+    command = [
+        sys.executable,
+        TRAIN,
+        "-m",
+        "hydra/launcher=submitit_local",
+        "+loss=batched,samplewise",
+        "hydra.launcher.timeout_min=10",
+        *TINY_RUN,
+        "trainer.max_steps=2",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
     done = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     # one sweep directory (named by ${run_id:} in the launching process), one numbered job directory each
@@ -52,8 +64,11 @@ def test_slurm_launcher_config_composes_with_gpus_per_task(tmp_path):
 
     register_resolvers()  # as the recipe does: the submitit folder lies in the ${run_id:} sweep directory
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", return_hydra_config=True,
-                      overrides=["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=4", f"paths.root_dir={tmp_path}"])
+        cfg = compose(
+            config_name="train",
+            return_hydra_config=True,
+            overrides=["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=4", f"paths.root_dir={tmp_path}"],
+        )
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
     assert launcher["_target_"].endswith("SlurmLauncher")
     assert launcher["gpus_per_node"] == 4 and launcher["nodes"] == 1 and launcher["max_num_timeout"] > 0
@@ -62,16 +77,30 @@ def test_slurm_launcher_config_composes_with_gpus_per_task(tmp_path):
 def test_two_nodes_of_one_cpu_process_train_together_in_one_run_directory(tmp_path, free_port):
     """Node 0 prepares a fresh data directory while node 1 waits for it; both then run the same steps."""
     port = str(free_port)
-    overrides = [*TINY_RUN, "trainer.max_steps=3", "trainer.max_epochs=100", "trainer.num_nodes=2",
-                 "trainer.devices=1", "+trainer.strategy=ddp", "+trainer.sync_batchnorm=false",
-                 "callbacks.step_checkpoint.every_n_train_steps=1", f"paths.data_dir={tmp_path}/data",
-                 f"paths.log_dir={tmp_path}/logs"]
+    overrides = [
+        *TINY_RUN,
+        "trainer.max_steps=3",
+        "trainer.max_epochs=100",
+        "trainer.num_nodes=2",
+        "trainer.devices=1",
+        "+trainer.strategy=ddp",
+        "+trainer.sync_batchnorm=false",
+        "callbacks.step_checkpoint.every_n_train_steps=1",
+        f"paths.data_dir={tmp_path}/data",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
     assert set(TINY_DATA) <= set(overrides)
-    nodes = [subprocess.Popen([sys.executable, TRAIN, *overrides], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=_env(NODE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                                       ASR_RUN_ID="two-nodes"))
-             for rank in (0, 1)]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, TRAIN, *overrides],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(NODE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, ASR_RUN_ID="two-nodes"),
+        )
+        for rank in (0, 1)
+    ]
     outputs = []
     try:
         outputs = [node.communicate(timeout=400) for node in nodes]

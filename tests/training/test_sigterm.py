@@ -46,8 +46,9 @@ def _stub_bin(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
-    (bin_dir / "python").write_text(f"#!/bin/sh\necho \"$1\" >> {log}\ntrap 'echo TERM >> {log}; exit 143' TERM\n"
-                                    "while :; do sleep 0.05; done\n")
+    (bin_dir / "python").write_text(
+        f"#!/bin/sh\necho \"$1\" >> {log}\ntrap 'echo TERM >> {log}; exit 143' TERM\nwhile :; do sleep 0.05; done\n"
+    )
     (bin_dir / "python").chmod(0o755)
     return bin_dir
 
@@ -56,9 +57,23 @@ def test_run_sh_forwards_sigterm_to_training_and_stops(tmp_path):
     bin_dir = _stub_bin(tmp_path)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     (tmp_path / "data").mkdir()
-    script = subprocess.Popen(["bash", "recipes/librispeech/run.sh", "--stage", "3", "--data-dir", str(tmp_path / "data"),
-                               "--exp-dir", str(tmp_path / "exp")], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    script = subprocess.Popen(
+        [
+            "bash",
+            "recipes/librispeech/run.sh",
+            "--stage",
+            "3",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--exp-dir",
+            str(tmp_path / "exp"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log = tmp_path / "calls.log"
     deadline = time.monotonic() + 60
     while not log.exists():
@@ -74,14 +89,30 @@ def test_run_sh_forwards_sigterm_to_training_and_stops(tmp_path):
 @pytest.mark.slow
 def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(data_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(ASR_RUN_ID="stopped", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-    overrides = [*TINY_RUN, "trainer.max_epochs=1000", "trainer.max_steps=100000", "trainer.limit_val_batches=0",
-                 "trainer.accumulate_grad_batches=2", "callbacks.step_checkpoint.every_n_train_steps=100000",
-                 f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs"]
+    env.update(
+        ASR_RUN_ID="stopped",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]),
+    )
+    overrides = [
+        *TINY_RUN,
+        "trainer.max_epochs=1000",
+        "trainer.max_steps=100000",
+        "trainer.limit_val_batches=0",
+        "trainer.accumulate_grad_batches=2",
+        "callbacks.step_checkpoint.every_n_train_steps=100000",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
     run_dir = tmp_path / "logs" / "train" / "runs" / "stopped"
-    job = subprocess.Popen([sys.executable, TRAIN, *overrides], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, TRAIN, *overrides],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while len(train_steps(run_dir / "csv" / "metrics.csv")) < 2:
@@ -99,5 +130,7 @@ def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(da
     assert steps_done["step"]["total"] == {"ready": saved, "completed": saved}, steps_done
     # the second of the step's two batches (saved in its batch-end hook, before Lightning counts it completed)
     assert checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["ready"] == 2 * saved
-    assert (f"stopped by SIGTERM at step {saved}: checkpoint {run_dir / 'hpc_ckpt_1.ckpt'} (resume with "
-            "ckpt_path=last); no test; exit status 143") in out
+    assert (
+        f"stopped by SIGTERM at step {saved}: checkpoint {run_dir / 'hpc_ckpt_1.ckpt'} (resume with "
+        "ckpt_path=last); no test; exit status 143"
+    ) in out

@@ -22,9 +22,19 @@ from asr_plugin.training.train import apply_slurm_layout
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 JOB = "4242"
 # what srun gives the one task of a 1-node, 1-task job step (Lightning's SLURMEnvironment reads these)
-SLURM_TASK = {"SLURM_JOB_ID": JOB, "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1",
-              "SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-              "SLURM_NODEID": "0", "SLURM_JOB_NAME": "ls960", "SLURM_NODELIST": "localhost"}
+SLURM_TASK = {
+    "SLURM_JOB_ID": JOB,
+    "SLURM_STEP_ID": "0",
+    "SLURM_NTASKS": "1",
+    "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_JOB_NAME": "ls960",
+    "SLURM_NODELIST": "localhost",
+}
 
 
 def test_the_launcher_asks_sbatch_for_the_signal_lightning_listens_for(tmp_path):
@@ -35,20 +45,30 @@ def test_the_launcher_asks_sbatch_for_the_signal_lightning_listens_for(tmp_path)
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="train", return_hydra_config=True,
-                      overrides=["hydra/launcher=slurm", f"paths.root_dir={tmp_path}"])
+        cfg = compose(
+            config_name="train",
+            return_hydra_config=True,
+            overrides=["hydra/launcher=slurm", f"paths.root_dir={tmp_path}"],
+        )
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
-    sbatch = _make_sbatch_string(command="python train.py", folder=str(tmp_path), signal_delay_s=launcher["signal_delay_s"],
-                                 additional_parameters=launcher["additional_parameters"])
+    sbatch = _make_sbatch_string(
+        command="python train.py",
+        folder=str(tmp_path),
+        signal_delay_s=launcher["signal_delay_s"],
+        additional_parameters=launcher["additional_parameters"],
+    )
     wanted = SLURMEnvironment().requeue_signal  # SIGUSR1
     assert f"#SBATCH --signal={wanted.name.removeprefix('SIG')}@300" in sbatch.splitlines()
 
 
-@pytest.mark.parametrize(("variables", "layout"), [
-    ({}, None),
-    ({**SLURM_TASK, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8", "SLURM_JOB_NUM_NODES": "2"}, (8, 2)),
-    ({**SLURM_TASK, "SLURM_JOB_NAME": "interactive"}, None),  # salloc shell: Lightning does not use SLURM
-])
+@pytest.mark.parametrize(
+    ("variables", "layout"),
+    [
+        ({}, None),
+        ({**SLURM_TASK, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8", "SLURM_JOB_NUM_NODES": "2"}, (8, 2)),
+        ({**SLURM_TASK, "SLURM_JOB_NAME": "interactive"}, None),  # salloc shell: Lightning does not use SLURM
+    ],
+)
 def test_slurm_layout_reads_the_job_variables(monkeypatch, variables, layout):
     for name in [n for n in os.environ if n.startswith("SLURM_")]:
         monkeypatch.delenv(name)
@@ -58,7 +78,12 @@ def test_slurm_layout_reads_the_job_variables(monkeypatch, variables, layout):
 
 
 def test_trainer_devices_and_nodes_follow_slurm(monkeypatch):
-    for name, value in {**SLURM_TASK, "SLURM_NTASKS": "16", "SLURM_NTASKS_PER_NODE": "8", "SLURM_JOB_NUM_NODES": "2"}.items():
+    for name, value in {
+        **SLURM_TASK,
+        "SLURM_NTASKS": "16",
+        "SLURM_NTASKS_PER_NODE": "8",
+        "SLURM_JOB_NUM_NODES": "2",
+    }.items():
         monkeypatch.setenv(name, value)
     trainer = OmegaConf.create({"devices": -1, "num_nodes": 1})  # conf/trainer/ddp.yaml
     apply_slurm_layout(trainer)
@@ -71,19 +96,39 @@ def test_trainer_devices_and_nodes_follow_slurm(monkeypatch):
 def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_dir, tmp_path):
     bin_dir = tmp_path / "bin"  # scontrol stand-in: records the requeue request
     bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")}
-    env.update(SLURM_TASK, OMP_NUM_THREADS="1", PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")
+    }
+    env.update(
+        SLURM_TASK,
+        OMP_NUM_THREADS="1",
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]),
+    )
     # no checkpoint but the requeue one: step checkpoints far apart, no validation
-    overrides = [*TINY_RUN, "trainer.max_epochs=1000", "trainer.limit_val_batches=0", "ckpt_path=last",
-                 "callbacks.step_checkpoint.every_n_train_steps=100000", f"paths.data_dir={data_dir}",
-                 f"paths.log_dir={tmp_path}/logs"]
+    overrides = [
+        *TINY_RUN,
+        "trainer.max_epochs=1000",
+        "trainer.limit_val_batches=0",
+        "ckpt_path=last",
+        "callbacks.step_checkpoint.every_n_train_steps=100000",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
     run_dir = tmp_path / "logs" / "train" / "runs" / f"slurm{JOB}.0"
     metrics = run_dir / "csv" / "metrics.csv"
-    job = subprocess.Popen([sys.executable, TRAIN, *overrides, "trainer.max_steps=100000"], cwd=tmp_path, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [sys.executable, TRAIN, *overrides, "trainer.max_steps=100000"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while len(train_steps(metrics)) < 3:
@@ -106,14 +151,19 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
     steps_done = checkpoint["loops"]["fit_loop"]["epoch_loop.automatic_optimization.optim_progress"]["optimizer"]
     assert steps_done["step"]["total"] == {"ready": saved, "completed": saved}, steps_done
 
-    requeued = subprocess.run([sys.executable, TRAIN, *overrides, f"trainer.max_steps={saved + 2}"], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=600)
+    requeued = subprocess.run(
+        [sys.executable, TRAIN, *overrides, f"trainer.max_steps={saved + 2}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert requeued.returncode == 0, requeued.stderr[-3000:]
     assert f"ckpt_path=last resumes from {run_dir / 'hpc_ckpt_1.ckpt'}" in requeued.stdout + requeued.stderr
     assert f"steps: {saved + 2}" in requeued.stdout  # two more optimiser steps from the checkpoint's
     steps = train_steps(metrics)
     assert len([step for step in steps if step >= saved]) == 2 and len(steps) == len(set(steps)), (saved, steps)
-
 
 
 @pytest.mark.slow
@@ -122,21 +172,49 @@ def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tm
     alone would wait forever in the checkpoint's barrier), rank 0 requeues once, and training goes on."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scontrol.log'}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")}
-    base.update(SLURM_TASK, SLURM_NTASKS="2", SLURM_NTASKS_PER_NODE="2", OMP_NUM_THREADS="1",
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port), PATH=f"{bin_dir}{os.pathsep}{base['PATH']}",
-                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), base.get("PYTHONPATH", "")]))
-    overrides = [*TINY_RUN, "trainer=ddp", "trainer.accelerator=cpu", "trainer.sync_batchnorm=false",
-                 "trainer.precision=32-true", "trainer.max_epochs=1000", "trainer.max_steps=100000",
-                 "trainer.limit_val_batches=0", "callbacks.step_checkpoint.every_n_train_steps=100000",
-                 f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs"]
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")
+    }
+    base.update(
+        SLURM_TASK,
+        SLURM_NTASKS="2",
+        SLURM_NTASKS_PER_NODE="2",
+        OMP_NUM_THREADS="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port),
+        PATH=f"{bin_dir}{os.pathsep}{base['PATH']}",
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), base.get("PYTHONPATH", "")]),
+    )
+    overrides = [
+        *TINY_RUN,
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.sync_batchnorm=false",
+        "trainer.precision=32-true",
+        "trainer.max_epochs=1000",
+        "trainer.max_steps=100000",
+        "trainer.limit_val_batches=0",
+        "callbacks.step_checkpoint.every_n_train_steps=100000",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
     run_dir = tmp_path / "logs" / "train" / "runs" / f"slurm{JOB}.0"
     metrics = run_dir / "csv" / "metrics.csv"
-    ranks = [subprocess.Popen([sys.executable, TRAIN, *overrides], cwd=tmp_path,
-                              env={**base, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, TRAIN, *overrides],
+            cwd=tmp_path,
+            env={**base, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
 
     def running() -> bool:
         return all(rank.poll() is None for rank in ranks) and time.monotonic() < deadline
@@ -162,6 +240,7 @@ def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tm
     assert "Starting with 2 processes" in logs[0], logs[0][-3000:]  # one DDP job, not two single runs
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", JOB]
     assert sorted(p.name for p in run_dir.glob("hpc_ckpt_*.ckpt")) == ["hpc_ckpt_1.ckpt"]
+
 
 def _agree(rank: int, flags: list[bool], port: int, results) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

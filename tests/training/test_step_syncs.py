@@ -30,10 +30,19 @@ def _count(mode: str, batch_size: int, steps: int = 3, **trainer_kwargs) -> Coun
     torch.manual_seed(0)
     module = TransducerModule(**{**micro_module_kwargs(mode), "ctc_weight": 0.3})
     counter = CountStepSyncs(trainer_kwargs.pop("path", None))
-    trainer = L.Trainer(accelerator="cpu", max_steps=steps + 1, limit_val_batches=0, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        gradient_clip_val=5.0, use_distributed_sampler=False, callbacks=[counter, CloseProcessGroup()],
-                        **trainer_kwargs)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=steps + 1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=5.0,
+        use_distributed_sampler=False,
+        callbacks=[counter, CloseProcessGroup()],
+        **trainer_kwargs,
+    )
     trainer.fit(module, datamodule=SyntheticDataModule(n=64, batch_size=batch_size, equal_lengths=True))
     return counter
 

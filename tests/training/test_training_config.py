@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from train_configs import CONF_DIR, compose_train
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from train_configs import CONF_DIR, compose_train
 
 GROUP_OPTIONS = [
     (group, path.stem)
@@ -78,6 +78,9 @@ def test_optuna_search_composes_when_the_sweeper_is_installed(tmp_path):
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=["hparams_search=mini_optuna", f"paths.root_dir={tmp_path}"],
-                      return_hydra_config=True)
+        cfg = compose(
+            config_name="train",
+            overrides=["hparams_search=mini_optuna", f"paths.root_dir={tmp_path}"],
+            return_hydra_config=True,
+        )
     assert cfg.hydra.sweeper.direction == "minimize" and "optim.optimizer.lr" in cfg.hydra.sweeper.params

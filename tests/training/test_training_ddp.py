@@ -7,8 +7,14 @@ import lightning as L
 import pytest
 import torch
 from train_configs import micro_module_kwargs
-from training_synthetic import (CloseProcessGroup, RankBatchesDataModule, SaveGradients, SyntheticDataModule,
-                                SyntheticUtterances, collate)
+from training_synthetic import (
+    CloseProcessGroup,
+    RankBatchesDataModule,
+    SaveGradients,
+    SyntheticDataModule,
+    SyntheticUtterances,
+    collate,
+)
 
 from asr_plugin.training import TransducerModule
 
@@ -19,9 +25,16 @@ def _first_step_gradients(path, datamodule: SyntheticDataModule, **trainer_kwarg
     torch.manual_seed(0)
     module = TransducerModule(**micro_module_kwargs("samplewise"))
     trainer = L.Trainer(
-        accelerator="cpu", max_steps=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, callbacks=[SaveGradients(path), CloseProcessGroup()],
-        use_distributed_sampler=False, **trainer_kwargs,
+        accelerator="cpu",
+        max_steps=1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[SaveGradients(path), CloseProcessGroup()],
+        use_distributed_sampler=False,
+        **trainer_kwargs,
     )
     trainer.fit(module, datamodule=datamodule)
     return torch.load(path)

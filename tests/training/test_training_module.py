@@ -12,8 +12,15 @@ from asr_plugin.training import TransducerModule
 
 
 def _trainer(**kwargs) -> L.Trainer:
-    defaults = dict(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                    enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    defaults = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     return L.Trainer(**{**defaults, **kwargs})
 
 
@@ -77,7 +84,9 @@ def test_pretrained_parameters_get_their_own_lr_and_frozen_ones_none():
     frozen = module.model.encoder.subsampling.out.weight
     frozen.requires_grad_(False)
     hook = _FitWithFinetuneGroups()
-    _trainer(max_steps=1, limit_val_batches=0, callbacks=[hook]).fit(module, datamodule=SyntheticDataModule(n=2, batch_size=2))
+    _trainer(max_steps=1, limit_val_batches=0, callbacks=[hook]).fit(
+        module, datamodule=SyntheticDataModule(n=2, batch_size=2)
+    )
 
     groups = {g["name"]: g for g in hook.groups}
     assert groups["new"]["lr"] == 1e-3 and groups["pretrained"]["lr"] == 1e-4
@@ -117,7 +126,9 @@ class _GradientNorms(L.Callback):
 
     @staticmethod
     def _norm(module):
-        return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])))
+        return float(
+            torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None]))
+        )
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self.before.append(self._norm(pl_module))
@@ -132,8 +143,9 @@ def test_logged_grad_norm_is_the_norm_before_clipping_and_clipping_still_applies
     torch.manual_seed(0)
     module = TransducerModule(**micro_module_kwargs())
     norms = _GradientNorms()
-    trainer = _trainer(max_steps=1, limit_val_batches=0, callbacks=[norms], gradient_clip_val=clip,
-                       gradient_clip_algorithm=algorithm)
+    trainer = _trainer(
+        max_steps=1, limit_val_batches=0, callbacks=[norms], gradient_clip_val=clip, gradient_clip_algorithm=algorithm
+    )
     trainer.fit(module, datamodule=SyntheticDataModule(n=4, batch_size=4))
     assert norms.logged == pytest.approx(norms.before[0], rel=1e-5)
     if algorithm == "norm":

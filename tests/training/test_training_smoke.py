@@ -67,11 +67,34 @@ def test_model_specs_name_their_preset_and_vocabulary():
 
 
 def test_table_shows_skipped_runs_and_searches_without_an_oom():
-    run = dict(model="medium", vocab_size=500, mode="batched", batch=32, steps=6, status="oom", seconds=3.0,
-               utterances_per_step=None, utterances_per_s=None, audio_s_per_s=None, peak_mib=None, loss_first=None,
-               loss_last=None, loss_finite=None, error="CUDA out of memory")
-    search = dict(model="medium", vocab_size=500, mode="samplewise", start=8, cap=64, largest_fit=64, smallest_oom=None,
-                  trials=[[8, "fits"], [64, "fits"]], stopped="")
+    run = dict(
+        model="medium",
+        vocab_size=500,
+        mode="batched",
+        batch=32,
+        steps=6,
+        status="oom",
+        seconds=3.0,
+        utterances_per_step=None,
+        utterances_per_s=None,
+        audio_s_per_s=None,
+        peak_mib=None,
+        loss_first=None,
+        loss_last=None,
+        loss_finite=None,
+        error="CUDA out of memory",
+    )
+    search = dict(
+        model="medium",
+        vocab_size=500,
+        mode="samplewise",
+        start=8,
+        cap=64,
+        largest_fit=64,
+        smallest_oom=None,
+        trials=[[8, "fits"], [64, "fits"]],
+        stopped="",
+    )
     table = render_results(dict(meta={}, runs=[run], searches=[search]))
     assert "oom" in table and "CUDA out of memory" in table
     assert table.splitlines()[-1].split()[:6] == ["medium", "samplewise", "64", "none", "64", "8:ok"]
@@ -81,8 +104,15 @@ def test_table_shows_skipped_runs_and_searches_without_an_oom():
 def test_dry_run_trains_both_modes_and_searches(tmp_path):
     """scripts/gpu_smoke_train.sh --dry-run: the micro model on 3-4 s utterances, batches of 4, on the CPU."""
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
-    command = ["bash", str(REPO / "scripts" / "gpu_smoke_train.sh"), "--dry-run", "--out", str(tmp_path / "out"),
-               "--work-dir", str(tmp_path / "work")]
+    command = [
+        "bash",
+        str(REPO / "scripts" / "gpu_smoke_train.sh"),
+        "--dry-run",
+        "--out",
+        str(tmp_path / "out"),
+        "--work-dir",
+        str(tmp_path / "work"),
+    ]
     process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "smoke.json").read_text())

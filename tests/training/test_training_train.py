@@ -22,8 +22,15 @@ def test_fast_dev_run_in_both_loss_modes_then_test_every_split(tiny_run, mode):
     assert list(cfg.data.test_splits) == ["dev", "test-espeak", "test-piper"]
     result = train(cfg)
     assert result["global_step"] == 1 and result["test_weights"] == "last"  # fast_dev_run saves no checkpoint
-    for key in ("train/loss_epoch", "val/loss", "val/wer", "test/dev/wer", "test/test-espeak/wer", "test/test-piper/wer",
-                "test/test-piper/loss"):
+    for key in (
+        "train/loss_epoch",
+        "val/loss",
+        "val/wer",
+        "test/dev/wer",
+        "test/test-espeak/wer",
+        "test/test-piper/wer",
+        "test/test-piper/loss",
+    ):
         assert torch.isfinite(torch.tensor(result["metrics"][key])), key
 
 
@@ -60,8 +67,14 @@ def test_ckpt_path_must_exist(tiny_run):
 def test_recipe_multirun_over_both_loss_modes(data_dir, tmp_path):
     sweep_dir = tmp_path / "sweep"
     command = [
-        sys.executable, str(REPO_ROOT / "recipes" / "librispeech" / "train.py"), "-m", "+loss=batched,samplewise",
-        *TINY_RUN, "trainer.max_steps=2", f"paths.data_dir={data_dir}", f"paths.log_dir={tmp_path}/logs",
+        sys.executable,
+        str(REPO_ROOT / "recipes" / "librispeech" / "train.py"),
+        "-m",
+        "+loss=batched,samplewise",
+        *TINY_RUN,
+        "trainer.max_steps=2",
+        f"paths.data_dir={data_dir}",
+        f"paths.log_dir={tmp_path}/logs",
         f"hydra.sweep.dir={sweep_dir}",
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -78,8 +91,13 @@ def test_recipe_multirun_over_both_loss_modes(data_dir, tmp_path):
 def test_finetune_from_a_previous_run_uses_pretrained_lr_and_freezing(tiny_run):
     pretrained = train(tiny_run(["trainer.max_steps=1"], run="pretrained"))["last_model_path"]
     cfg = tiny_run(
-        ["trainer.max_steps=2", "+finetune=from_checkpoint", f"finetune.path={pretrained}",
-         "finetune.pretrained_lr=1e-4", "finetune.freeze_encoder_layers=-1"],
+        [
+            "trainer.max_steps=2",
+            "+finetune=from_checkpoint",
+            f"finetune.path={pretrained}",
+            "finetune.pretrained_lr=1e-4",
+            "finetune.freeze_encoder_layers=-1",
+        ],
         run="finetuned",
     )
     result = train(cfg)
@@ -100,8 +118,9 @@ def _first_rows(output_dir: str) -> list[dict]:
 
 def test_fine_tuning_validates_before_the_first_step(tiny_run):
     pretrained = train(tiny_run(["trainer.max_steps=2"], run="pretrained"))["last_model_path"]
-    cfg = tiny_run(["trainer.max_epochs=1", "+finetune=from_checkpoint", f"finetune.path={pretrained}", "test=true"],
-                   run="tuned")
+    cfg = tiny_run(
+        ["trainer.max_epochs=1", "+finetune=from_checkpoint", f"finetune.path={pretrained}", "test=true"], run="tuned"
+    )
     result = train(cfg)
     assert set(result["start_metrics"]) == {"val/loss", "val/wer"}
     rows = _first_rows(cfg.paths.output_dir)

@@ -54,6 +54,7 @@ def micro_module_kwargs(mode: str = "batched", dropout: float = 0.0, vocab_size:
         "spec_augment": None,
     }
 
+
 # The data helper's test-sized mini corpus and loader settings (tests/data/conftest.py uses the same).
 TINY_DATA = [
     "data.mini_corpus.n_train=24",
@@ -66,13 +67,17 @@ TINY_DATA = [
     "data.prepare_num_workers=1",
 ]
 # A few seconds of training: micro model, short runs, no progress bar or model summary.
-TINY_RUN = MICRO_MODEL + TINY_DATA + [
-    "trainer.limit_val_batches=1",
-    "trainer.log_every_n_steps=1",
-    "trainer.enable_progress_bar=false",
-    "callbacks.model_summary=null",
-    "test=false",
-]
+TINY_RUN = (
+    MICRO_MODEL
+    + TINY_DATA
+    + [
+        "trainer.limit_val_batches=1",
+        "trainer.log_every_n_steps=1",
+        "trainer.enable_progress_bar=false",
+        "callbacks.model_summary=null",
+        "test=false",
+    ]
+)
 
 
 class StubTrainer:

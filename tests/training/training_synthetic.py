@@ -151,7 +151,9 @@ class CheckpointPayload(L.Callback):
     writing one takes a while, and before each write creates ``<marker_dir>/saving-<global step>`` (a test
     kills the process while that write is on)."""
 
-    def __init__(self, megabytes: float, marker_dir: str, grow_at_step: int | None = None, grown_megabytes: float = 0.0):
+    def __init__(
+        self, megabytes: float, marker_dir: str, grow_at_step: int | None = None, grown_megabytes: float = 0.0
+    ):
         self.megabytes, self.marker_dir = megabytes, Path(marker_dir)
         self.grow_at_step, self.grown_megabytes = grow_at_step, grown_megabytes
 

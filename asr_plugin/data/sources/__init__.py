@@ -11,8 +11,9 @@ from asr_plugin.data.sources.librispeech import LibriSpeechSource, MiniCorpusSou
 from asr_plugin.data.sources.nemo_manifest import NemoManifestSource
 
 # corpus name -> its class: the only list of formats (a new source adds its line here)
-SOURCES: dict[str, type[DataSource]] = {source.name: source for source in (
-    LibriSpeechSource, MiniCorpusSource, NemoManifestSource, LhotseCutsSource)}
+SOURCES: dict[str, type[DataSource]] = {
+    source.name: source for source in (LibriSpeechSource, MiniCorpusSource, NemoManifestSource, LhotseCutsSource)
+}
 
 
 def build_source(corpus: str, **options: Any) -> DataSource:
@@ -24,10 +25,19 @@ def build_source(corpus: str, **options: Any) -> DataSource:
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     unknown = sorted(set(options) - accepted)
     if unknown:
-        raise ValueError(f"data.corpus={corpus}: unknown key(s) {['data.' + key for key in unknown]}; "
-                         f"a {corpus} config takes {sorted(accepted)} (and the data module's own keys)")
+        raise ValueError(
+            f"data.corpus={corpus}: unknown key(s) {['data.' + key for key in unknown]}; "
+            f"a {corpus} config takes {sorted(accepted)} (and the data module's own keys)"
+        )
     return cls(**options)
 
 
-__all__ = ["DataSource", "LhotseCutsSource", "LibriSpeechSource", "MiniCorpusSource", "NemoManifestSource",
-           "SOURCES", "build_source"]
+__all__ = [
+    "DataSource",
+    "LhotseCutsSource",
+    "LibriSpeechSource",
+    "MiniCorpusSource",
+    "NemoManifestSource",
+    "SOURCES",
+    "build_source",
+]

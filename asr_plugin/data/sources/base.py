@@ -40,7 +40,7 @@ class DataSource(ABC):
         """Every split, training splits first, each once."""
         return list(dict.fromkeys([*self.train_splits, *self.valid_splits, *self.test_splits]))
 
-    def make(self, download: bool = False) -> None:
+    def make(self, download: bool = False) -> None:  # noqa: B027 (a default, not abstract: most sources make nothing)
         """Creates or fetches the corpus itself before its splits are scanned (the mini corpus is generated,
         LibriSpeech downloaded when asked); most sources have nothing to do."""
 
@@ -69,6 +69,8 @@ def list_override(key: str, values: Sequence[str | os.PathLike]) -> str:
 
 def mapping_override(key: str, values: Mapping[str, Sequence[str | os.PathLike]]) -> str:
     """``data.<key>={name:path,other:[path,path]}``."""
-    items = (f"{name}:{paths[0]}" if len(paths) == 1 else f"{name}:[{','.join(map(str, paths))}]"
-             for name, paths in values.items())
+    items = (
+        f"{name}:{paths[0]}" if len(paths) == 1 else f"{name}:[{','.join(map(str, paths))}]"
+        for name, paths in values.items()
+    )
     return "data." + key + "={" + ",".join(items) + "}"

@@ -28,15 +28,18 @@ def cut_candidate(cut: Any, where: str) -> tuple[Candidate | None, str | None]:
     sources = recording.sources
     if len(sources) != 1 or sources[0].type != "file":
         kinds = ", ".join(source.type for source in sources)
-        return None, (f"cut {cut.id}: its audio is not one file (sources: {kinds}); write such cuts as a Shar "
-                      "directory or with one file per recording")
+        return None, (
+            f"cut {cut.id}: its audio is not one file (sources: {kinds}); write such cuts as a Shar "
+            "directory or with one file per recording"
+        )
     text = " ".join(" ".join((supervision.text or "").split()) for supervision in cut.supervisions).strip()
     if not text:
         return None, f"cut {cut.id} has no transcript (no supervision with text)"
     speaker = next((s.speaker for s in cut.supervisions if s.speaker), None)
     path = Path(sources[0].source).absolute()
-    return Candidate(cut.id, str(path), text, offset=float(cut.start), duration=float(cut.duration),
-                     speaker=speaker, where=where), None
+    return Candidate(
+        cut.id, str(path), text, offset=float(cut.start), duration=float(cut.duration), speaker=speaker, where=where
+    ), None
 
 
 def read_cut_manifest(manifest: Path) -> tuple[list[Candidate], list[Skipped]]:
@@ -77,8 +80,12 @@ class LhotseCutsSource(ManifestSetSource):
     suffix = "cuts"
     what = "lhotse cut manifest"
 
-    def __init__(self, train_cuts: str | Sequence[str] | None = None, valid_cuts: str | Sequence[str] | None = None,
-                 test_cuts: Mapping[str, str] | Sequence[str] | None = None):
+    def __init__(
+        self,
+        train_cuts: str | Sequence[str] | None = None,
+        valid_cuts: str | Sequence[str] | None = None,
+        test_cuts: Mapping[str, str] | Sequence[str] | None = None,
+    ):
         super().__init__(train_cuts, valid_cuts, test_cuts)
 
     def read(self, path: Path, index: int, count: int) -> tuple[list[Candidate], list[Skipped]]:

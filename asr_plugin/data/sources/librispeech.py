@@ -24,13 +24,19 @@ class LibriSpeechSource(DataSource):
 
     name = "librispeech"
 
-    def __init__(self, root: str | os.PathLike,
-                 train_splits: Sequence[str] = ("train-clean-100", "train-clean-360", "train-other-500"),
-                 valid_splits: Sequence[str] = ("dev-clean",),
-                 test_splits: Sequence[str] = ("dev-clean", "dev-other", "test-clean", "test-other")):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        train_splits: Sequence[str] = ("train-clean-100", "train-clean-360", "train-other-500"),
+        valid_splits: Sequence[str] = ("dev-clean",),
+        test_splits: Sequence[str] = ("dev-clean", "dev-other", "test-clean", "test-other"),
+    ):
         self.root = Path(root).absolute()
         self.train_splits, self.valid_splits, self.test_splits = (
-            tuple(train_splits), tuple(valid_splits), tuple(test_splits))
+            tuple(train_splits),
+            tuple(valid_splits),
+            tuple(test_splits),
+        )
 
     def make(self, download: bool = False) -> None:
         if download:
@@ -43,8 +49,10 @@ class LibriSpeechSource(DataSource):
         return [str(self.root / split)]
 
     def overrides(self) -> list[str]:
-        return [f"data.root={self.root}", *(list_override(key, getattr(self, key))
-                                            for key in ("train_splits", "valid_splits", "test_splits"))]
+        return [
+            f"data.root={self.root}",
+            *(list_override(key, getattr(self, key)) for key in ("train_splits", "valid_splits", "test_splits")),
+        ]
 
 
 class MiniCorpusSource(LibriSpeechSource):
@@ -56,9 +64,14 @@ class MiniCorpusSource(LibriSpeechSource):
 
     name = "mini"
 
-    def __init__(self, root: str | os.PathLike, train_splits: Sequence[str] = ("train",),
-                 valid_splits: Sequence[str] = ("dev",), test_splits: Sequence[str] = ("dev", "test"),
-                 mini_corpus: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        train_splits: Sequence[str] = ("train",),
+        valid_splits: Sequence[str] = ("dev",),
+        test_splits: Sequence[str] = ("dev", "test"),
+        mini_corpus: Mapping[str, Any] | None = None,
+    ):
         super().__init__(root, train_splits, valid_splits, test_splits)
         self.mini_corpus = dict(mini_corpus or {})
 

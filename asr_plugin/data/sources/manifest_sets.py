@@ -25,8 +25,9 @@ def as_paths(value: str | os.PathLike | Sequence[str | os.PathLike] | None, key:
     return tuple(Path(item).absolute() for item in value)
 
 
-def named_sets(value: Mapping[str, str | os.PathLike] | Sequence[str | os.PathLike] | str | None,
-               key: str) -> dict[str, tuple[Path, ...]]:
+def named_sets(
+    value: Mapping[str, str | os.PathLike] | Sequence[str | os.PathLike] | str | None, key: str
+) -> dict[str, tuple[Path, ...]]:
     """Test sets: {name: path or list of paths}, or a list of paths named by their file stems (".jsonl.gz"
     and ".json" both stripped). ValueError naming `key` for a duplicate or reserved name."""
     if value is None:
@@ -72,11 +73,17 @@ class ManifestSetSource(DataSource):
     suffix = ""  # "manifests", "cuts": the keys' ending
     what = ""  # e.g. "NeMo manifest", for messages
 
-    def __init__(self, train: str | Sequence[str] | None, valid: str | Sequence[str] | None,
-                 test: Mapping[str, str] | Sequence[str] | None):
-        self.sets = {TRAIN_SPLIT: as_paths(train, f"train_{self.suffix}"),
-                     VALID_SPLIT: as_paths(valid, f"valid_{self.suffix}"),
-                     **named_sets(test, f"test_{self.suffix}")}
+    def __init__(
+        self,
+        train: str | Sequence[str] | None,
+        valid: str | Sequence[str] | None,
+        test: Mapping[str, str] | Sequence[str] | None,
+    ):
+        self.sets = {
+            TRAIN_SPLIT: as_paths(train, f"train_{self.suffix}"),
+            VALID_SPLIT: as_paths(valid, f"valid_{self.suffix}"),
+            **named_sets(test, f"test_{self.suffix}"),
+        }
         check_files({self._key(name): paths for name, paths in self.sets.items()}, f"{self.what}(s)")
         self.train_splits = (TRAIN_SPLIT,) if self.sets[TRAIN_SPLIT] else ()
         self.valid_splits = (VALID_SPLIT,) if self.sets[VALID_SPLIT] else ()
@@ -84,8 +91,9 @@ class ManifestSetSource(DataSource):
 
     def _key(self, split: str) -> str:
         """The data config key a split's files come from, e.g. "data.test_manifests.other"."""
-        return f"data.{split}_{self.suffix}" if split in (TRAIN_SPLIT, VALID_SPLIT) else \
-            f"data.test_{self.suffix}.{split}"
+        return (
+            f"data.{split}_{self.suffix}" if split in (TRAIN_SPLIT, VALID_SPLIT) else f"data.test_{self.suffix}.{split}"
+        )
 
     @abstractmethod
     def read(self, path: Path, index: int, count: int) -> tuple[list[Candidate], list[Skipped]]:
@@ -109,6 +117,8 @@ class ManifestSetSource(DataSource):
 
     def overrides(self) -> list[str]:
         tests = {name: paths for name, paths in self.sets.items() if name not in (TRAIN_SPLIT, VALID_SPLIT)}
-        return [list_override(f"train_{self.suffix}", self.sets[TRAIN_SPLIT]),
-                list_override(f"valid_{self.suffix}", self.sets[VALID_SPLIT]),
-                mapping_override(f"test_{self.suffix}", tests)]
+        return [
+            list_override(f"train_{self.suffix}", self.sets[TRAIN_SPLIT]),
+            list_override(f"valid_{self.suffix}", self.sets[VALID_SPLIT]),
+            mapping_override(f"test_{self.suffix}", tests),
+        ]

@@ -57,9 +57,13 @@ def parse_nemo_line(raw: bytes) -> tuple[dict | None, str | None]:
     if not isinstance(record["text"], str) or not record["text"].strip():
         return None, f"empty transcript (text {record['text']!r})"
     speaker = record.get("speaker")
-    return {"audio_filepath": str(record["audio_filepath"]), "duration": float(duration),
-            "text": " ".join(record["text"].split()), "offset": float(offset),
-            "speaker": None if speaker is None else str(speaker)}, None
+    return {
+        "audio_filepath": str(record["audio_filepath"]),
+        "duration": float(duration),
+        "text": " ".join(record["text"].split()),
+        "offset": float(offset),
+        "speaker": None if speaker is None else str(speaker),
+    }, None
 
 
 def read_nemo_manifest(manifest: Path, index: int = 0, count: int = 1) -> tuple[list[Candidate], list[Skipped]]:
@@ -76,9 +80,17 @@ def read_nemo_manifest(manifest: Path, index: int = 0, count: int = 1) -> tuple[
                 skipped.append(Skipped(where, problem))
                 continue
             path = resolve_audio_path(record["audio_filepath"], manifest)
-            candidates.append(Candidate(utterance_id(stem, number, index, count), str(path), record["text"],
-                                        offset=record["offset"], duration=record["duration"],
-                                        speaker=record["speaker"], where=where))
+            candidates.append(
+                Candidate(
+                    utterance_id(stem, number, index, count),
+                    str(path),
+                    record["text"],
+                    offset=record["offset"],
+                    duration=record["duration"],
+                    speaker=record["speaker"],
+                    where=where,
+                )
+            )
     return candidates, skipped
 
 
@@ -96,9 +108,12 @@ class NemoManifestSource(ManifestSetSource):
     suffix = "manifests"
     what = "NeMo manifest"
 
-    def __init__(self, train_manifests: str | Sequence[str] | None = None,
-                 valid_manifests: str | Sequence[str] | None = None,
-                 test_manifests: Mapping[str, str] | Sequence[str] | None = None):
+    def __init__(
+        self,
+        train_manifests: str | Sequence[str] | None = None,
+        valid_manifests: str | Sequence[str] | None = None,
+        test_manifests: Mapping[str, str] | Sequence[str] | None = None,
+    ):
         super().__init__(train_manifests, valid_manifests, test_manifests)
 
     def read(self, path: Path, index: int, count: int) -> tuple[list[Candidate], list[Skipped]]:

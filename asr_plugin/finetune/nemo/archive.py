@@ -13,8 +13,7 @@ from typing import Any
 import torch
 
 from asr_plugin.declared_shapes import check_member_size
-from asr_plugin.finetune.nemo.plain_config import (load_yaml_data, refuse_section_interpolations,
-                                                  resolve_references)
+from asr_plugin.finetune.nemo.plain_config import load_yaml_data, refuse_section_interpolations, resolve_references
 
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
@@ -41,7 +40,7 @@ class NemoArchive:
         """The bytes of a config value ``nemo:<name>`` (the config key `key` is named in errors)."""
         if not isinstance(reference, str) or not reference.startswith(ARTIFACT_PREFIX):
             raise ValueError(f"{self.path}: {key}={reference!r} is not a file inside the archive ('nemo:<name>')")
-        name = reference[len(ARTIFACT_PREFIX):]
+        name = reference[len(ARTIFACT_PREFIX) :]
         if name not in self.files:
             raise ValueError(f"{self.path}: {key} names {name!r}, which the archive does not contain")
         return self.files[name]
@@ -56,8 +55,9 @@ def is_nemo_archive(path: str | os.PathLike) -> bool:
         return any(Path(name).name == CONFIG_NAME for name in tar.getnames())
 
 
-def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: int = MAX_MEMBER_BYTES,
-              map_location: str = "cpu") -> NemoArchive:
+def read_nemo(
+    path: str | os.PathLike, weights: bool = True, max_member_bytes: int = MAX_MEMBER_BYTES, map_location: str = "cpu"
+) -> NemoArchive:
     """Reads `path` (plain or gzip tar) into a `NemoArchive`; weights load with ``weights_only=True``,
     streamed from the archive (no second copy in memory). ``weights=False`` reads only the config and the
     small member files (``state_dict`` is then empty); ``map_location="meta"`` reads only the weights' metadata
@@ -90,9 +90,11 @@ def read_nemo(path: str | os.PathLike, weights: bool = True, max_member_bytes: i
                 continue
             limit = min(max_member_bytes, MAX_CONFIG_BYTES) if name == CONFIG_NAME else max_member_bytes
             if member.size > limit:
-                raise ValueError(f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
-                                 f"{limit:,} for a config or tokenizer file (read_nemo's max_member_bytes, "
-                                 f"MAX_CONFIG_BYTES for {CONFIG_NAME})")
+                raise ValueError(
+                    f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
+                    f"{limit:,} for a config or tokenizer file (read_nemo's max_member_bytes, "
+                    f"MAX_CONFIG_BYTES for {CONFIG_NAME})"
+                )
             files[name] = tar.extractfile(member).read()
     if CONFIG_NAME not in files or state is None:
         missing = CONFIG_NAME if CONFIG_NAME not in files else WEIGHTS_NAME
@@ -119,8 +121,10 @@ def _refuse_duplicate_names(members: list[tarfile.TarInfo], path: Path) -> None:
     for member in members:
         name = Path(member.name).name
         if name in by_name:
-            raise ValueError(f"{path}: members {by_name[name]} and {member.name} share the name {name!r}; "
-                             "a .nemo file holds each file once")
+            raise ValueError(
+                f"{path}: members {by_name[name]} and {member.name} share the name {name!r}; "
+                "a .nemo file holds each file once"
+            )
         by_name[name] = member.name
 
 

@@ -52,8 +52,15 @@ def _max_diff(ours: torch.Tensor, reference: torch.Tensor, lengths: torch.Tensor
     return max(float((ours[b, :n] - reference[b, :n]).abs().max()) for b, n in enumerate(lengths.tolist()))
 
 
-def nemo_tdt_losses(log_probs: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
-                    target_lengths: torch.Tensor, blank: int, durations: list[int], sigma: float) -> torch.Tensor:
+def nemo_tdt_losses(
+    log_probs: torch.Tensor,
+    targets: torch.Tensor,
+    lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int,
+    durations: list[int],
+    sigma: float,
+) -> torch.Tensor:
     """(B,) NeMo's TDT loss per sample (``TDTLossPytorch``) of NeMo's (B, T, U+1, V + D) joint output."""
     from nemo.collections.asr.losses.rnnt_pytorch import TDTLossPytorch
 
@@ -91,25 +98,30 @@ def compare(nemo, ours: NemoImport, audio: torch.Tensor, lengths: torch.Tensor, 
         for b, (n, u) in enumerate(zip(enc_lengths.tolist(), target_lengths.tolist()))
     )
     if isinstance(lattice, TDT):
-        nemo_losses = nemo_tdt_losses(reference, targets, enc_lengths, target_lengths, vocab - 1,
-                                      list(lattice.durations), lattice.sigma)
+        nemo_losses = nemo_tdt_losses(
+            reference, targets, enc_lengths, target_lengths, vocab - 1, list(lattice.durations), lattice.sigma
+        )
     else:
         reduction, nemo.loss.reduction = nemo.loss.reduction, None  # per sample: NeMo's RNNTLoss reduces otherwise
-        nemo_losses = nemo.loss(log_probs=reference, targets=targets, input_lengths=enc_lengths,
-                                target_lengths=target_lengths)
+        nemo_losses = nemo.loss(
+            log_probs=reference, targets=targets, input_lengths=enc_lengths, target_lengths=target_lengths
+        )
         nemo.loss.reduction = reduction
     result["loss_nemo"] = nemo_losses.tolist()
     for mode in ("batched", "samplewise"):
         loss_fn = TransducerLoss(mode=mode, lattice=lattice, reduction="none")
-        result[f"loss_{mode}"] = ours.model.loss_from_encoder(encoded, enc_lengths, targets + 1, target_lengths,
-                                                              loss_fn).tolist()
+        result[f"loss_{mode}"] = ours.model.loss_from_encoder(
+            encoded, enc_lengths, targets + 1, target_lengths, loss_fn
+        ).tolist()
 
     outputs = (nemo.joint.joint_net[-1], ours.model.joint.output)
     for output in outputs:
         output.weight.mul_(SHARPEN)
     hypotheses = nemo.decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_lengths)
     hypotheses = hypotheses[0] if isinstance(hypotheses, tuple) else hypotheses
-    ours_hyps = greedy_search(ours.model, encoded, encoded_lengths, nemo.cfg.decoding.greedy.max_symbols, ours.tokenizer)
+    ours_hyps = greedy_search(
+        ours.model, encoded, encoded_lengths, nemo.cfg.decoding.greedy.max_symbols, ours.tokenizer
+    )
     for output in outputs:
         output.weight.div_(SHARPEN)
     result["greedy_tokens"] = sum(len(h.tokens) for h in ours_hyps)

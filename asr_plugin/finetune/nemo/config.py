@@ -33,53 +33,119 @@ def _target(*names: str) -> Callable[[Any], bool]:
 # key -> predicate of supported values, per section. Values that fail get an error naming the key.
 ENCODER_KEYS: dict[str, Callable[[Any], bool]] = {
     "_target_": _target("ConformerEncoder"),
-    "feat_in": _any, "feat_out": _equals(-1, None), "n_layers": _any, "d_model": _any, "n_heads": _any,
-    "subsampling": _equals("striding", "dw_striding"), "subsampling_factor": _any,
-    "subsampling_conv_channels": _any, "subsampling_conv_chunking_factor": _any,
-    "causal_downsampling": _equals(False), "reduction": _equals(None), "reduction_position": _equals(None),
-    "reduction_factor": _equals(1), "ff_expansion_factor": _any, "self_attention_model": _equals("rel_pos"),
-    "att_context_size": lambda v: list(v) in ([-1, -1], [[-1, -1]]), "att_context_probs": _equals(None),
-    "att_context_style": _equals("regular", "chunked_limited"), "xscaling": _any,
-    "untie_biases": _equals(True), "pos_emb_max_len": _any, "use_pytorch_sdpa": _any,
-    "use_pytorch_sdpa_backends": _any, "conv_kernel_size": lambda v: int(v) % 2 == 1,
-    "conv_norm_type": _equals("batch_norm"), "conv_context_size": _equals(None),
-    "dropout": _any, "dropout_pre_encoder": _any, "dropout_emb": _any, "dropout_att": _any,
-    "stochastic_depth_drop_prob": _equals(0.0, 0), "stochastic_depth_mode": _any,
-    "stochastic_depth_start_layer": _any, "use_bias": _any, "global_tokens": _equals(0),
-    "global_tokens_spacing": _any, "global_attn_separate": _equals(False), "sync_max_audio_length": _any,
+    "feat_in": _any,
+    "feat_out": _equals(-1, None),
+    "n_layers": _any,
+    "d_model": _any,
+    "n_heads": _any,
+    "subsampling": _equals("striding", "dw_striding"),
+    "subsampling_factor": _any,
+    "subsampling_conv_channels": _any,
+    "subsampling_conv_chunking_factor": _any,
+    "causal_downsampling": _equals(False),
+    "reduction": _equals(None),
+    "reduction_position": _equals(None),
+    "reduction_factor": _equals(1),
+    "ff_expansion_factor": _any,
+    "self_attention_model": _equals("rel_pos"),
+    "att_context_size": lambda v: list(v) in ([-1, -1], [[-1, -1]]),
+    "att_context_probs": _equals(None),
+    "att_context_style": _equals("regular", "chunked_limited"),
+    "xscaling": _any,
+    "untie_biases": _equals(True),
+    "pos_emb_max_len": _any,
+    "use_pytorch_sdpa": _any,
+    "use_pytorch_sdpa_backends": _any,
+    "conv_kernel_size": lambda v: int(v) % 2 == 1,
+    "conv_norm_type": _equals("batch_norm"),
+    "conv_context_size": _equals(None),
+    "dropout": _any,
+    "dropout_pre_encoder": _any,
+    "dropout_emb": _any,
+    "dropout_att": _any,
+    "stochastic_depth_drop_prob": _equals(0.0, 0),
+    "stochastic_depth_mode": _any,
+    "stochastic_depth_start_layer": _any,
+    "use_bias": _any,
+    "global_tokens": _equals(0),
+    "global_tokens_spacing": _any,
+    "global_attn_separate": _equals(False),
+    "sync_max_audio_length": _any,
 }
 DECODER_KEYS: dict[str, Callable[[Any], bool]] = {
-    "_target_": _target("RNNTDecoder"), "normalization_mode": _equals(None),
-    "random_state_sampling": _equals(False), "blank_as_pad": _equals(True), "vocab_size": _any, "prednet": _any,
+    "_target_": _target("RNNTDecoder"),
+    "normalization_mode": _equals(None),
+    "random_state_sampling": _equals(False),
+    "blank_as_pad": _equals(True),
+    "vocab_size": _any,
+    "prednet": _any,
 }
 PREDNET_KEYS: dict[str, Callable[[Any], bool]] = {
-    "pred_hidden": _any, "pred_rnn_layers": _any, "t_max": _any, "dropout": _any, "forget_gate_bias": _any,
-    "weights_init_scale": _any, "hidden_hidden_bias_scale": _any, "rnn_hidden_size": _any,
+    "pred_hidden": _any,
+    "pred_rnn_layers": _any,
+    "t_max": _any,
+    "dropout": _any,
+    "forget_gate_bias": _any,
+    "weights_init_scale": _any,
+    "hidden_hidden_bias_scale": _any,
+    "rnn_hidden_size": _any,
     "norm": _equals(None, "none"),
 }
 JOINT_KEYS: dict[str, Callable[[Any], bool]] = {
-    "_target_": _target("RNNTJoint"), "log_softmax": _equals(None, True), "preserve_memory": _any,
-    "fuse_loss_wer": _any, "fused_batch_size": _any, "experimental_fuse_loss_wer": _any, "jointnet": _any,
-    "num_classes": _any, "vocabulary": _any,
+    "_target_": _target("RNNTJoint"),
+    "log_softmax": _equals(None, True),
+    "preserve_memory": _any,
+    "fuse_loss_wer": _any,
+    "fused_batch_size": _any,
+    "experimental_fuse_loss_wer": _any,
+    "jointnet": _any,
+    "num_classes": _any,
+    "vocabulary": _any,
     "num_extra_outputs": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }
 JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
-    "joint_hidden": _any, "activation": _equals("relu", "tanh"), "dropout": _any, "encoder_hidden": _any,
+    "joint_hidden": _any,
+    "activation": _equals("relu", "tanh"),
+    "dropout": _any,
+    "encoder_hidden": _any,
     "pred_hidden": _any,
 }
 # NeMo's log_zero_guard_value names: float32's finfo values (NeMo's features are float32).
 LOG_GUARD_NAMES = {"tiny": float(torch.finfo(torch.float32).tiny), "eps": float(torch.finfo(torch.float32).eps)}
 PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
-    "_target_": _target("AudioToMelSpectrogramPreprocessor"), "sample_rate": _any, "window_size": _any,
-    "window_stride": _any, "n_window_size": _any, "n_window_stride": _any, "window": _equals(*WINDOWS),
-    "normalize": _equals(*NORMALIZATIONS), "n_fft": _any, "preemph": _any, "features": _any, "nfilt": _any,
-    "lowfreq": _any, "highfreq": _any, "log": _equals(True, False), "log_zero_guard_type": _equals(*LOG_GUARD_TYPES),
-    "log_zero_guard_value": lambda v: (isinstance(v, str) and v in LOG_GUARD_NAMES)
-    or (isinstance(v, (int, float)) and v > 0),
-    "dither": _any, "pad_to": _any, "frame_splicing": _equals(1), "exact_pad": _equals(False),
-    "pad_value": _equals(0, 0.0), "mag_power": lambda v: isinstance(v, (int, float)) and v > 0,
-    "mel_norm": _equals(*MEL_NORMS), "use_grads": _any, "rng": _equals(None), "nb_augmentation_prob": _equals(0, 0.0),
-    "nb_max_freq": _any, "stft_exact_pad": _equals(False), "stft_conv": _equals(False), "max_duration": _any,
+    "_target_": _target("AudioToMelSpectrogramPreprocessor"),
+    "sample_rate": _any,
+    "window_size": _any,
+    "window_stride": _any,
+    "n_window_size": _any,
+    "n_window_stride": _any,
+    "window": _equals(*WINDOWS),
+    "normalize": _equals(*NORMALIZATIONS),
+    "n_fft": _any,
+    "preemph": _any,
+    "features": _any,
+    "nfilt": _any,
+    "lowfreq": _any,
+    "highfreq": _any,
+    "log": _equals(True, False),
+    "log_zero_guard_type": _equals(*LOG_GUARD_TYPES),
+    "log_zero_guard_value": lambda v: (
+        (isinstance(v, str) and v in LOG_GUARD_NAMES) or (isinstance(v, (int, float)) and v > 0)
+    ),
+    "dither": _any,
+    "pad_to": _any,
+    "frame_splicing": _equals(1),
+    "exact_pad": _equals(False),
+    "pad_value": _equals(0, 0.0),
+    "mag_power": lambda v: isinstance(v, (int, float)) and v > 0,
+    "mel_norm": _equals(*MEL_NORMS),
+    "use_grads": _any,
+    "rng": _equals(None),
+    "nb_augmentation_prob": _equals(0, 0.0),
+    "nb_max_freq": _any,
+    "stft_exact_pad": _equals(False),
+    "stft_conv": _equals(False),
+    "max_duration": _any,
     "use_torchaudio": _any,
 }
 RNNT_LOSS_NAMES = ("default", "warprnnt_numba", "warprnnt", "pytorch", "graph_rnnt")
@@ -87,7 +153,11 @@ TDT_LOSS_NAMES = ("tdt", "tdt_pytorch")
 # <loss_name>_kwargs of NeMo's loss section: what the objective depends on (clamp <= 0 is NeMo's "off"; FastEmit
 # for RNN-T only); other keys are refused by name
 LOSS_KWARGS: dict[str, Callable[[Any], bool]] = {
-    "fastemit_lambda": _any, "clamp": _any, "durations": _any, "sigma": _any, "omega": _any,
+    "fastemit_lambda": _any,
+    "clamp": _any,
+    "durations": _any,
+    "sigma": _any,
+    "omega": _any,
 }
 
 
@@ -96,8 +166,10 @@ def _check(section: str, node: Any, keys: Mapping[str, Callable[[Any], bool]]) -
         raise ValueError(f"NeMo config: {section} must be a mapping, got {type(node).__name__}")
     for key, value in node.items():
         if key not in keys:
-            raise ValueError(f"NeMo config: {section}.{key} is not supported by the importer "
-                             f"(supported keys of {section}: {sorted(keys)})")
+            raise ValueError(
+                f"NeMo config: {section}.{key} is not supported by the importer "
+                f"(supported keys of {section}: {sorted(keys)})"
+            )
         if not keys[key](value):
             raise ValueError(f"NeMo config: {section}.{key}={value!r} is not supported by the importer")
     return dict(node)
@@ -126,8 +198,10 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     pred_hidden = int(_required("decoder.prednet", prednet, "pred_hidden"))
     rnn_hidden = prednet.get("rnn_hidden_size") or -1
     if int(rnn_hidden) not in (-1, pred_hidden):
-        raise ValueError(f"NeMo config: decoder.prednet.rnn_hidden_size={rnn_hidden} differs from pred_hidden="
-                         f"{pred_hidden} (a projected LSTM) and is not supported by the importer")
+        raise ValueError(
+            f"NeMo config: decoder.prednet.rnn_hidden_size={rnn_hidden} differs from pred_hidden="
+            f"{pred_hidden} (a projected LSTM) and is not supported by the importer"
+        )
     channels = enc.get("subsampling_conv_channels", -1)
     return {
         "input_dim": int(_required("encoder", enc, "feat_in")),
@@ -161,8 +235,10 @@ def _loss_section(config: Mapping[str, Any]) -> tuple[bool, str, dict[str, Any]]
     loss = config.get("loss") or {}
     name = loss.get("loss_name", "default")
     if name not in RNNT_LOSS_NAMES + TDT_LOSS_NAMES:
-        raise ValueError(f"NeMo config: loss.loss_name={name!r} is neither a plain RNN-T loss {RNNT_LOSS_NAMES} "
-                         f"nor TDT {TDT_LOSS_NAMES}")
+        raise ValueError(
+            f"NeMo config: loss.loss_name={name!r} is neither a plain RNN-T loss {RNNT_LOSS_NAMES} "
+            f"nor TDT {TDT_LOSS_NAMES}"
+        )
     tdt = name in TDT_LOSS_NAMES
     section = f"{'warprnnt_numba' if name == 'default' else name}_kwargs"  # where NeMo reads them
     return tdt, section, _check(f"loss.{section}", loss.get(section) or {}, LOSS_KWARGS)
@@ -183,15 +259,22 @@ def lattice_record(config: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} needs a TDT loss (loss.loss_name: tdt)")
         return {"kind": "rnnt", "clamp": clamp, "fastemit_lambda": fastemit_lambda}
     if fastemit_lambda:
-        raise ValueError(f"NeMo config: loss.{section}.fastemit_lambda={fastemit_lambda}: our TDT loss has no FastEmit "
-                         "(the RNN-T loss has); set it to 0.0")
+        raise ValueError(
+            f"NeMo config: loss.{section}.fastemit_lambda={fastemit_lambda}: our TDT loss has no FastEmit "
+            "(the RNN-T loss has); set it to 0.0"
+        )
     durations = [int(d) for d in _required(f"loss.{section}", options, "durations")]
     if extra != len(durations):
         raise ValueError(f"NeMo config: joint.num_extra_outputs={extra} but loss.{section}.durations={durations}")
     decoding = config.get("decoding") or {}
-    if decoding.get("model_type", "tdt") != "tdt" or [int(d) for d in decoding.get("durations", durations)] != durations:
-        raise ValueError(f"NeMo config: decoding.model_type={decoding.get('model_type')!r}, decoding.durations="
-                         f"{decoding.get('durations')} do not decode the TDT loss' durations {durations}")
+    if (
+        decoding.get("model_type", "tdt") != "tdt"
+        or [int(d) for d in decoding.get("durations", durations)] != durations
+    ):
+        raise ValueError(
+            f"NeMo config: decoding.model_type={decoding.get('model_type')!r}, decoding.durations="
+            f"{decoding.get('durations')} do not decode the TDT loss' durations {durations}"
+        )
     return {"kind": "tdt", "durations": durations, "sigma": float(options.get("sigma") or 0.0), "clamp": clamp}
 
 
@@ -227,12 +310,21 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     # As AudioToMelSpectrogramPreprocessor: window_size/window_stride (defaults 0.02 s / 0.01 s) win over
     # n_window_size/n_window_stride unless set to null, and are truncated to whole samples.
     window_size, window_stride = pre.get("window_size", 0.02), pre.get("window_stride", 0.01)
-    win_length = _bounded("preprocessor.window_size (in samples)", int(window_size * sample_rate) if window_size
-                          else _required("preprocessor", pre, "n_window_size"), 1, MAX_WINDOW)
-    hop_length = _bounded("preprocessor.window_stride (in samples)", int(window_stride * sample_rate)
-                          if window_stride else _required("preprocessor", pre, "n_window_stride"), 1, MAX_WINDOW)
-    n_fft = _bounded("preprocessor.n_fft", pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length)), win_length,
-                     MAX_WINDOW)
+    win_length = _bounded(
+        "preprocessor.window_size (in samples)",
+        int(window_size * sample_rate) if window_size else _required("preprocessor", pre, "n_window_size"),
+        1,
+        MAX_WINDOW,
+    )
+    hop_length = _bounded(
+        "preprocessor.window_stride (in samples)",
+        int(window_stride * sample_rate) if window_stride else _required("preprocessor", pre, "n_window_stride"),
+        1,
+        MAX_WINDOW,
+    )
+    n_fft = _bounded(
+        "preprocessor.n_fft", pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length)), win_length, MAX_WINDOW
+    )
     guard = pre.get("log_zero_guard_value", 2.0**-24)
     return {
         "sample_rate": sample_rate,

@@ -38,7 +38,7 @@ from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.finetune.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
 from asr_plugin.finetune.nemo.importer import NemoImport
 from asr_plugin.finetune.nemo.training_options import nemo_spec_augment_section, nemo_training_options
-from asr_plugin.finetune.nemo.weights import blank_first_to_last, to_nemo_state_dict
+from asr_plugin.finetune.nemo.weights import to_nemo_state_dict
 from asr_plugin.losses import TDT, TransducerLattice
 from asr_plugin.models import NemoMelFrontend, Transducer
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
@@ -87,37 +87,60 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
     the NeMo config unless given)."""
     options = nemo_training_options(imported.config)
     return NemoExportSource(
-        imported.model, {**imported.model_kwargs, "vocab_size": imported.model.vocab_size}, imported.tokenizer,
-        imported.frontend_spec, imported.auxiliary_ctc, options["ctc_weight"],
-        int(max_symbols or options["max_symbols_per_frame"]), dict(imported.loss_options), options["loss_reduction"],
-        options["ctc_reduction"], options["spec_augment"])
+        imported.model,
+        {**imported.model_kwargs, "vocab_size": imported.model.vocab_size},
+        imported.tokenizer,
+        imported.frontend_spec,
+        imported.auxiliary_ctc,
+        options["ctc_weight"],
+        int(max_symbols or options["max_symbols_per_frame"]),
+        dict(imported.loss_options),
+        options["loss_reduction"],
+        options["ctc_reduction"],
+        options["spec_augment"],
+    )
 
 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
     tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
-    from asr_plugin.transducer_checkpoint import build_checked_model, checkpoint_records, current_hyper_parameters, peek_checkpoint
+    from asr_plugin.transducer_checkpoint import (
+        build_checked_model,
+        checkpoint_records,
+        current_hyper_parameters,
+        peek_checkpoint,
+    )
 
     checkpoint = peek_checkpoint(path)
     hyper = current_hyper_parameters(checkpoint.get("hyper_parameters") or {})
     records = checkpoint_records(checkpoint)
     missing = [key for key in ("tokenizer", "frontend") if key not in records]
     if "model" not in hyper or missing:
-        raise ValueError(f"{path}: the checkpoint lacks {missing or ['hyper_parameters.model']}; it was written "
-                         "before checkpoints recorded their tokenizer and front end")
+        raise ValueError(
+            f"{path}: the checkpoint lacks {missing or ['hyper_parameters.model']}; it was written "
+            "before checkpoints recorded their tokenizer and front end"
+        )
     state = checkpoint.get("state_dict") or {}
-    weights = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+    weights = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}
     model = build_checked_model(hyper["model"], weights, f"{path}: hyper_parameters.model")
     model.load_state_dict(weights)
-    ctc = {k[len("ctc."):]: v for k, v in state.items() if k.startswith("ctc.")} or None
+    ctc = {k[len("ctc.") :]: v for k, v in state.items() if k.startswith("ctc.")} or None
     architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
     loss = hyper.get("loss") or {}
     options = {key: loss[key] for key in ("omega",) if loss.get(key) is not None}
-    return NemoExportSource(model.eval(), architecture, Tokenizer.from_record(records["tokenizer"]),
-                            dict(records["frontend"]), ctc, float(hyper.get("ctc_weight") or 0.3),
-                            int(hyper.get("max_symbols_per_frame") or 10), options,
-                            str(hyper.get("loss_reduction") or "mean_batch"), str(hyper.get("ctc_reduction") or "mean_batch"),
-                            hyper.get("spec_augment"))
+    return NemoExportSource(
+        model.eval(),
+        architecture,
+        Tokenizer.from_record(records["tokenizer"]),
+        dict(records["frontend"]),
+        ctc,
+        float(hyper.get("ctc_weight") or 0.3),
+        int(hyper.get("max_symbols_per_frame") or 10),
+        options,
+        str(hyper.get("loss_reduction") or "mean_batch"),
+        str(hyper.get("ctc_reduction") or "mean_batch"),
+        hyper.get("spec_augment"),
+    )
 
 
 def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[str, Any]) -> None:
@@ -130,15 +153,19 @@ def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[st
     if architecture["ffn_dim"] % architecture["d_model"]:
         problems.append(f"ffn_dim={architecture['ffn_dim']} is not a multiple of d_model={architecture['d_model']}")
     if architecture["predictor_embed_dim"] != architecture["predictor_dim"]:
-        problems.append(f"predictor_embed_dim={architecture['predictor_embed_dim']} differs from predictor_dim="
-                        f"{architecture['predictor_dim']} (NeMo's embedding is as wide as its LSTM)")
+        problems.append(
+            f"predictor_embed_dim={architecture['predictor_embed_dim']} differs from predictor_dim="
+            f"{architecture['predictor_dim']} (NeMo's embedding is as wide as its LSTM)"
+        )
     if architecture.get("joint_activation", "tanh") not in NEMO_ACTIVATIONS:
         problems.append(f"joint_activation={architecture.get('joint_activation')!r} (NeMo: {NEMO_ACTIVATIONS})")
     if architecture.get("blank_id", 0) != 0:
         problems.append(f"blank_id={architecture['blank_id']}")
     if frontend_spec.get("kind") != "nemo":
-        problems.append(f"front end of kind {frontend_spec.get('kind')!r}: NeMo's preprocessor computes only "
-                        "the 'nemo' front end (fine-tune with +finetune=from_nemo or data.frontend.kind=nemo)")
+        problems.append(
+            f"front end of kind {frontend_spec.get('kind')!r}: NeMo's preprocessor computes only "
+            "the 'nemo' front end (fine-tune with +finetune=from_nemo or data.frontend.kind=nemo)"
+        )
     if problems:
         raise ValueError("export_nemo: NeMo cannot express " + "; ".join(problems))
 
@@ -148,13 +175,28 @@ def preprocessor_section(options: Mapping[str, Any]) -> dict[str, Any]:
     frontend = NemoMelFrontend(**options)  # fills the defaults and checks the values
     return {
         "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
-        "sample_rate": frontend.sample_rate, "window_size": None, "window_stride": None,
-        "n_window_size": frontend.win_length, "n_window_stride": frontend.hop_length, "n_fft": frontend.n_fft,
-        "features": frontend.num_mel_bins, "window": frontend.window_name, "normalize": frontend.normalize,
-        "preemph": frontend.preemphasis, "dither": frontend.dither, "lowfreq": frontend.f_min,
-        "highfreq": frontend.f_max, "log": frontend.log, "log_zero_guard_type": frontend.log_guard_type,
-        "log_zero_guard_value": frontend.log_guard, "mag_power": frontend.mag_power, "mel_norm": frontend.mel_norm,
-        "pad_to": 0, "frame_splicing": 1, "exact_pad": False, "pad_value": 0.0,
+        "sample_rate": frontend.sample_rate,
+        "window_size": None,
+        "window_stride": None,
+        "n_window_size": frontend.win_length,
+        "n_window_stride": frontend.hop_length,
+        "n_fft": frontend.n_fft,
+        "features": frontend.num_mel_bins,
+        "window": frontend.window_name,
+        "normalize": frontend.normalize,
+        "preemph": frontend.preemphasis,
+        "dither": frontend.dither,
+        "lowfreq": frontend.f_min,
+        "highfreq": frontend.f_max,
+        "log": frontend.log,
+        "log_zero_guard_type": frontend.log_guard_type,
+        "log_zero_guard_value": frontend.log_guard,
+        "mag_power": frontend.mag_power,
+        "mel_norm": frontend.mel_norm,
+        "pad_to": 0,
+        "frame_splicing": 1,
+        "exact_pad": False,
+        "pad_value": 0.0,
     }
 
 
@@ -168,11 +210,20 @@ def nemo_loss_section(lattice: TransducerLattice, omega: float = 0.0) -> dict[st
     fastemit_lambda, or its TDT loss with durations, sigma and clamp (NeMo's clamp <= 0: off)."""
     clamp = float(lattice.clamp) if lattice.clamp else -1.0
     if isinstance(lattice, TDT):
-        return {"loss_name": "tdt", "tdt_kwargs": {"fastemit_lambda": 0.0, "clamp": clamp,
-                                                   "durations": list(lattice.durations), "sigma": lattice.sigma,
-                                                   "omega": float(omega)}}
-    return {"loss_name": "default", "warprnnt_numba_kwargs": {"fastemit_lambda": lattice.fastemit_lambda,
-                                                               "clamp": clamp}}
+        return {
+            "loss_name": "tdt",
+            "tdt_kwargs": {
+                "fastemit_lambda": 0.0,
+                "clamp": clamp,
+                "durations": list(lattice.durations),
+                "sigma": lattice.sigma,
+                "omega": float(omega),
+            },
+        }
+    return {
+        "loss_name": "default",
+        "warprnnt_numba_kwargs": {"fastemit_lambda": lattice.fastemit_lambda, "clamp": clamp},
+    }
 
 
 def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[str, Any]:
@@ -184,54 +235,99 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
     config: dict[str, Any] = {
         "target": HYBRID_TARGET if source.auxiliary_ctc is not None else RNNT_TARGET,
         # NeMo's model classes copy the joint's input sizes from here
-        "model_defaults": {"enc_hidden": d_model, "pred_hidden": int(arch["predictor_dim"]),
-                           "joint_hidden": int(arch["joint_dim"])},
+        "model_defaults": {
+            "enc_hidden": d_model,
+            "pred_hidden": int(arch["predictor_dim"]),
+            "joint_hidden": int(arch["joint_dim"]),
+        },
         "tokenizer": {"dir": None, "type": "bpe", **{key: f"nemo:{name}" for key, name in TOKENIZER_FILES.items()}},
         "preprocessor": preprocessor_section(source.frontend_spec["options"]),
         "encoder": {
-            "_target_": "nemo.collections.asr.modules.ConformerEncoder", "feat_in": int(arch["input_dim"]),
-            "feat_out": -1, "n_layers": int(arch["num_layers"]), "d_model": d_model, "n_heads": int(arch["num_heads"]),
-            "subsampling": arch["subsampling"], "subsampling_factor": int(arch["subsampling_factor"]),
+            "_target_": "nemo.collections.asr.modules.ConformerEncoder",
+            "feat_in": int(arch["input_dim"]),
+            "feat_out": -1,
+            "n_layers": int(arch["num_layers"]),
+            "d_model": d_model,
+            "n_heads": int(arch["num_heads"]),
+            "subsampling": arch["subsampling"],
+            "subsampling_factor": int(arch["subsampling_factor"]),
             "subsampling_conv_channels": int(arch.get("subsampling_channels") or default_channels or d_model),
-            "causal_downsampling": False, "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
-            "self_attention_model": "rel_pos", "att_context_size": [-1, -1], "xscaling": bool(arch["xscaling"]),
-            "untie_biases": True, "pos_emb_max_len": 5000, "conv_kernel_size": int(arch["conv_kernel_size"]),
-            "conv_norm_type": "batch_norm", "use_bias": bool(arch.get("encoder_bias", True)),
-            "dropout": float(arch["dropout"]), "dropout_pre_encoder": float(arch["dropout"]), "dropout_emb": 0.0,
+            "causal_downsampling": False,
+            "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
+            "self_attention_model": "rel_pos",
+            "att_context_size": [-1, -1],
+            "xscaling": bool(arch["xscaling"]),
+            "untie_biases": True,
+            "pos_emb_max_len": 5000,
+            "conv_kernel_size": int(arch["conv_kernel_size"]),
+            "conv_norm_type": "batch_norm",
+            "use_bias": bool(arch.get("encoder_bias", True)),
+            "dropout": float(arch["dropout"]),
+            "dropout_pre_encoder": float(arch["dropout"]),
+            "dropout_emb": 0.0,
             "dropout_att": float(arch["dropout"]),
         },
         "decoder": {
-            "_target_": "nemo.collections.asr.modules.RNNTDecoder", "normalization_mode": None,
-            "random_state_sampling": False, "blank_as_pad": True, "vocab_size": classes,
-            "prednet": {"pred_hidden": int(arch["predictor_dim"]), "pred_rnn_layers": int(arch["predictor_layers"]),
-                        "t_max": None, "dropout": float(arch["predictor_dropout"])},
+            "_target_": "nemo.collections.asr.modules.RNNTDecoder",
+            "normalization_mode": None,
+            "random_state_sampling": False,
+            "blank_as_pad": True,
+            "vocab_size": classes,
+            "prednet": {
+                "pred_hidden": int(arch["predictor_dim"]),
+                "pred_rnn_layers": int(arch["predictor_layers"]),
+                "t_max": None,
+                "dropout": float(arch["predictor_dropout"]),
+            },
         },
         "joint": {
-            "_target_": "nemo.collections.asr.modules.RNNTJoint", "log_softmax": None, "preserve_memory": False,
-            "fuse_loss_wer": False, "fused_batch_size": 4, "num_classes": classes, "vocabulary": vocabulary,
-            "jointnet": {"joint_hidden": int(arch["joint_dim"]), "activation": arch.get("joint_activation", "tanh"),
-                         "dropout": float(arch.get("joint_dropout", 0.0)), "encoder_hidden": d_model,
-                         "pred_hidden": int(arch["predictor_dim"])},
+            "_target_": "nemo.collections.asr.modules.RNNTJoint",
+            "log_softmax": None,
+            "preserve_memory": False,
+            "fuse_loss_wer": False,
+            "fused_batch_size": 4,
+            "num_classes": classes,
+            "vocabulary": vocabulary,
+            "jointnet": {
+                "joint_hidden": int(arch["joint_dim"]),
+                "activation": arch.get("joint_activation", "tanh"),
+                "dropout": float(arch.get("joint_dropout", 0.0)),
+                "encoder_hidden": d_model,
+                "pred_hidden": int(arch["predictor_dim"]),
+            },
         },
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
         "rnnt_reduction": source.loss_reduction,
         "spec_augment": nemo_spec_augment_section(source.spec_augment),
     }
     config["loss"] = nemo_loss_section(source.model.lattice, float(source.loss_options.get("omega", 0.0)))
-    if isinstance(source.model.lattice, TDT):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
+    if isinstance(
+        source.model.lattice, TDT
+    ):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
         durations = list(source.model.lattice.durations)
         config["joint"]["num_extra_outputs"] = len(durations)
         config["decoding"].update(model_type="tdt", durations=durations)
     config["sample_rate"] = sample_rate = config["preprocessor"]["sample_rate"]  # transcribe resamples to it
     # NeMo's transcribe reads validation_ds; the manifests are the NeMo user's to fill in for training
     for name, shuffle in (("train_ds", True), ("validation_ds", False)):
-        config[name] = {"manifest_filepath": None, "sample_rate": sample_rate, "batch_size": 16, "shuffle": shuffle,
-                        "use_start_end_token": False}
+        config[name] = {
+            "manifest_filepath": None,
+            "sample_rate": sample_rate,
+            "batch_size": 16,
+            "shuffle": shuffle,
+            "use_start_end_token": False,
+        }
     if source.auxiliary_ctc is not None:
         config["aux_ctc"] = {
-            "ctc_loss_weight": float(source.ctc_weight), "use_cer": False, "ctc_reduction": source.ctc_reduction,
-            "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": d_model,
-                        "num_classes": classes, "vocabulary": vocabulary},
+            "ctc_loss_weight": float(source.ctc_weight),
+            "use_cer": False,
+            "ctc_reduction": source.ctc_reduction,
+            "decoder": {
+                "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+                "feat_in": d_model,
+                "num_classes": classes,
+                "vocabulary": vocabulary,
+            },
             "decoding": {"strategy": "greedy"},
         }
     return config
@@ -251,8 +347,11 @@ def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
     # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows (a TDT joint's duration rows
     # stay after them); the blank moves to the end of the tokens in to_nemo_state_dict
     vocab, extra = source.model.vocab_size, source.model.lattice.num_extra_outputs
-    for key, filler in (("predictor.embedding.weight", 0.0), ("joint.output.weight", 0.0),
-                        ("joint.output.bias", NEVER_EMITTED)):
+    for key, filler in (
+        ("predictor.embedding.weight", 0.0),
+        ("joint.output.weight", 0.0),
+        ("joint.output.bias", NEVER_EMITTED),
+    ):
         rows = state[key]
         state[key] = torch.cat([rows[:1], _nemo_rows(rows[1:vocab], source.tokenizer, filler), rows[vocab:]])
     ctc = None
@@ -297,14 +396,15 @@ def export_nemo(source: str | os.PathLike | NemoImport | NemoExportSource, path:
     elif not isinstance(source, NemoExportSource):
         source = source_from_checkpoint(source)
     if source.model.vocab_size != source.tokenizer.vocab_size:
-        raise ValueError(f"export_nemo: the model has {source.model.vocab_size} outputs, its tokenizer "
-                         f"{source.tokenizer.vocab_size} ids")
+        raise ValueError(
+            f"export_nemo: the model has {source.model.vocab_size} outputs, its tokenizer "
+            f"{source.tokenizer.vocab_size} ids"
+        )
     files, vocabulary = tokenizer_files(source.tokenizer)
     config = nemo_model_config(source, vocabulary)
     weights = io.BytesIO()
     torch.save(nemo_weights(source), weights)
-    members = {CONFIG_NAME: yaml.safe_dump(config, sort_keys=False).encode(), WEIGHTS_NAME: weights.getvalue(),
-               **files}
+    members = {CONFIG_NAME: yaml.safe_dump(config, sort_keys=False).encode(), WEIGHTS_NAME: weights.getvalue(), **files}
 
     def write(tmp: Path) -> None:
         with tarfile.open(tmp, "w") as tar:  # NeMo's layout: ./<member>, uncompressed

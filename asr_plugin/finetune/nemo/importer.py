@@ -68,8 +68,10 @@ def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) ->
     rows = state.get("joint.output.weight")
     if rows is None or rows.shape[0] != vocab_size + extra:
         found = None if rows is None else rows.shape[0]
-        raise ValueError(f"{archive.path}: joint.num_classes + 1 = {vocab_size} tokens and {extra} durations but "
-                         f"the joint's output layer has {found} rows")
+        raise ValueError(
+            f"{archive.path}: joint.num_classes + 1 = {vocab_size} tokens and {extra} durations but "
+            f"the joint's output layer has {found} rows"
+        )
     return vocab_size
 
 
@@ -77,9 +79,13 @@ def _converted(archive: NemoArchive) -> tuple[dict[str, torch.Tensor], NemoWeigh
     return convert_state_dict(archive.state_dict, len(lattice_record(archive.config).get("durations", ())))
 
 
-def split_auxiliary_ctc(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+def split_auxiliary_ctc(
+    state: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
     """`convert_state_dict`'s output -> (the Transducer's state, the CTC head's state or None)."""
-    head = {key[len(AUXILIARY_CTC_PREFIX):]: value for key, value in state.items() if key.startswith(AUXILIARY_CTC_PREFIX)}
+    head = {
+        key[len(AUXILIARY_CTC_PREFIX) :]: value for key, value in state.items() if key.startswith(AUXILIARY_CTC_PREFIX)
+    }
     return {key: value for key, value in state.items() if not key.startswith(AUXILIARY_CTC_PREFIX)}, head or None
 
 
@@ -119,8 +125,10 @@ def nemo_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], N
 def _tokenizer(archive: NemoArchive) -> NemoTokenizer:
     tokenizer_cfg = archive.config.get("tokenizer") or {}
     if tokenizer_cfg.get("type") != "bpe":
-        raise ValueError(f"{archive.path}: tokenizer.type={tokenizer_cfg.get('type')!r}; only SentencePiece ('bpe') "
-                         "tokenizers can be imported")
+        raise ValueError(
+            f"{archive.path}: tokenizer.type={tokenizer_cfg.get('type')!r}; only SentencePiece ('bpe') "
+            "tokenizers can be imported"
+        )
     return NemoTokenizer(archive.artifact(tokenizer_cfg.get("model_path"), "tokenizer.model_path"))
 
 
@@ -181,17 +189,32 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
     vocab_size = _checked_vocabulary(archive, state)
     state, auxiliary_ctc = split_auxiliary_ctc(state)
     if auxiliary_ctc is not None and auxiliary_ctc["output.weight"].shape[0] != vocab_size:
-        raise ValueError(f"{archive.path}: the CTC decoder has {auxiliary_ctc['output.weight'].shape[0]} outputs, "
-                         f"the transducer {vocab_size}")
+        raise ValueError(
+            f"{archive.path}: the CTC decoder has {auxiliary_ctc['output.weight'].shape[0]} outputs, "
+            f"the transducer {vocab_size}"
+        )
     if tokenizer.vocab_size != vocab_size:
-        raise ValueError(f"{archive.path}: the tokenizer has {tokenizer.vocab_size - 1} pieces but the model "
-                         f"{vocab_size - 1} tokens")
+        raise ValueError(
+            f"{archive.path}: the tokenizer has {tokenizer.vocab_size - 1} pieces but the model {vocab_size - 1} tokens"
+        )
     model = build_transducer(vocab_size, **model_kwargs)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{archive.path}: the NeMo weights do not fill our model: missing {result.missing_keys[:8]}, "
-                         f"unexpected {result.unexpected_keys[:8]}")
+        raise ValueError(
+            f"{archive.path}: the NeMo weights do not fill our model: missing {result.missing_keys[:8]}, "
+            f"unexpected {result.unexpected_keys[:8]}"
+        )
     log.log(logging.WARNING if report.lost else logging.INFO, "%s", report.summary())
     options = loss_kwargs(archive.config)
-    return NemoImport(model.eval(), tokenizer, frontend, report, model_kwargs, archive.config, frontend_spec,
-                      auxiliary_ctc, TransducerLoss("batched", model.lattice, **options), options)
+    return NemoImport(
+        model.eval(),
+        tokenizer,
+        frontend,
+        report,
+        model_kwargs,
+        archive.config,
+        frontend_spec,
+        auxiliary_ctc,
+        TransducerLoss("batched", model.lattice, **options),
+        options,
+    )

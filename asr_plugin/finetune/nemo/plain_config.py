@@ -53,7 +53,7 @@ class _Resolver:
 
     def target(self, path: str) -> tuple[bool, Any]:
         node: Any = self.config
-        for part in (path[len(MODEL_ROOT):] if path.startswith(MODEL_ROOT) else path).split("."):
+        for part in (path[len(MODEL_ROOT) :] if path.startswith(MODEL_ROOT) else path).split("."):
             if not isinstance(node, Mapping) or part not in node:
                 return False, None
             node = node[part]
@@ -62,8 +62,10 @@ class _Resolver:
     def copy(self, value: Any, key: str, depth: int = 0) -> Any:
         self.nodes += 1
         if self.nodes > MAX_CONFIG_NODES:
-            raise ValueError(f"{self.source}: the config expands to more than {MAX_CONFIG_NODES:,} nodes "
-                             f"(at {key}); references are copied, and this many is no NeMo model config")
+            raise ValueError(
+                f"{self.source}: the config expands to more than {MAX_CONFIG_NODES:,} nodes "
+                f"(at {key}); references are copied, and this many is no NeMo model config"
+            )
         if isinstance(value, Mapping):
             return {k: self.copy(v, f"{key}.{k}" if key else str(k), depth) for k, v in value.items()}
         if isinstance(value, list):
@@ -75,8 +77,9 @@ class _Resolver:
         if not found:
             return value  # e.g. ${trainer.max_steps}: outside the model config, kept as written
         if depth >= MAX_REFERENCE_DEPTH:
-            raise ValueError(f"{self.source}: {key}={value!r} is a chain of more than {MAX_REFERENCE_DEPTH} "
-                             "references (a cycle?)")
+            raise ValueError(
+                f"{self.source}: {key}={value!r} is a chain of more than {MAX_REFERENCE_DEPTH} references (a cycle?)"
+            )
         return self.copy(target, key, depth + 1)
 
 

@@ -25,8 +25,20 @@ from asr_plugin.finetune.nemo.archive import read_nemo
 
 SPEC_AUGMENT_TARGET = "asr_plugin.data.SpecAugment"
 # SpectrogramAugmentation's keys we map, and the ones that must keep NeMo's "off" value
-SPEC_AUGMENT_KEYS = ("_target_", "freq_masks", "time_masks", "freq_width", "time_width", "rect_masks", "rect_time",
-                     "rect_freq", "rng", "mask_value", "use_vectorized_spec_augment", "use_numba_spec_augment")
+SPEC_AUGMENT_KEYS = (
+    "_target_",
+    "freq_masks",
+    "time_masks",
+    "freq_width",
+    "time_width",
+    "rect_masks",
+    "rect_time",
+    "rect_freq",
+    "rng",
+    "mask_value",
+    "use_vectorized_spec_augment",
+    "use_numba_spec_augment",
+)
 SPEC_AUGMENT_OFF = {"rect_masks": 0, "mask_value": 0.0}
 
 
@@ -41,20 +53,29 @@ def spec_augment_node(section: Mapping[str, Any] | None) -> dict[str, Any] | Non
         return None
     unknown = sorted(set(section) - set(SPEC_AUGMENT_KEYS))
     if unknown:
-        raise ValueError(f"NeMo config: spec_augment.{unknown[0]} is not supported (finetune.augmentation=config "
-                         "trains with the run's own spec_augment instead)")
+        raise ValueError(
+            f"NeMo config: spec_augment.{unknown[0]} is not supported (finetune.augmentation=config "
+            "trains with the run's own spec_augment instead)"
+        )
     for key, off in SPEC_AUGMENT_OFF.items():
         if float(section.get(key) or 0) != off:
-            raise ValueError(f"NeMo config: spec_augment.{key}={section[key]!r} is not supported (finetune."
-                             "augmentation=config trains with the run's own spec_augment instead)")
+            raise ValueError(
+                f"NeMo config: spec_augment.{key}={section[key]!r} is not supported (finetune."
+                "augmentation=config trains with the run's own spec_augment instead)"
+            )
     freq_masks, time_masks = int(section.get("freq_masks") or 0), int(section.get("time_masks") or 0)
     if freq_masks == 0 and time_masks == 0:
         return None
     width = section.get("time_width", 10)  # SpectrogramAugmentation's default: 10 frames
     ratio = isinstance(width, float)
-    return {"_target_": SPEC_AUGMENT_TARGET, "num_freq_masks": freq_masks,
-            "freq_mask_width": int(section.get("freq_width", 10)), "num_time_masks": time_masks,
-            "time_mask_width": None if ratio else int(width), "max_time_mask_ratio": float(width) if ratio else 1.0}
+    return {
+        "_target_": SPEC_AUGMENT_TARGET,
+        "num_freq_masks": freq_masks,
+        "freq_mask_width": int(section.get("freq_width", 10)),
+        "num_time_masks": time_masks,
+        "time_mask_width": None if ratio else int(width),
+        "max_time_mask_ratio": float(width) if ratio else 1.0,
+    }
 
 
 def nemo_training_options(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,7 +105,10 @@ def nemo_spec_augment_section(node: Mapping[str, Any] | None) -> dict[str, Any] 
     if node.get("time_warp"):
         raise ValueError(f"spec_augment.time_warp={node['time_warp']}: NeMo's SpectrogramAugmentation has no time warp")
     width = node.get("time_mask_width")
-    return {"_target_": "nemo.collections.asr.modules.SpectrogramAugmentation",
-            "freq_masks": int(node.get("num_freq_masks", 2)), "freq_width": int(node.get("freq_mask_width", 27)),
-            "time_masks": int(node.get("num_time_masks", 10)),
-            "time_width": int(width) if width else float(node.get("max_time_mask_ratio", 0.05))}
+    return {
+        "_target_": "nemo.collections.asr.modules.SpectrogramAugmentation",
+        "freq_masks": int(node.get("num_freq_masks", 2)),
+        "freq_width": int(node.get("freq_mask_width", 27)),
+        "time_masks": int(node.get("num_time_masks", 10)),
+        "time_width": int(width) if width else float(node.get("max_time_mask_ratio", 0.05)),
+    }

@@ -75,8 +75,9 @@ def blank_first_to_last(table: torch.Tensor, num_tokens: int | None = None) -> t
     return torch.cat([table[1:tokens], table[:1], table[tokens:]])
 
 
-def convert_state_dict(state: Mapping[str, torch.Tensor], num_extra_outputs: int = 0
-                       ) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
+def convert_state_dict(
+    state: Mapping[str, torch.Tensor], num_extra_outputs: int = 0
+) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
     """Our state dict (keys relative to the Transducer; a hybrid's CTC head under `AUXILIARY_CTC_PREFIX`) from
     a NeMo transducer's state dict. `num_extra_outputs`: D duration rows at the end of a TDT joint's output."""
     report = NemoWeightReport()
@@ -95,7 +96,7 @@ def convert_state_dict(state: Mapping[str, torch.Tensor], num_extra_outputs: int
         else:
             for nemo_prefix, our_prefix in PREFIXES:
                 if key.startswith(nemo_prefix):
-                    target = our_prefix + key[len(nemo_prefix):]
+                    target = our_prefix + key[len(nemo_prefix) :]
                     break
         if target is not None:
             out[target] = value
@@ -106,8 +107,12 @@ def convert_state_dict(state: Mapping[str, torch.Tensor], num_extra_outputs: int
     return out, report
 
 
-def to_nemo_state_dict(state: Mapping[str, torch.Tensor], joint_output_index: int, num_extra_outputs: int = 0,
-                       auxiliary_ctc: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+def to_nemo_state_dict(
+    state: Mapping[str, torch.Tensor],
+    joint_output_index: int,
+    num_extra_outputs: int = 0,
+    auxiliary_ctc: Mapping[str, torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor]:
     """NeMo's state dict (without the preprocessor's buffers) for our Transducer's `state`: the inverse of
     `convert_state_dict`.
 
@@ -129,7 +134,7 @@ def to_nemo_state_dict(state: Mapping[str, torch.Tensor], joint_output_index: in
             prefix = next(((n, o) for n, o in PREFIXES if key.startswith(o)), None)
             if prefix is None:
                 raise ValueError(f"model weight {key} has no counterpart in NeMo's transducer")
-            out[prefix[0] + key[len(prefix[1]):]] = value
+            out[prefix[0] + key[len(prefix[1]) :]] = value
     for name, value in (auxiliary_ctc or {}).items():
         kind = name.rsplit(".", 1)[1]
         value = blank_first_to_last(value)

@@ -104,7 +104,9 @@ class SampleWiseRNNTJoint(RNNTJoint):
         """NeMo's transducer loss of the batch (reduced as ``self.loss.reduction`` says), computed sample-wise."""
         settings = loss_settings(self.loss, self)
         predictor_out = decoder_outputs.transpose(1, 2)  # (B, U+1, H_p)
-        losses = self._samplewise_loss(settings)(
+        losses = self._samplewise_loss(
+            settings
+        )(
             encoder_outputs.transpose(1, 2),  # (B, T, H_e)
             predictor_out,
             JointNetwork(self),
@@ -139,5 +141,7 @@ class SampleWiseRNNTJoint(RNNTJoint):
             return super().forward(decoder_outputs=decoder_outputs, **arguments)
         # NeMo's fused path without decoder outputs: its own checks, and its WER (and hypotheses) only.
         _, wer, wer_num, wer_denom = super().forward(decoder_outputs=None, **arguments)
-        loss = self.samplewise_nemo_loss(encoder_outputs, decoder_outputs, encoder_lengths, transcripts, transcript_lengths)
+        loss = self.samplewise_nemo_loss(
+            encoder_outputs, decoder_outputs, encoder_lengths, transcripts, transcript_lengths
+        )
         return loss, wer, wer_num, wer_denom

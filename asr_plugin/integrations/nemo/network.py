@@ -23,7 +23,7 @@ _JOINT_METHODS = ("joint", "joint_after_projection", "project_encoder", "project
 
 
 def fused_activation(nemo_joint: RNNTJoint) -> str | None:
-    """"tanh" or "relu" when `nemo_joint` computes ``Linear(dropout(act(enc(f) + pred(g))))`` (log-softmax aside),
+    """ "tanh" or "relu" when `nemo_joint` computes ``Linear(dropout(act(enc(f) + pred(g))))`` (log-softmax aside),
     else None."""
     if any(getattr(type(nemo_joint), name) is not getattr(RNNTJoint, name) for name in _JOINT_METHODS):
         return None

@@ -24,11 +24,27 @@ from dataclasses import dataclass
 SHAPES = ((1024, 201, 5), (500, 300, 5), (8, 5, 2))
 LOGITS_DTYPES = ("fp32", "bf16", "fp16")
 _POINTER_TYPES = {  # argument name -> element type; None: the logits' dtype
-    "x_ptr": None, "g_ptr": None, "tgt_ptr": "i64", "T_len_ptr": "i64", "U_len_ptr": "i64", "dur_ptr": "i64",
-    "lp_ptr": "fp32", "den_ptr": "fp32", "alpha_ptr": "fp32", "beta_ptr": "fp32", "nll_ptr": "fp32",
-    "w_ptr": None, "bad_ptr": "u8", "weights_ptr": "fp32",
+    "x_ptr": None,
+    "g_ptr": None,
+    "tgt_ptr": "i64",
+    "T_len_ptr": "i64",
+    "U_len_ptr": "i64",
+    "dur_ptr": "i64",
+    "lp_ptr": "fp32",
+    "den_ptr": "fp32",
+    "alpha_ptr": "fp32",
+    "beta_ptr": "fp32",
+    "nll_ptr": "fp32",
+    "w_ptr": None,
+    "bad_ptr": "u8",
+    "weights_ptr": "fp32",
     # the flash joint: projections and output layer in the inputs' dtype, float32 gradient buffers
-    "enc_ptr": None, "pred_ptr": None, "b_ptr": None, "d_enc_ptr": "fp32", "d_pred_ptr": "fp32", "d_w_ptr": "fp32",
+    "enc_ptr": None,
+    "pred_ptr": None,
+    "b_ptr": None,
+    "d_enc_ptr": "fp32",
+    "d_pred_ptr": "fp32",
+    "d_w_ptr": "fp32",
     "d_b_ptr": "fp32",
 }
 _SCALAR_TYPES = {"sigma": "fp64", "clamp": "fp64", "fastemit_lambda": "fp64"}  # others: i32
@@ -77,7 +93,9 @@ def kernel_cases() -> Iterator[KernelCase]:
                 KernelCase("tdt_logits_grad", grads.tdt_logits_grad_kernel, dtype, tdt_blocks, tdt.num_warps),
             ]
             flash = flash_config()  # one configuration for every shape
-            flash_blocks = dict(HAS_BIAS=True, ACT="tanh", BLOCK_U=flash.block_u, BLOCK_V=flash.block_v, BLOCK_K=flash.block_k)
+            flash_blocks = dict(
+                HAS_BIAS=True, ACT="tanh", BLOCK_U=flash.block_u, BLOCK_V=flash.block_v, BLOCK_K=flash.block_k
+            )
             candidates += [
                 KernelCase("flash_log_probs", flash_joint.flash_log_probs_kernel, dtype, flash_blocks, flash.num_warps),
                 KernelCase("flash_grads", flash_joint.flash_grads_kernel, dtype, flash_blocks, flash.num_warps),
@@ -85,8 +103,12 @@ def kernel_cases() -> Iterator[KernelCase]:
             if dtype == "fp32":  # the recursions read float32 log-probs whatever the logits
                 blocks = dict(BLOCK_U=recursion.block_u)
                 candidates += [
-                    KernelCase("rnnt_alphas_betas", recursions.rnnt_alphas_betas_kernel, dtype, blocks, recursion.num_warps),
-                    KernelCase("tdt_alphas_betas", recursions.tdt_alphas_betas_kernel, dtype, blocks, recursion.num_warps),
+                    KernelCase(
+                        "rnnt_alphas_betas", recursions.rnnt_alphas_betas_kernel, dtype, blocks, recursion.num_warps
+                    ),
+                    KernelCase(
+                        "tdt_alphas_betas", recursions.tdt_alphas_betas_kernel, dtype, blocks, recursion.num_warps
+                    ),
                 ]
             for case in candidates:
                 if case.describe() not in seen:
@@ -121,7 +143,14 @@ def ptxas_usage(ptx: str, arch: int) -> tuple[int, int]:
         source = os.path.join(directory, "kernel.ptx")
         with open(source, "w") as handle:
             handle.write(ptx)
-        command = [get_ptxas(arch).path, "-v", f"--gpu-name={sm_arch_from_capability(arch)}", source, "-o", source + ".o"]
+        command = [
+            get_ptxas(arch).path,
+            "-v",
+            f"--gpu-name={sm_arch_from_capability(arch)}",
+            source,
+            "-o",
+            source + ".o",
+        ]
         log = subprocess.run(command, check=True, capture_output=True, text=True).stderr
     registers = max(int(m) for m in _PTXAS_REGISTERS.findall(log))
     spills = sum(int(stores) + int(loads) for stores, loads in _PTXAS_SPILLS.findall(log))
@@ -148,7 +177,9 @@ def format_table(results: list[CompileResult]) -> str:
         status = "ok" if r.ok else ("ERROR " + r.error.splitlines()[0][:200] if r.error else "SPILLS")
         values = (r.registers, r.shared_bytes, r.spill_bytes)
         regs, shared, spills = ("-" if v is None else v for v in values)
-        lines.append(f"{r.case.describe():<72} sm_{r.arch:<2} {regs:>5} {shared:>7} {spills:>7} {r.seconds:>5.1f}  {status}")
+        lines.append(
+            f"{r.case.describe():<72} sm_{r.arch:<2} {regs:>5} {shared:>7} {spills:>7} {r.seconds:>5.1f}  {status}"
+        )
     return "\n".join(lines)
 
 

@@ -35,7 +35,9 @@ def flash_declines(joint) -> str | None:
     if joint.fused_activation not in ACTIVATIONS:
         return f"activation {joint.fused_activation!r} (the flash joint implements {ACTIVATIONS})"
     if joint.fused_dropout > 0:
-        return f"joint dropout {joint.fused_dropout} (the recomputation has no mask to replay; use the sample-wise loss)"
+        return (
+            f"joint dropout {joint.fused_dropout} (the recomputation has no mask to replay; use the sample-wise loss)"
+        )
     if joint.num_extra_outputs:
         return f"{joint.num_extra_outputs} extra outputs (a TDT joint: the flash joint computes RNN-T only)"
     return None
@@ -56,9 +58,22 @@ class _FlashRNNTLoss(torch.autograd.Function):
         args = (enc_proj, pred_proj, weight, weight if bias is None else bias, targets, logit_lengths, target_lengths)
         with ops.launch_device(enc_proj.device):
             flash_log_probs_kernel[config.grid(N * T, U1)](
-                *args, log_probs, denominators, bad.view(torch.uint8), T, U1, targets.shape[1], H, V, blank,
-                HAS_BIAS=bias is not None, ACT=activation, BLOCK_U=config.block_u, BLOCK_V=config.block_v,
-                BLOCK_K=config.block_k, num_warps=config.num_warps,
+                *args,
+                log_probs,
+                denominators,
+                bad.view(torch.uint8),
+                T,
+                U1,
+                targets.shape[1],
+                H,
+                V,
+                blank,
+                HAS_BIAS=bias is not None,
+                ACT=activation,
+                BLOCK_U=config.block_u,
+                BLOCK_V=config.block_v,
+                BLOCK_K=config.block_k,
+                num_warps=config.num_warps,
             )
         check_finite(bad)
         alphas, betas, nll = ops.transducer_alphas_betas(log_probs, logit_lengths, target_lengths)
@@ -78,14 +93,46 @@ class _FlashRNNTLoss(torch.autograd.Function):
         bias_grad = torch.zeros(V, dtype=torch.float32, device=weight.device)
         with ops.launch_device(enc_proj.device):
             flash_grads_kernel[config.grid(N * T, U1)](
-                enc_proj, pred_proj, weight, weight if bias is None else bias, targets, logit_lengths, target_lengths,
-                log_probs, denominators, alphas, betas, nll, grad_nll.float().contiguous(), *grads, bias_grad,
-                T, U1, targets.shape[1], H, V, ctx.blank, ctx.clamp,
-                HAS_BIAS=bias is not None, ACT=ctx.activation, BLOCK_U=config.block_u, BLOCK_V=config.block_v,
-                BLOCK_K=config.block_k, num_warps=config.num_warps,
+                enc_proj,
+                pred_proj,
+                weight,
+                weight if bias is None else bias,
+                targets,
+                logit_lengths,
+                target_lengths,
+                log_probs,
+                denominators,
+                alphas,
+                betas,
+                nll,
+                grad_nll.float().contiguous(),
+                *grads,
+                bias_grad,
+                T,
+                U1,
+                targets.shape[1],
+                H,
+                V,
+                ctx.blank,
+                ctx.clamp,
+                HAS_BIAS=bias is not None,
+                ACT=ctx.activation,
+                BLOCK_U=config.block_u,
+                BLOCK_V=config.block_v,
+                BLOCK_K=config.block_k,
+                num_warps=config.num_warps,
             )
         enc_grad, pred_grad, weight_grad = (g.to(t.dtype) for g, t in zip(grads, (enc_proj, pred_proj, weight)))
-        return enc_grad, pred_grad, weight_grad, None if bias is None else bias_grad.to(bias.dtype), None, None, None, None
+        return (
+            enc_grad,
+            pred_grad,
+            weight_grad,
+            None if bias is None else bias_grad.to(bias.dtype),
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def flash_transducer_loss(
@@ -112,15 +159,27 @@ def flash_transducer_loss(
     if reason is not None:
         raise ValueError(f"flash joint: cannot run this joint: {reason}")
     sequences = check_sequences(
-        targets, logit_lengths, target_lengths, batch=encoder_out.shape[0], frames=encoder_out.shape[1],
-        labels_plus_one=predictor_out.shape[1], device=encoder_out.device, source="encoder_out",
+        targets,
+        logit_lengths,
+        target_lengths,
+        batch=encoder_out.shape[0],
+        frames=encoder_out.shape[1],
+        labels_plus_one=predictor_out.shape[1],
+        device=encoder_out.device,
+        source="encoder_out",
         labels_source="predictor_out",
     )
     check_vocabulary(sequences, joint.output.out_features, blank, 0)
     enc_proj = joint.project_encoder(encoder_out).contiguous()  # (B, T, H)
     pred_proj = joint.project_predictor(predictor_out).contiguous()  # (B, U+1, H)
     nll = _FlashRNNTLoss.apply(
-        enc_proj, pred_proj, joint.output.weight, joint.output.bias, sequences, blank, joint.fused_activation,
+        enc_proj,
+        pred_proj,
+        joint.output.weight,
+        joint.output.bias,
+        sequences,
+        blank,
+        joint.fused_activation,
         0.0 if clamp is None else float(clamp),
     )
     return reduce_losses(nll, reduction)

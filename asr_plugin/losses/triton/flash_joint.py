@@ -53,8 +53,26 @@ def hidden_tile(enc_ptr, pred_ptr, n, t, u, T, U1, H, k0, rows_ok, ACT: tl.const
 
 
 @triton.jit
-def logits_tile(enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, rows_ok, HAS_BIAS: tl.constexpr,
-                ACT: tl.constexpr, BLOCK_U: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr):
+def logits_tile(
+    enc_ptr,
+    pred_ptr,
+    w_ptr,
+    b_ptr,
+    n,
+    t,
+    u,
+    T,
+    U1,
+    H,
+    V,
+    v0,
+    rows_ok,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BLOCK_U: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     """Logits (BLOCK_U, BLOCK_V) float32 of columns v0.. (-inf past V)."""
     v = v0 + tl.arange(0, BLOCK_V)
     v_ok = v < V
@@ -71,9 +89,27 @@ def logits_tile(enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, rows_
 
 @triton.jit
 def flash_log_probs_kernel(
-    enc_ptr, pred_ptr, w_ptr, b_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, bad_ptr,
-    T, U1, U, H, V, blank,
-    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, BLOCK_U: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
+    enc_ptr,
+    pred_ptr,
+    w_ptr,
+    b_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    lp_ptr,
+    den_ptr,
+    bad_ptr,
+    T,
+    U1,
+    U,
+    H,
+    V,
+    blank,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BLOCK_U: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """enc_proj (N, T, H), pred_proj (N, U1, H), W_out (V, H), b (V,) -> log_probs (N, T, U1, 2) [blank, label]
     and denominators (N, T, U1) float32, as ``transducer_log_probs`` of the joint's logits."""
@@ -85,8 +121,9 @@ def flash_log_probs_kernel(
     x_blank = tl.zeros((BLOCK_U,), tl.float32)
     x_label = tl.zeros((BLOCK_U,), tl.float32)
     for v0 in range(0, V, BLOCK_V):
-        logits = logits_tile(enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, valid, HAS_BIAS, ACT,
-                             BLOCK_U, BLOCK_V, BLOCK_K)
+        logits = logits_tile(
+            enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, valid, HAS_BIAS, ACT, BLOCK_U, BLOCK_V, BLOCK_K
+        )
         running_max, running_sum = online_lse_update(running_max, running_sum, logits)
         v = v0 + tl.arange(0, BLOCK_V)
         x_blank += tl.sum(tl.where(v[None, :] == blank, logits, 0.0), axis=1)
@@ -99,15 +136,42 @@ def flash_log_probs_kernel(
 
 @triton.jit
 def flash_grads_kernel(
-    enc_ptr, pred_ptr, w_ptr, b_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, alpha_ptr, beta_ptr, nll_ptr,
-    weights_ptr, d_enc_ptr, d_pred_ptr, d_w_ptr, d_b_ptr,
-    T, U1, U, H, V, blank, clamp: tl.float64,
-    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, BLOCK_U: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
+    enc_ptr,
+    pred_ptr,
+    w_ptr,
+    b_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    lp_ptr,
+    den_ptr,
+    alpha_ptr,
+    beta_ptr,
+    nll_ptr,
+    weights_ptr,
+    d_enc_ptr,
+    d_pred_ptr,
+    d_w_ptr,
+    d_b_ptr,
+    T,
+    U1,
+    U,
+    H,
+    V,
+    blank,
+    clamp: tl.float64,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BLOCK_U: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """Adds weights[n] * d nll[n] / d (enc_proj, pred_proj, W_out, b) into the float32 gradient buffers (zeroed by
     the caller), the logits gradient clamped as ``transducer_logits_grad``'s."""
     rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(T, U1, 0, T_len_ptr, U_len_ptr, BLOCK_U)
-    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 1, n, t, u, T, U1, valid)
+    c, a, beta, den, weight = cell_statistics(
+        alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 1, n, t, u, T, U1, valid
+    )
     clamp = tl.cast(clamp, tl.float32)
     occupancy, blank_flow, label_flow = rnnt_cell_flows(lp_ptr, beta_ptr, c, a, beta, t, u, T_n, U_n, U1, valid)
     has_label = valid & (u < U_n)
@@ -115,8 +179,9 @@ def flash_grads_kernel(
     for v0 in range(0, V, BLOCK_V):
         v = v0 + tl.arange(0, BLOCK_V)
         v_ok = v < V
-        logits = logits_tile(enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, valid, HAS_BIAS, ACT,
-                             BLOCK_U, BLOCK_V, BLOCK_K)
+        logits = logits_tile(
+            enc_ptr, pred_ptr, w_ptr, b_ptr, n, t, u, T, U1, H, V, v0, valid, HAS_BIAS, ACT, BLOCK_U, BLOCK_V, BLOCK_K
+        )
         g = tl.exp(logits - den[:, None]) * occupancy[:, None]
         g -= tl.where(v[None, :] == blank, blank_flow[:, None], 0.0)
         g -= tl.where(v[None, :] == label[:, None], label_flow[:, None], 0.0)
@@ -128,7 +193,9 @@ def flash_grads_kernel(
             k_ok = k < H
             hidden = hidden_tile(enc_ptr, pred_ptr, n, t, u, T, U1, H, k0, valid, ACT, BLOCK_K)
             w_tile = v_ok[:, None] & k_ok[None, :]
-            tl.atomic_add(d_w_ptr + v[:, None] * H + k[None, :], tl.dot(tl.trans(g), hidden, input_precision="ieee"), mask=w_tile)
+            tl.atomic_add(
+                d_w_ptr + v[:, None] * H + k[None, :], tl.dot(tl.trans(g), hidden, input_precision="ieee"), mask=w_tile
+            )
             w = tl.load(w_ptr + v[:, None] * H + k[None, :], mask=w_tile, other=0.0).to(tl.float32)
             # d pre-activation of this V tile's contribution (linear in g, so the tiles' sum is the whole)
             d_pre = tl.dot(g, w, input_precision="ieee") * activation_derivative(hidden, ACT)

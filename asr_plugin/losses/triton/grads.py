@@ -48,8 +48,23 @@ def rnnt_cell_flows(lp_ptr, beta_ptr, c, a, beta, t, u, T_n, U_n, U1, valid):
 
 @triton.jit
 def store_token_grads(
-    x_ptr, g_ptr, rows, valid, in_grid, W, V, columns_end, blank, label, den, occupancy, blank_flow, label_flow,
-    clamp, weight, BLOCK_V: tl.constexpr,
+    x_ptr,
+    g_ptr,
+    rows,
+    valid,
+    in_grid,
+    W,
+    V,
+    columns_end,
+    blank,
+    label,
+    den,
+    occupancy,
+    blank_flow,
+    label_flow,
+    clamp,
+    weight,
+    BLOCK_V: tl.constexpr,
 ):
     """g[row, v] = weight * clamp(softmax_v * occupancy - [v = blank] blank_flow - [v = label] label_flow) for
     v < V, 0 for V <= v < columns_end (columns the lattice does not score), in the gradient's dtype."""
@@ -69,13 +84,35 @@ def store_token_grads(
 
 @triton.jit
 def rnnt_logits_grad_kernel(
-    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, weights_ptr, g_ptr,
-    Tc, T, U1, U, W, V, blank, t_offset, clamp: tl.float64, fastemit_lambda: tl.float64,
-    BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
+    x_ptr,
+    den_ptr,
+    lp_ptr,
+    alpha_ptr,
+    beta_ptr,
+    nll_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    weights_ptr,
+    g_ptr,
+    Tc,
+    T,
+    U1,
+    U,
+    W,
+    V,
+    blank,
+    t_offset,
+    clamp: tl.float64,
+    fastemit_lambda: tl.float64,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
 ):
     """grad (N, Tc, U1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (FastEmit as the module says)."""
     rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
-    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 1, n, t, u, T, U1, valid)
+    c, a, beta, den, weight = cell_statistics(
+        alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 1, n, t, u, T, U1, valid
+    )
     # float64 scalars rounded once to the accumulation dtype, as the C++ kernels' static_cast (the
     # interpreter passes Python floats as float32 constants instead)
     clamp = tl.cast(clamp, den.dtype)
@@ -84,23 +121,61 @@ def rnnt_logits_grad_kernel(
     has_label = valid & (u < U_n)
     label = tl.where(has_label, tl.load(tgt_ptr + n * U + u, mask=has_label, other=0), -1)
     store_token_grads(
-        x_ptr, g_ptr, rows, valid, in_grid, W, V, W, blank, label, den,
-        occupancy + fastemit_lambda * label_flow, blank_flow, (1.0 + fastemit_lambda) * label_flow,
-        clamp, weight, BLOCK_V,
+        x_ptr,
+        g_ptr,
+        rows,
+        valid,
+        in_grid,
+        W,
+        V,
+        W,
+        blank,
+        label,
+        den,
+        occupancy + fastemit_lambda * label_flow,
+        blank_flow,
+        (1.0 + fastemit_lambda) * label_flow,
+        clamp,
+        weight,
+        BLOCK_V,
     )
 
 
 @triton.jit
 def tdt_logits_grad_kernel(
-    x_ptr, den_ptr, lp_ptr, alpha_ptr, beta_ptr, nll_ptr, tgt_ptr, T_len_ptr, U_len_ptr, dur_ptr, weights_ptr, g_ptr,
-    Tc, T, U1, U, W, V, D, blank, t_offset, clamp: tl.float64,
-    BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
+    x_ptr,
+    den_ptr,
+    lp_ptr,
+    alpha_ptr,
+    beta_ptr,
+    nll_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    dur_ptr,
+    weights_ptr,
+    g_ptr,
+    Tc,
+    T,
+    U1,
+    U,
+    W,
+    V,
+    D,
+    blank,
+    t_offset,
+    clamp: tl.float64,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     """grad (N, Tc, U1, V + D): token scores weights[n] * clamp(d nll / d x), duration scores weights[n] * d nll /
     d x (not clamped, as NeMo's TDT loss)."""
     S = 2 + D
     rows, n, t, u, T_n, U_n, in_grid, valid = row_coordinates(Tc, U1, t_offset, T_len_ptr, U_len_ptr, BLOCK_R)
-    c, a, beta, den, weight = cell_statistics(alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 2, n, t, u, T, U1, valid)
+    c, a, beta, den, weight = cell_statistics(
+        alpha_ptr, beta_ptr, nll_ptr, weights_ptr, den_ptr, 2, n, t, u, T, U1, valid
+    )
     clamp = tl.cast(clamp, den.dtype)  # rounded once, as the C++ kernels' static_cast
     blank_lp = tl.load(lp_ptr + S * c, mask=valid, other=0.0)
     label_lp = tl.load(lp_ptr + S * c + 1, mask=valid, other=0.0)
@@ -122,8 +197,23 @@ def tdt_logits_grad_kernel(
     has_label = valid & (u < U_n)
     label = tl.where(has_label, tl.load(tgt_ptr + n * U + u, mask=has_label, other=0), -1)
     store_token_grads(
-        x_ptr, g_ptr, rows, valid, in_grid, W, V, V, blank, label, den, occupancy,
-        tl.sum(blank_flows, axis=1), tl.sum(label_flows, axis=1), clamp, weight, BLOCK_V,
+        x_ptr,
+        g_ptr,
+        rows,
+        valid,
+        in_grid,
+        W,
+        V,
+        V,
+        blank,
+        label,
+        den,
+        occupancy,
+        tl.sum(blank_flows, axis=1),
+        tl.sum(label_flows, axis=1),
+        clamp,
+        weight,
+        BLOCK_V,
     )
     duration_den = tl.load(den_ptr + 2 * c + 1, mask=valid, other=0.0)
     offsets = rows[:, None] * W + V + i[None, :]

@@ -27,7 +27,9 @@ def online_lse_update(running_max, running_sum, x):
 
 
 @triton.jit
-def row_lse(x_ptr, rows, row_valid, width, start, count, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr):
+def row_lse(
+    x_ptr, rows, row_valid, width, start, count, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, ACC: tl.constexpr
+):
     """log-sum-exp over columns [start, start + count) of the rows `rows` (BLOCK_R,) int64 of a row-major matrix of
     `width` columns, in ACC; -inf for rows that are not valid."""
     running_max = tl.full((BLOCK_R,), -float("inf"), ACC)

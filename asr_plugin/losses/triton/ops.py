@@ -38,7 +38,9 @@ def _check(op: str, device: torch.device, **tensors: torch.Tensor) -> None:
 def _check_lattice(op: str, targets, logit_lengths, target_lengths, batch: int) -> None:
     for name, tensor in (("targets", targets), ("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
         if tensor.dtype != torch.int64 or tensor.shape[0] != batch:
-            raise RuntimeError(f"{op} (triton): {name} must be int64 with N = {batch} rows, got {tensor.dtype} {tuple(tensor.shape)}")
+            raise RuntimeError(
+                f"{op} (triton): {name} must be int64 with N = {batch} rows, got {tensor.dtype} {tuple(tensor.shape)}"
+            )
 
 
 def _accumulation(dtype: torch.dtype) -> torch.dtype:
@@ -53,7 +55,15 @@ def launch_device(device: torch.device):
 def _check_log_probs_args(op, logits, targets, logit_lengths, target_lengths, bad) -> None:
     if logits.dim() != 4 or not logits.is_floating_point():
         raise RuntimeError(f"{op} (triton): logits must be floating (N, Tc, U+1, V)")
-    _check(op, logits.device, logits=logits, targets=targets, logit_lengths=logit_lengths, target_lengths=target_lengths, bad=bad)
+    _check(
+        op,
+        logits.device,
+        logits=logits,
+        targets=targets,
+        logit_lengths=logit_lengths,
+        target_lengths=target_lengths,
+        bad=bad,
+    )
     _check_lattice(op, targets, logit_lengths, target_lengths, logits.shape[0])
     if bad.dtype != torch.bool or bad.shape != (logits.shape[0],):
         raise RuntimeError(f"{op} (triton): bad must be (N,) bool")
@@ -76,14 +86,30 @@ def transducer_log_probs(logits, targets, logit_lengths, target_lengths, blank: 
         return log_probs, denominators
     with launch_device(logits.device):
         rows.rnnt_log_probs_kernel[config.grid(N * Tc, U1)](
-            logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
-            Tc, U1, targets.shape[1], W, vocab, blank, t_offset,
-            BLOCK_R=config.block_r, BLOCK_V=config.block_v, num_warps=config.num_warps,
+            logits,
+            targets,
+            logit_lengths,
+            target_lengths,
+            log_probs,
+            denominators,
+            bad.view(torch.uint8),
+            Tc,
+            U1,
+            targets.shape[1],
+            W,
+            vocab,
+            blank,
+            t_offset,
+            BLOCK_R=config.block_r,
+            BLOCK_V=config.block_v,
+            num_warps=config.num_warps,
         )
     return log_probs, denominators
 
 
-def tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank: int, num_durations: int, sigma: float, t_offset: int, bad):
+def tdt_log_probs(
+    logits, targets, logit_lengths, target_lengths, blank: int, num_durations: int, sigma: float, t_offset: int, bad
+):
     """logits (N, Tc, U+1, V + D) -> log_probs (N, Tc, U+1, 2 + D), denominators (N, Tc, U+1, 2)."""
     _check_log_probs_args("tdt_log_probs", logits, targets, logit_lengths, target_lengths, bad)
     N, Tc, U1, W = logits.shape
@@ -98,9 +124,26 @@ def tdt_log_probs(logits, targets, logit_lengths, target_lengths, blank: int, nu
         return log_probs, denominators
     with launch_device(logits.device):
         rows.tdt_log_probs_kernel[config.grid(N * Tc, U1)](
-            logits, targets, logit_lengths, target_lengths, log_probs, denominators, bad.view(torch.uint8),
-            Tc, U1, targets.shape[1], W, V, D, blank, t_offset, float(sigma),
-            BLOCK_R=config.block_r, BLOCK_V=config.block_v, BLOCK_D=config.block_d, num_warps=config.num_warps,
+            logits,
+            targets,
+            logit_lengths,
+            target_lengths,
+            log_probs,
+            denominators,
+            bad.view(torch.uint8),
+            Tc,
+            U1,
+            targets.shape[1],
+            W,
+            V,
+            D,
+            blank,
+            t_offset,
+            float(sigma),
+            BLOCK_R=config.block_r,
+            BLOCK_V=config.block_v,
+            BLOCK_D=config.block_d,
+            num_warps=config.num_warps,
         )
     return log_probs, denominators
 
@@ -120,8 +163,16 @@ def transducer_alphas_betas(log_probs, logit_lengths, target_lengths):
     config = recursion_config(U1)
     with launch_device(log_probs.device):
         recursions.rnnt_alphas_betas_kernel[(N,)](
-            log_probs, logit_lengths, target_lengths, alphas, betas, nll, T, U1,
-            BLOCK_U=config.block_u, num_warps=config.num_warps,
+            log_probs,
+            logit_lengths,
+            target_lengths,
+            alphas,
+            betas,
+            nll,
+            T,
+            U1,
+            BLOCK_U=config.block_u,
+            num_warps=config.num_warps,
         )
     return alphas, betas, nll
 
@@ -129,7 +180,9 @@ def transducer_alphas_betas(log_probs, logit_lengths, target_lengths):
 def _durations_tensor(durations, device: torch.device) -> torch.Tensor:
     values = list(durations)
     if not (2 <= len(values) <= 32) or values[:2] != [0, 1] or values != sorted(set(values)):
-        raise RuntimeError(f"tdt op (triton): durations must be sorted, distinct, start with 0, 1 and be at most 32, got {values}")
+        raise RuntimeError(
+            f"tdt op (triton): durations must be sorted, distinct, start with 0, 1 and be at most 32, got {values}"
+        )
     return torch.tensor(values, dtype=torch.int64, device=device)
 
 
@@ -142,20 +195,50 @@ def tdt_alphas_betas(log_probs, logit_lengths, target_lengths, durations):
     config = recursion_config(U1)
     with launch_device(log_probs.device):
         recursions.tdt_alphas_betas_kernel[(N,)](
-            log_probs, logit_lengths, target_lengths, duration_values, alphas, betas, nll, T, U1, D,
-            BLOCK_U=config.block_u, num_warps=config.num_warps,
+            log_probs,
+            logit_lengths,
+            target_lengths,
+            duration_values,
+            alphas,
+            betas,
+            nll,
+            T,
+            U1,
+            D,
+            BLOCK_U=config.block_u,
+            num_warps=config.num_warps,
         )
     return alphas, betas, nll
 
 
-def _check_grad_args(op, logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad):
+def _check_grad_args(
+    op, logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad
+):
     _check(
-        op, logits.device, logits=logits, denominators=denominators, log_probs=log_probs, alphas=alphas, betas=betas,
-        nll=nll, targets=targets, logit_lengths=logit_lengths, target_lengths=target_lengths, weights=weights, grad=grad,
+        op,
+        logits.device,
+        logits=logits,
+        denominators=denominators,
+        log_probs=log_probs,
+        alphas=alphas,
+        betas=betas,
+        nll=nll,
+        targets=targets,
+        logit_lengths=logit_lengths,
+        target_lengths=target_lengths,
+        weights=weights,
+        grad=grad,
     )
     _check_lattice(op, targets, logit_lengths, target_lengths, logits.shape[0])
     acc = _accumulation(logits.dtype)
-    for name, tensor in (("denominators", denominators), ("log_probs", log_probs), ("alphas", alphas), ("betas", betas), ("nll", nll), ("weights", weights)):
+    for name, tensor in (
+        ("denominators", denominators),
+        ("log_probs", log_probs),
+        ("alphas", alphas),
+        ("betas", betas),
+        ("nll", nll),
+        ("weights", weights),
+    ):
         if tensor.dtype != acc:
             raise RuntimeError(f"{op} (triton): {name} must be {acc}, got {tensor.dtype}")
     if grad.shape != logits.shape or grad.dtype != logits.dtype:
@@ -163,30 +246,104 @@ def _check_grad_args(op, logits, denominators, log_probs, alphas, betas, nll, ta
 
 
 def transducer_logits_grad(
-    logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, blank: int,
-    vocab: int, t_offset: int, weights, clamp: float, grad, fastemit_lambda: float = 0.0,
+    logits,
+    denominators,
+    log_probs,
+    alphas,
+    betas,
+    nll,
+    targets,
+    logit_lengths,
+    target_lengths,
+    blank: int,
+    vocab: int,
+    t_offset: int,
+    weights,
+    clamp: float,
+    grad,
+    fastemit_lambda: float = 0.0,
 ) -> None:
     """grad (N, Tc, U+1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (may alias logits), with
     FastEmit's `fastemit_lambda` as NeMo's numba loss (``grads`` module docstring)."""
-    _check_grad_args("transducer_logits_grad", logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad)
+    _check_grad_args(
+        "transducer_logits_grad",
+        logits,
+        denominators,
+        log_probs,
+        alphas,
+        betas,
+        nll,
+        targets,
+        logit_lengths,
+        target_lengths,
+        weights,
+        grad,
+    )
     N, Tc, U1, W = logits.shape
     config = row_config(vocab, U1)
     if N * Tc * U1 == 0:
         return
     with launch_device(logits.device):
         grads.rnnt_logits_grad_kernel[config.grid(N * Tc, U1)](
-            logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad,
-            Tc, alphas.shape[1], U1, targets.shape[1], W, vocab, blank, t_offset, float(clamp),
-            float(fastemit_lambda), BLOCK_R=config.block_r, BLOCK_V=config.block_v, num_warps=config.num_warps,
+            logits,
+            denominators,
+            log_probs,
+            alphas,
+            betas,
+            nll,
+            targets,
+            logit_lengths,
+            target_lengths,
+            weights,
+            grad,
+            Tc,
+            alphas.shape[1],
+            U1,
+            targets.shape[1],
+            W,
+            vocab,
+            blank,
+            t_offset,
+            float(clamp),
+            float(fastemit_lambda),
+            BLOCK_R=config.block_r,
+            BLOCK_V=config.block_v,
+            num_warps=config.num_warps,
         )
 
 
 def tdt_logits_grad(
-    logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, blank: int,
-    durations, t_offset: int, weights, clamp: float, grad,
+    logits,
+    denominators,
+    log_probs,
+    alphas,
+    betas,
+    nll,
+    targets,
+    logit_lengths,
+    target_lengths,
+    blank: int,
+    durations,
+    t_offset: int,
+    weights,
+    clamp: float,
+    grad,
 ) -> None:
     """grad (N, Tc, U+1, V + D) of a T-chunk (may alias logits): the token scores' clamped, the durations' not."""
-    _check_grad_args("tdt_logits_grad", logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad)
+    _check_grad_args(
+        "tdt_logits_grad",
+        logits,
+        denominators,
+        log_probs,
+        alphas,
+        betas,
+        nll,
+        targets,
+        logit_lengths,
+        target_lengths,
+        weights,
+        grad,
+    )
     duration_values = _durations_tensor(durations, logits.device)
     N, Tc, U1, W = logits.shape
     D = len(duration_values)
@@ -195,8 +352,30 @@ def tdt_logits_grad(
         return
     with launch_device(logits.device):
         grads.tdt_logits_grad_kernel[config.grid(N * Tc, U1)](
-            logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths,
-            duration_values, weights, grad, Tc, alphas.shape[1], U1, targets.shape[1], W, W - D, D,
-            blank, t_offset, float(clamp),
-            BLOCK_R=config.block_r, BLOCK_V=config.block_v, BLOCK_D=config.block_d, num_warps=config.num_warps,
+            logits,
+            denominators,
+            log_probs,
+            alphas,
+            betas,
+            nll,
+            targets,
+            logit_lengths,
+            target_lengths,
+            duration_values,
+            weights,
+            grad,
+            Tc,
+            alphas.shape[1],
+            U1,
+            targets.shape[1],
+            W,
+            W - D,
+            D,
+            blank,
+            t_offset,
+            float(clamp),
+            BLOCK_R=config.block_r,
+            BLOCK_V=config.block_v,
+            BLOCK_D=config.block_d,
+            num_warps=config.num_warps,
         )

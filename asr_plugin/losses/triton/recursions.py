@@ -27,7 +27,15 @@ def diagonal_cells(k, u0, lanes, T_n, U_n, base, U1):
 
 @triton.jit
 def rnnt_alphas_betas_kernel(
-    lp_ptr, T_len_ptr, U_len_ptr, alpha_ptr, beta_ptr, nll_ptr, T, U1, BLOCK_U: tl.constexpr,
+    lp_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    alpha_ptr,
+    beta_ptr,
+    nll_ptr,
+    T,
+    U1,
+    BLOCK_U: tl.constexpr,
 ):
     """log_probs (N, T, U1, 2) [blank, label] -> alphas, betas (N, T, U1) and nll (N,) = -beta(0, 0)."""
     n = tl.program_id(0).to(tl.int64)
@@ -58,9 +66,13 @@ def rnnt_alphas_betas_kernel(
             blank_lp = tl.load(lp_ptr + 2 * c, mask=valid, other=0.0)
             value = tl.where((t == T_n - 1) & (u == U_n), blank_lp, NEG_INF)
             to_blank = valid & (t + 1 < T_n)
-            value = log_add(value, tl.where(to_blank, tl.load(beta_ptr + c + U1, mask=to_blank, other=0.0) + blank_lp, NEG_INF))
+            value = log_add(
+                value, tl.where(to_blank, tl.load(beta_ptr + c + U1, mask=to_blank, other=0.0) + blank_lp, NEG_INF)
+            )
             to_label = valid & (u < U_n)
-            label = tl.load(beta_ptr + c + 1, mask=to_label, other=0.0) + tl.load(lp_ptr + 2 * c + 1, mask=to_label, other=0.0)
+            label = tl.load(beta_ptr + c + 1, mask=to_label, other=0.0) + tl.load(
+                lp_ptr + 2 * c + 1, mask=to_label, other=0.0
+            )
             value = log_add(value, tl.where(to_label, label, NEG_INF))
             tl.store(beta_ptr + c, value, mask=valid)
         tl.debug_barrier()
@@ -69,7 +81,17 @@ def rnnt_alphas_betas_kernel(
 
 @triton.jit
 def tdt_alphas_betas_kernel(
-    lp_ptr, T_len_ptr, U_len_ptr, dur_ptr, alpha_ptr, beta_ptr, nll_ptr, T, U1, D, BLOCK_U: tl.constexpr,
+    lp_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    dur_ptr,
+    alpha_ptr,
+    beta_ptr,
+    nll_ptr,
+    T,
+    U1,
+    D,
+    BLOCK_U: tl.constexpr,
 ):
     """log_probs (N, T, U1, 2 + D) [b, y, q_0 .. q_{D-1}] and the D durations (sorted, d_0 = 0, d_1 = 1) ->
     alphas, betas (N, T, U1), nll (N,); the recursions of csrc/tdt.h."""

@@ -59,9 +59,22 @@ def store_rnnt_log_probs(lp_ptr, den_ptr, bad_ptr, rows, n, in_grid, valid, den,
 
 @triton.jit
 def rnnt_log_probs_kernel(
-    x_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, bad_ptr,
-    Tc, U1, U, W, V, blank, t_offset,
-    BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
+    x_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    lp_ptr,
+    den_ptr,
+    bad_ptr,
+    Tc,
+    U1,
+    U,
+    W,
+    V,
+    blank,
+    t_offset,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
 ):
     """logits (N, Tc, U1, W) -> log_probs (N, Tc, U1, 2) [blank, label], denominators (N, Tc, U1) over the first V
     scores; zeros outside valid rows; bad[n] = 1 for a sample with a non-finite valid row."""
@@ -76,9 +89,25 @@ def rnnt_log_probs_kernel(
 
 @triton.jit
 def tdt_log_probs_kernel(
-    x_ptr, tgt_ptr, T_len_ptr, U_len_ptr, lp_ptr, den_ptr, bad_ptr,
-    Tc, U1, U, W, V, D, blank, t_offset, sigma: tl.float64,
-    BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr,
+    x_ptr,
+    tgt_ptr,
+    T_len_ptr,
+    U_len_ptr,
+    lp_ptr,
+    den_ptr,
+    bad_ptr,
+    Tc,
+    U1,
+    U,
+    W,
+    V,
+    D,
+    blank,
+    t_offset,
+    sigma: tl.float64,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     """logits (N, Tc, U1, V + D) -> log_probs (N, Tc, U1, 2 + D) [blank - sigma, label - sigma, q_0 .. q_{D-1}],
     denominators (N, Tc, U1, 2) [tokens, durations]; zeros outside valid rows; flags bad samples."""
@@ -106,4 +135,8 @@ def tdt_log_probs_kernel(
     tl.store(den_ptr + 2 * rows, tl.where(valid, den, 0.0), mask=in_grid)
     tl.store(den_ptr + 2 * rows + 1, tl.where(valid, duration_den, 0.0), mask=in_grid)
     bad_duration = tl.max(tl.where(duration_mask & is_bad(duration_lp), 1, 0), axis=1) > 0
-    flag_bad(bad_ptr, n, valid & (not_finite(den) | not_finite(duration_den) | is_bad(blank_lp) | is_bad(label_lp) | bad_duration))
+    flag_bad(
+        bad_ptr,
+        n,
+        valid & (not_finite(den) | not_finite(duration_den) | is_bad(blank_lp) | is_bad(label_lp) | bad_duration),
+    )

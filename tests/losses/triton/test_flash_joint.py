@@ -36,8 +36,12 @@ def test_flash_joint_matches_the_unfused_loss(activation, bias, clamp):
     inputs = [encoder_out, predictor_out, *joint.parameters()]
     upstream = torch.tensor([0.5, 1.0, 2.0])
     options = dict(reduction="none", lattice=RNNT(clamp=clamp))
-    ours = values_and_grads(lambda: flash_transducer_loss(encoder_out, predictor_out, joint, *lattice, **options), inputs, upstream)
-    expected = values_and_grads(lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options, backend="cpp"), inputs, upstream)
+    ours = values_and_grads(
+        lambda: flash_transducer_loss(encoder_out, predictor_out, joint, *lattice, **options), inputs, upstream
+    )
+    expected = values_and_grads(
+        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, **options, backend="cpp"), inputs, upstream
+    )
     for a, b in zip(ours, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
@@ -57,7 +61,8 @@ def test_flash_joint_in_several_tiles_matches_the_unfused_loss():
     joint, encoder_out, predictor_out, lattice = make_case(batch=2, frames=3, labels=34, vocab=150, hidden=70, seed=3)
     inputs = [encoder_out, predictor_out, *joint.parameters()]
     ours = values_and_grads(lambda: flash_transducer_loss(encoder_out, predictor_out, joint, *lattice), inputs, None)
-    expected = values_and_grads(lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, backend="cpp"), inputs, None)
+    expected = values_and_grads(
+        lambda: transducer_loss(joint(encoder_out, predictor_out), *lattice, backend="cpp"), inputs, None
+    )
     for a, b in zip(ours, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-

@@ -48,7 +48,24 @@ def test_fastemit_gradient_matches_nemo_definition(fastemit_lambda):
     grad = torch.empty_like(logits)
     weights = torch.ones(3, dtype=torch.float64)
     ops.transducer_logits_grad(
-        logits, denominators, log_probs, alphas, betas, nll, targets, T_len, U_len, 0, 6, 0, weights, 0.0, grad, fastemit_lambda
+        logits,
+        denominators,
+        log_probs,
+        alphas,
+        betas,
+        nll,
+        targets,
+        T_len,
+        U_len,
+        0,
+        6,
+        0,
+        weights,
+        0.0,
+        grad,
+        fastemit_lambda,
     )
     # lambda as a float32 constant under the interpreter
-    torch.testing.assert_close(grad, fastemit_reference(logits, targets, T_len, U_len, 0, fastemit_lambda), rtol=1e-7, atol=1e-8)
+    torch.testing.assert_close(
+        grad, fastemit_reference(logits, targets, T_len, U_len, 0, fastemit_lambda), rtol=1e-7, atol=1e-8
+    )

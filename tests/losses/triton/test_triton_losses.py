@@ -41,7 +41,9 @@ def test_batched_rnnt_matches_float64_reference(make_problem, reference, shape):
     batch, frames, labels, vocab = shape
     problem = make_problem(batch, frames, labels, vocab, dtype=torch.float64, seed=sum(shape))
     upstream = torch.rand(batch, dtype=torch.float64) + 0.5
-    ours = values_and_grads(lambda: transducer_loss(*problem.args(), reduction="none", backend="triton"), [problem.logits], upstream)
+    ours = values_and_grads(
+        lambda: transducer_loss(*problem.args(), reduction="none", backend="triton"), [problem.logits], upstream
+    )
     expected = values_and_grads(lambda: reference(*problem.args(), 0), [problem.logits], upstream)
     assert_all_close(ours, expected, rtol=1e-9, atol=1e-9)
 
@@ -51,7 +53,9 @@ def test_batched_tdt_matches_float64_reference(durations, sigma):
     logits, *lattice = make_tdt_problem(3, 7, 3, 5, durations, seed=len(durations))
     upstream = torch.rand(3, dtype=torch.float64) + 0.5
     ours = values_and_grads(
-        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations, sigma), backend="triton"), [logits], upstream
+        lambda: transducer_loss(logits, *lattice, reduction="none", lattice=TDT(durations, sigma), backend="triton"),
+        [logits],
+        upstream,
     )
     expected = values_and_grads(lambda: tdt_reference_nll(logits, *lattice, 0, durations, sigma), [logits], upstream)
     assert_all_close(ours, expected, rtol=1e-7, atol=1e-8)  # sigma: a float32 constant under the interpreter
@@ -95,7 +99,14 @@ def test_samplewise_in_t_chunks_matches_cpp_and_batched(durations):
 
     def samplewise(backend):
         return lambda: samplewise_transducer_loss(
-            encoder_out, predictor_out, joint, *lattice, reduction="none", memory_budget=6 * cell, **options, backend=backend
+            encoder_out,
+            predictor_out,
+            joint,
+            *lattice,
+            reduction="none",
+            memory_budget=6 * cell,
+            **options,
+            backend=backend,
         )
 
     ours = values_and_grads(samplewise("triton"), inputs, upstream)

@@ -24,31 +24,86 @@ TDT_CASES = [  # (B, T, U, V, durations, sigma, blank)
 def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t_chunks, inplace, fastemit=0.0):
     """All three ops over T-chunks of the logits, as the sample-wise engine calls them."""
     bad = torch.zeros(logits.shape[0], dtype=torch.bool)
-    pieces = [ops.transducer_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, vocab, t0, bad) for t0, t1 in t_chunks]
+    pieces = [
+        ops.transducer_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, vocab, t0, bad)
+        for t0, t1 in t_chunks
+    ]
     log_probs, denominators = (torch.cat(part, 1) for part in zip(*pieces))
     alphas, betas, nll = ops.transducer_alphas_betas(log_probs, T_len, U_len)
     grads = []
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
-        ops.transducer_logits_grad(chunk, denominators, log_probs, alphas, betas, nll, targets, T_len, U_len, blank, vocab, t0, weights, clamp, grad, fastemit)
+        ops.transducer_logits_grad(
+            chunk,
+            denominators,
+            log_probs,
+            alphas,
+            betas,
+            nll,
+            targets,
+            T_len,
+            U_len,
+            blank,
+            vocab,
+            t0,
+            weights,
+            clamp,
+            grad,
+            fastemit,
+        )
         grads.append(grad)
-    return dict(log_probs=log_probs, denominators=denominators, alphas=alphas, betas=betas, nll=nll, grad=torch.cat(grads, 1), bad=bad)
+    return dict(
+        log_probs=log_probs,
+        denominators=denominators,
+        alphas=alphas,
+        betas=betas,
+        nll=nll,
+        grad=torch.cat(grads, 1),
+        bad=bad,
+    )
 
 
 def run_tdt(ops, logits, targets, T_len, U_len, blank, durations, sigma, weights, clamp, t_chunks, inplace):
     bad = torch.zeros(logits.shape[0], dtype=torch.bool)
     D = len(durations)
-    pieces = [ops.tdt_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, D, sigma, t0, bad) for t0, t1 in t_chunks]
+    pieces = [
+        ops.tdt_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, D, sigma, t0, bad)
+        for t0, t1 in t_chunks
+    ]
     log_probs, denominators = (torch.cat(part, 1) for part in zip(*pieces))
     alphas, betas, nll = ops.tdt_alphas_betas(log_probs, T_len, U_len, durations)
     grads = []
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
-        ops.tdt_logits_grad(chunk, denominators, log_probs, alphas, betas, nll, targets, T_len, U_len, blank, durations, t0, weights, clamp, grad)
+        ops.tdt_logits_grad(
+            chunk,
+            denominators,
+            log_probs,
+            alphas,
+            betas,
+            nll,
+            targets,
+            T_len,
+            U_len,
+            blank,
+            durations,
+            t0,
+            weights,
+            clamp,
+            grad,
+        )
         grads.append(grad)
-    return dict(log_probs=log_probs, denominators=denominators, alphas=alphas, betas=betas, nll=nll, grad=torch.cat(grads, 1), bad=bad)
+    return dict(
+        log_probs=log_probs,
+        denominators=denominators,
+        alphas=alphas,
+        betas=betas,
+        nll=nll,
+        grad=torch.cat(grads, 1),
+        bad=bad,
+    )
 
 
 def assert_same(ours: dict, expected: dict, dtype: torch.dtype) -> None:
@@ -56,7 +111,9 @@ def assert_same(ours: dict, expected: dict, dtype: torch.dtype) -> None:
         if value.dtype == torch.bool:
             assert torch.equal(ours[name], value), name
         else:
-            torch.testing.assert_close(ours[name].double(), value.double(), **tolerance(dtype), msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(
+                ours[name].double(), value.double(), **tolerance(dtype), msg=lambda m: f"{name}: {m}"
+            )
 
 
 def chunks_of(frames: int, chunk: int) -> list[tuple[int, int]]:
@@ -89,7 +146,9 @@ def test_rnnt_clamp_and_extra_columns_match_cpp():
 @pytest.mark.parametrize("case", TDT_CASES)
 def test_tdt_ops_match_cpp(case, dtype):
     batch, frames, labels, vocab, durations, sigma, blank = case
-    logits, targets, T_len, U_len = random_inputs(batch, frames, labels, vocab + len(durations), vocab, blank, dtype, seed=frames + labels)
+    logits, targets, T_len, U_len = random_inputs(
+        batch, frames, labels, vocab + len(durations), vocab, blank, dtype, seed=frames + labels
+    )
     weights = torch.linspace(0.5, 2.0, batch, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
     args = (targets, T_len, U_len, blank, durations, sigma, weights, 0.1, chunks_of(frames, 3))
     ours = run_tdt(triton_ops(), logits.clone(), *args, inplace=True)
