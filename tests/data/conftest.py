@@ -40,12 +40,16 @@ def prepared_module(mini_root, tmp_path_factory) -> TransducerDataModule:
     return dm
 
 
+# the own-data corpora's sets and the mini corpus splits they are made from
+OWN_DATA_SPLITS = {"train": "train", "dev": "dev", "test": "test-espeak"}
+
+
 @pytest.fixture(scope="session")
 def nemo_corpus(mini_root, tmp_path_factory):
     """({split: NeMo manifest}, {split: segments}): the small mini corpus as long 48 kHz stereo recordings
     (wav, flac, ogg, mp3), each utterance a segment (an offset), paths relative to the manifests."""
     out = tmp_path_factory.mktemp("nemo_corpus")
-    segments = {split: write_long_recordings(mini_root, split, out) for split in ("train", "dev", "test")}
+    segments = {name: write_long_recordings(mini_root, split, out) for name, split in OWN_DATA_SPLITS.items()}
     return {split: write_nemo_manifest(segments[split], out / f"{split}.json") for split in segments}, segments
 
 
@@ -57,7 +61,7 @@ def cut_corpus(mini_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("cut_corpus")
     lossless = (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_24"))
     segments = {
-        split: write_long_recordings(mini_root, split, out, formats=lossless) for split in ("train", "dev", "test")
+        name: write_long_recordings(mini_root, split, out, formats=lossless) for name, split in OWN_DATA_SPLITS.items()
     }
     manifests = {split: out / f"{split}_cuts.jsonl.gz" for split in segments}
     for split, path in manifests.items():

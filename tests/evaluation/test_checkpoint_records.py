@@ -175,7 +175,7 @@ def test_evaluation_and_transcription_decode_with_the_checkpoints_own_max_symbol
     assert any(
         "decoding.max_symbols_per_frame=3 overrides the checkpoint's 1" in r.getMessage() for r in caplog.records
     )
-    audio = read_manifest(datamodule.split_manifest("test"))[0].path
+    audio = read_manifest(datamodule.split_manifest("test-espeak"))[0].path
     default = Transcriber([checkpoint], method="greedy")
     assert default.options["max_symbols_per_frame"] == 1
     assert default.transcribe([audio]) == Transcriber(
