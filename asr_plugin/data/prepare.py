@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tqdm import tqdm
@@ -64,8 +65,11 @@ def check_candidates(
     probe = functools.partial(_probe, full_check=full_check)
     bar = dict(total=len(candidates), desc=desc, unit="utt", disable=not progress)
     if num_workers > 1 and len(candidates) > 1:
-        with multiprocessing.Pool(num_workers) as pool:
-            results = list(tqdm(pool.imap(probe, candidates, chunksize=64), **bar))
+        # forkserver, not fork: a process that already ran torch's or a decoder's threads can deadlock or kill a
+        # forked child, and a dead worker hangs multiprocessing.Pool; the executor raises BrokenProcessPool
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(num_workers, mp_context=context) as pool:
+            results = list(tqdm(pool.map(probe, candidates, chunksize=64), **bar))
     else:
         results = list(tqdm(map(probe, candidates), **bar))
     entries, skipped = [], []
