@@ -5,7 +5,9 @@ Per group: the joint runs on the group's rows (detached leaves), the lattice's f
 per-cell values its recursions need, the recursions give the group's losses, and (in a gradient pass) the
 lattice's logits gradient, weighted per sample, goes back through the runner into encoder, predictor and joint
 parameter gradients before the next group's logits exist. T-chunked groups (``planning.Group.chunks``) run
-pass 1 chunk by chunk keeping the last chunk's logits, then backpropagate it and recompute the others.
+pass 1 chunk by chunk keeping the last chunk's logits, then backpropagate it and recompute the others. The flash
+runner (``runners.FlashRunner``, never chunked) has no logits: its group forms the log-probs and, from the
+recursions' statistics, every gradient itself (``_run_flash_group``).
 
 Host syncs: none inside the loop; one check of the per-sample non-finite flags after all groups (shared, for
 float16 logits, with the overflow check of the fp16 gradient scale).
@@ -147,6 +149,8 @@ def _run_group(
     chunks = group.chunks()
     gradient = weights is not None
     joint = problem.runner.begin(encoder, predictor, needs if gradient else Needs())
+    if problem.runner.flash:
+        return _run_flash_group(problem, group, joint, sequences, weights, grads, bad, index)
 
     # Pass 1: every chunk's log-probs, written into the whole group's (no second copy of them); the last chunk's
     # logits keep their graph (gradient pass) and are backpropagated first, so a group that fits is never
@@ -183,6 +187,26 @@ def _run_group(
         _accumulate(grads, group, index, t0, step_grads)
         del step_grads  # not alive during the next step's backprop
     _accumulate(grads, group, index, 0, joint.finish())
+    return problem.lattice.loss_values(stats.nll)
+
+
+def _run_flash_group(problem, group: Group, joint, sequences, weights, grads, bad, index) -> torch.Tensor:
+    """``_run_group`` for the flash runner: the whole group at once (its plan has no T-chunks), no logits."""
+    if group.chunk != group.frames:
+        raise RuntimeError(f"the flash joint runs whole groups, but the plan chunks this one: {group}")
+    stop = group.start + len(group.samples)
+    log_probs, denominators = joint.log_probs(sequences, problem.blank, bad[group.start : stop])
+    stats = problem.lattice.recursions(log_probs, denominators, sequences)
+    if weights is not None:
+        weighted = weights[group.start : stop]
+        _accumulate(
+            grads,
+            group,
+            index,
+            0,
+            joint.backprop_lattice(stats, sequences, problem.blank, weighted, problem.lattice.clamp),
+        )
+        _accumulate(grads, group, index, 0, joint.finish())
     return problem.lattice.loss_values(stats.nll)
 
 

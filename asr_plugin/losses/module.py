@@ -16,7 +16,7 @@ from .engine import SamplewiseState
 from .lattices import TransducerLattice, check_omega, loss_lattice
 from .planning import Plan, parse_max_samples, parse_memory_budget
 from .runners import Joint, check_extra_outputs
-from .samplewise import plan_samplewise, samplewise_transducer_loss
+from .samplewise import check_flash_joint, plan_samplewise, samplewise_transducer_loss
 
 MODES = ("batched", "samplewise")
 _logger = logging.getLogger(__name__)
@@ -32,7 +32,9 @@ class TransducerLoss(nn.Module):
     ``max_samples_per_group`` (both ignored in batched mode). ``omega`` (TDT only: the probability of a call
     computing the RNN-T loss instead) is as in ``transducer_loss``. A model's loss takes the model's lattice
     (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it). ``backend`` (the kernels:
-    "auto", "cpp", "triton", "cuda") is as in ``transducer_loss``.
+    "auto", "cpp", "triton", "cuda") is as in ``transducer_loss``; ``flash_joint`` ("auto", "always", "never":
+    whether a standard joint runs as the flash joint, with no logits tensor; "auto" does on CUDA when it can) is
+    as in ``samplewise_transducer_loss`` (sample-wise mode only).
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
@@ -49,9 +51,11 @@ class TransducerLoss(nn.Module):
         memory_budget: int | str | None = None,
         max_samples_per_group: int | None = None,
         backend: str = "auto",
+        flash_joint: str = "auto",
     ) -> None:
         super().__init__()
         self.backend = check_backend(backend)
+        self.flash_joint = check_flash_joint(flash_joint)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         check_options(blank, reduction)
@@ -71,7 +75,7 @@ class TransducerLoss(nn.Module):
         return (
             f"mode={self.mode!r}, lattice={self.lattice!r}, blank={self.blank}, reduction={self.reduction!r}, "
             f"omega={self.omega}, memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}, "
-            f"backend={self.backend!r}"
+            f"backend={self.backend!r}, flash_joint={self.flash_joint!r}"
         )
 
     def plan(
@@ -95,6 +99,8 @@ class TransducerLoss(nn.Module):
             blank=self.blank,
             memory_budget=self.memory_budget,
             max_samples_per_group=self.max_samples_per_group,
+            flash_joint=self.flash_joint,
+            backend=self.backend,
         )
 
     def forward(
@@ -124,6 +130,7 @@ class TransducerLoss(nn.Module):
             memory_budget=self.memory_budget,
             max_samples_per_group=self.max_samples_per_group,
             state=self.samplewise_state,
+            flash_joint=self.flash_joint,
             **options,
         )
         level = logging.INFO if first else logging.DEBUG  # the first plan: a training run's typical step

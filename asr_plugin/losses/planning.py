@@ -18,6 +18,12 @@ H is the joint's hidden size (``hidden_dim`` of a joint declaring ``runners.Join
 ``StandardJoint``; else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
 (autocast aware).
 
+For the flash joint (``runners.FLASH``: no logits and no hidden activation exist outside the kernels' registers,
+see ``flash_cell_bytes``) nothing per cell grows with V or H: ``step_bytes = 0``, ``lattice_bytes`` as above
+(24 for RNN-T), and what grows with H is per padded *row* of the group (each of its T_g frames and U_g+1 label
+positions): ``n * (T_g + U_g+1) * row_bytes``, the projections and their gradients. Since no step memory
+scales with a T-chunk, a flash group is never chunked.
+
 The budget is fixed (not a fraction of free memory), so the plan is the same on every step and every DDP
 rank for the same lengths.
 """
@@ -62,15 +68,22 @@ def default_budget(device: torch.device) -> int:
 class CellBytes:
     """The estimate per lattice cell: `step` bytes for every cell of a step (one T-chunk, or the whole group:
     the logits and the hidden tensors), `lattice` bytes for every cell of the group's whole lattice (the
-    statistics the recursions and the gradient read, alive for the whole group however it is chunked)."""
+    statistics the recursions and the gradient read, alive for the whole group however it is chunked); and
+    `row` bytes for every padded row of the group, each of its T_g frames and U_g+1 label positions (the flash
+    joint's projections and their gradients; 0 for the other runners, whose per-cell hidden tensors dwarf them)."""
 
     step: int
     lattice: int = 0
+    row: int = 0
 
     @property
     def total(self) -> int:
-        """Bytes of a cell of a group computed whole."""
+        """Bytes of a cell of a group computed whole (the rows are counted apart: ``group_bytes``)."""
         return self.step + self.lattice
+
+    def group_bytes(self, samples: int, frames: int, labels_plus_one: int) -> int:
+        """Estimated bytes of a group of `samples` padded to `frames` x `labels_plus_one`, computed whole."""
+        return samples * (frames * labels_plus_one * self.total + (frames + labels_plus_one) * self.row)
 
 
 def cell_bytes(
@@ -85,7 +98,34 @@ def cell_bytes(
     """Step: `width` (V, or V + D for TDT) scores and the hidden tensors; lattice: the lattice's
     `values_per_cell` float32 statistics plus 4 bytes of slack (RNN-T: 5 values, 24 bytes; TDT: 6 + D)."""
     step = width * logits_dtype.itemsize + hidden * (hidden_copies * input_dtype.itemsize + mask_bytes)
-    return CellBytes(step, 4 * values_per_cell + 4)
+    return CellBytes(step, _lattice_bytes(values_per_cell))
+
+
+def _lattice_bytes(values_per_cell: int) -> int:
+    """The lattice's float32 statistics per cell plus 4 bytes of slack (the recursions' temporaries)."""
+    return 4 * values_per_cell + 4
+
+
+def flash_cell_bytes(
+    hidden: int,
+    projection_dtype: torch.dtype,
+    input_width: int,
+    input_dtype: torch.dtype,
+    values_per_cell: int = 5,
+) -> CellBytes:
+    """The flash joint's estimate (``runners.FlashRunner``): V appears nowhere, since no logits tile leaves the
+    kernels' registers.
+
+    Per lattice cell (``lattice``; ``step`` is 0): what the flash kernels and the recursions keep, the RNN-T
+    log-probs [blank, label] (2 x float32), the denominator, alpha and beta (float32 each): ``values_per_cell``
+    = 5 values, 20 bytes, plus 4 of slack = 24 bytes.
+
+    Per padded row (``row``; a frame or a label position of the group, H = `hidden`): the projection (H values
+    of `projection_dtype`, with its autograd graph), its float32 gradient buffer the backward kernel adds into,
+    and that gradient cast back for autograd (H x `projection_dtype`); plus the group's gathered input rows and
+    their gradient (`input_width` = max(H_e, H_p) values of `input_dtype`, twice)."""
+    row = hidden * (2 * projection_dtype.itemsize + 4) + 2 * input_width * input_dtype.itemsize
+    return CellBytes(step=0, lattice=_lattice_bytes(values_per_cell), row=row)
 
 
 @dataclass(frozen=True)
@@ -120,9 +160,14 @@ class Group:
         t0, _ = self.chunks()[-1]
         return len(self.samples) * t0 * self.labels_plus_one
 
+    def rows(self) -> int:
+        """Padded rows of the whole group: its frames and its label positions, per sample."""
+        return len(self.samples) * (self.frames + self.labels_plus_one)
+
     def step_bytes(self, bytes_per_cell: CellBytes) -> int:
-        """Estimated transient memory of one step: a chunk's cells and the whole group's statistics."""
-        return self.cells() * bytes_per_cell.step + self.lattice_cells() * bytes_per_cell.lattice
+        """Estimated transient memory of one step: a chunk's cells and the whole group's statistics and rows."""
+        cost = bytes_per_cell
+        return self.cells() * cost.step + self.lattice_cells() * cost.lattice + self.rows() * cost.row
 
 
 @dataclass(frozen=True)
@@ -133,6 +178,7 @@ class Plan:
     groups: tuple[Group, ...]
     bytes_per_cell: CellBytes
     fixed_bytes: int = 0  # inputs, their gradients and the parameter-gradient buffers (not part of the budget)
+    runner: str = ""  # how the joint runs: "graph", "fused" or "flash" (``runners``); "" when not planned for one
 
     @property
     def steps(self) -> int:
@@ -152,8 +198,10 @@ class Plan:
         return sum(g.recomputed_cells() for g in self.groups) / sum(g.lattice_cells() for g in self.groups)
 
     def describe(self) -> str:
+        joint = f" ({self.runner} joint)" if self.runner else ""
         return (
-            f"sample-wise transducer loss: {len(self.order)} samples in {len(self.groups)} groups, {self.steps} steps "
+            f"sample-wise transducer loss{joint}: {len(self.order)} samples in {len(self.groups)} groups, "
+            f"{self.steps} steps "
             f"(T-chunks; {100 * self.recomputed_fraction():.0f} % of the lattice cells recomputed); largest step "
             f"~{self.step_bytes() / 2**20:.1f} MiB, estimated peak ~{self.estimated_peak_bytes() / 2**20:.1f} MiB "
             f"(inputs, their gradients and parameter-gradient buffers: {self.fixed_bytes / 2**20:.1f} MiB)"
@@ -178,14 +226,16 @@ def plan_groups(
     bytes_per_cell: CellBytes | int,
     max_samples_per_group: int | None = None,
     fixed_bytes: int = 0,
+    runner: str = "",
 ) -> Plan:
     """Group samples so that each padded group fits `budget`, cutting padding in both T and U.
 
     Samples are sorted in two dimensions (bands of U_b, then T_b inside a band, longest first), so that
     neighbours are close in both, and grouped greedily while the padded group fits the budget and holds at
     most `max_samples_per_group` samples. A sample whose lattice alone exceeds the budget forms its own group,
-    processed in T-chunks of as many frames as fit beside its whole lattice's statistics (at least one).
-    `bytes_per_cell` as an int counts per step cell only.
+    processed in T-chunks of as many frames as fit beside its whole lattice's statistics and rows (at least one;
+    with no step bytes, as the flash joint's, chunking saves nothing and the group stays whole).
+    `bytes_per_cell` as an int counts per step cell only. `runner` is recorded in the plan.
     """
     cost = bytes_per_cell if isinstance(bytes_per_cell, CellBytes) else CellBytes(bytes_per_cell)
     groups: list[Group] = []
@@ -194,24 +244,24 @@ def plan_groups(
     group_frames = group_labels = 0
 
     def close() -> None:
-        lattice_cells = len(members) * group_frames * group_labels
-        fits = lattice_cells * cost.total <= budget
-        step_bytes_per_frame = len(members) * group_labels * cost.step
-        chunk = group_frames if fits else max(1, (budget - lattice_cells * cost.lattice) // step_bytes_per_frame)
+        n = len(members)
+        fits = cost.group_bytes(n, group_frames, group_labels) <= budget or cost.step == 0
+        whole_group = n * (group_frames * group_labels * cost.lattice + (group_frames + group_labels) * cost.row)
+        chunk = group_frames if fits else max(1, (budget - whole_group) // (n * group_labels * cost.step))
         groups.append(Group(len(order), tuple(members), group_frames, group_labels, min(chunk, group_frames)))
         order.extend(members)
 
     for b in _sorted_by_labels_then_frames(frames, labels):
         next_frames, next_labels = max(group_frames, frames[b]), max(group_labels, labels[b] + 1)
         full = max_samples_per_group is not None and len(members) >= max_samples_per_group
-        too_big = (len(members) + 1) * next_frames * next_labels * cost.total > budget
+        too_big = cost.group_bytes(len(members) + 1, next_frames, next_labels) > budget
         if members and (full or too_big):
             close()
             members, next_frames, next_labels = [], frames[b], labels[b] + 1
         members.append(b)
         group_frames, group_labels = next_frames, next_labels
     close()
-    return Plan(tuple(order), tuple(groups), cost, fixed_bytes)
+    return Plan(tuple(order), tuple(groups), cost, fixed_bytes, runner)
 
 
 def parse_max_samples(value: int | None) -> int | None:

@@ -3,7 +3,8 @@
 A runner's ``begin(encoder, predictor, needs)`` opens a group (its rows of the inputs); the group's
 ``step(t0, t1, keep)`` gives the logits of frames [t0, t1) (one T-chunk, or the whole group), a step's
 ``backprop(grad)`` turns a logits gradient into that chunk's gradients, and the group's ``finish()`` gives
-what can only be formed once every chunk is in. Two runners share this interface:
+what can only be formed once every chunk is in. Two runners share this interface, and a third computes the
+lattice's log-probs and gradient itself:
 
 * ``GraphRunner`` (any joint): calls the joint with autograd on detached leaves per step and turns the
   logits gradient into input/parameter gradients with ``torch.autograd.grad``;
@@ -11,7 +12,11 @@ what can only be formed once every chunk is in. Two runners share this interface
   (with autograd), computes ``output(act(enc_proj + pred_proj))`` per step without an autograd graph over
   the lattice, and writes its backward by hand: the output layer's gradients per step, the projections'
   gradients summed over the lattice into group buffers, and one autograd call through the projections in
-  ``finish``. Only the logits and two hidden-sized tensors per cell are alive at once (the graph keeps four).
+  ``finish``. Only the logits and two hidden-sized tensors per cell are alive at once (the graph keeps four);
+* ``triton.flash.FlashRunner`` (a standard joint the flash joint can compute, ``flash_declines``): the fused
+  runner's projections, then the flash kernels form the group's log-probs and, from the recursions'
+  statistics, every gradient, with no logits and no hidden tensor outside registers; its groups have no
+  ``step`` (``flash`` is True: the engine calls ``log_probs`` and ``backprop_lattice`` instead).
 
 A ``nn.Module`` joint runs on detached copies of its parameters, swapped in once per pass with
 ``torch.func.functional_call`` (``Runner.with_leaves``), so hooks registered on the parameters
@@ -29,13 +34,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .lattices import TransducerLattice
+from .lattices import RNNT, TransducerLattice
 
 Joint = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _Result = TypeVar("_Result")
 
-# Activations the fused runner implements.
+# Activations the fused runner implements, and those the flash joint's kernels implement.
 FUSED_ACTIVATIONS = ("tanh", "relu", "gelu")
+FLASH_ACTIVATIONS = ("tanh", "relu")
+# The sample-wise loss's `flash_joint` option: "auto" runs the flash joint when it can (CUDA tensors, see
+# ``samplewise.choose_flash``), "always" requires it (a ValueError naming why it cannot run), "never" runs the
+# fused or graph runner.
+FLASH_JOINT_CHOICES = ("auto", "always", "never")
 
 
 @runtime_checkable
@@ -76,6 +86,30 @@ class StandardJoint(JointShape, Protocol):
 
     @property
     def fused_dropout(self) -> float: ...
+
+
+def flash_declines(joint: Joint, lattice: TransducerLattice | None = None) -> str | None:
+    """Why the flash joint cannot compute `joint` over `lattice` (None: it can), as a phrase naming the cause.
+
+    It computes ``output(act(project_encoder(enc) + project_predictor(pred)))`` of a ``StandardJoint`` (detected
+    by its interface, like ``make_runner``; this package never imports ``asr_plugin.models``) with tanh or relu,
+    no dropout on the activations (the recomputing backward has no mask to replay), no extra outputs, over the
+    RNN-T lattice without FastEmit."""
+    if not (isinstance(joint, nn.Module) and isinstance(joint, StandardJoint) and isinstance(joint.output, nn.Linear)):
+        return f"{type(joint).__name__} is not a standard joint (runners.StandardJoint with an nn.Linear output)"
+    if joint.fused_activation not in FLASH_ACTIVATIONS:
+        return f"activation {joint.fused_activation!r} (the flash joint implements {FLASH_ACTIVATIONS})"
+    if joint.fused_dropout > 0:
+        return (
+            f"joint dropout {joint.fused_dropout} in training mode (the recomputing backward has no mask to replay; "
+            "eval mode, dropout 0 or flash_joint='never' runs it)"
+        )
+    if joint.num_extra_outputs:
+        return f"{joint.num_extra_outputs} extra outputs (a TDT joint: the flash joint computes RNN-T only)"
+    plain_rnnt = isinstance(lattice, RNNT) and not lattice.num_extra_outputs and not lattice.fastemit_lambda
+    if lattice is not None and not plain_rnnt:
+        return f"lattice {lattice!r} (the flash joint computes the RNN-T lattice without FastEmit)"
+    return None
 
 
 def joint_hidden_size(joint: Joint, encoder_dim: int, predictor_dim: int) -> int:
@@ -270,6 +304,8 @@ class _GraphGroup:
 class GraphRunner:
     """Any joint: autograd through its graph; steps that are recomputed replay the RNG state (dropout)."""
 
+    name = "graph"
+    flash = False
     hidden_copies = 4
     mask_bytes = 0
     records_rng = True
@@ -318,7 +354,7 @@ def _drop_(hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 class _FusedStep:
     """One step of a standard joint, computed without an autograd graph."""
 
-    group: _FusedGroup
+    group: FusedGroup
     t0: int
     # (n, Tc, U_g+1, H): act output, dropped units zeroed (tanh/relu), or pre-activation (gelu); None: no backprop
     hidden: torch.Tensor | None
@@ -327,7 +363,7 @@ class _FusedStep:
 
     def backprop(self, grad: torch.Tensor) -> StepGrads:
         """`grad` (n, Tc, U_g+1, V) in the logits dtype: the output layer's gradients; the projections'
-        are summed into the group (``_FusedGroup.finish``). Consumes the step (its hidden tensor is overwritten)."""
+        are summed into the group (``FusedGroup.finish``). Consumes the step (its hidden tensor is overwritten)."""
         group, runner = self.group, self.group.runner
         weight, bias = runner.output_weight, runner.output_bias
         flat_grad = grad.reshape(-1, grad.shape[-1])  # (cells, V)
@@ -351,7 +387,7 @@ class _FusedStep:
         return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
 
 
-class _FusedGroup:
+class FusedGroup:
     """A group's projections (computed once, with autograd) and the sums of their gradients over the lattice."""
 
     def __init__(self, runner: FusedRunner, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> None:
@@ -414,6 +450,8 @@ class FusedRunner:
     """A ``StandardJoint`` run fused: projections once per group (autograd), act, dropout and the output Linear
     by hand."""
 
+    name = "fused"
+    flash = False
     hidden_copies = 2  # per cell: the kept activation and its gradient (GELU: its input, and GELU of it for W_out)
     inplace = True  # nothing saves the logits
 
@@ -436,22 +474,27 @@ class FusedRunner:
         output = {id(self.output_weight), id(self.output_bias)}
         self.projection_leaves = tuple(leaf for leaf in self.trainable_leaves if id(leaf) not in output)
 
-    def begin(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> _FusedGroup:
+    def begin(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> FusedGroup:
         """Open a group (inside ``with_leaves``): `needs` of its gradient pass, Needs() for losses only."""
-        return _FusedGroup(self, encoder, predictor, needs)
+        return FusedGroup(self, encoder, predictor, needs)
 
 
-JointGroup = _GraphGroup | _FusedGroup
+JointGroup = _GraphGroup | FusedGroup
 
 
 def _leaf_name(joint: nn.Module, parameter: torch.Tensor) -> str:
     return next(f"joint.{name}" for name, p in joint.named_parameters() if p is parameter)
 
 
-def make_runner(joint: Joint) -> GraphRunner | FusedRunner:
-    """The fused runner for a standard joint that can be fused now, else the graph runner."""
+def make_runner(joint: Joint, flash: bool = False) -> GraphRunner | FusedRunner:
+    """With `flash` (the caller checked ``flash_declines``), the flash runner; else the fused runner for a standard
+    joint that can be fused now, else the graph runner."""
     if not callable(joint):
         raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
+    if flash:
+        from .triton.flash import FlashRunner  # imports triton: only when the flash joint runs
+
+        return FlashRunner(joint)
     if isinstance(joint, nn.Module) and isinstance(joint, StandardJoint) and isinstance(joint.output, nn.Linear):
         activation, dropout = joint.fused_activation, float(joint.fused_dropout)
         if activation in FUSED_ACTIVATIONS and 0.0 <= dropout < 1.0:

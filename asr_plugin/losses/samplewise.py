@@ -8,7 +8,9 @@ encoder/predictor/joint-parameter gradients before the next group's logits are a
 lattice alone exceeds the budget is split over T: pass 1 keeps only the lattice's per-cell log-probs (RNN-T:
 (T, U+1, 2) blank/label) and the last chunk's logits with their graph, pass 2 backpropagates that chunk and
 recomputes the others.
-A standard joint (``runners.StandardJoint``) runs fused, with half the per-cell memory of its autograd graph.
+A standard joint (``runners.StandardJoint``) runs fused, with half the per-cell memory of its autograd graph,
+or, where the flash joint can run it (``flash_joint``, ``choose_flash``: on CUDA by default), by the flash
+kernels, with no logits at all (``planning.flash_cell_bytes``: per cell 24 bytes, whatever V).
 The group loop itself is ``engine.run``; it computes over the RNN-T or the TDT lattice (``lattices``) alike.
 
 Gradients are computed in forward for an upstream gradient of 1 and weighted by it in backward: exactly per sample
@@ -39,12 +41,31 @@ from ._validation import (
     check_sequences,
     check_vocabulary,
 )
-from .backends import check_backend
+from .backends import check_backend, resolve_backend
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
 from .lattices import TransducerLattice, accumulation_dtype, check_omega, loss_lattice
-from .planning import Plan, cell_bytes, default_budget, parse_max_samples, parse_memory_budget, plan_groups
-from .runners import FusedRunner, GraphRunner, Joint, Needs, check_extra_outputs, joint_hidden_size, make_runner
+from .planning import (
+    CellBytes,
+    Plan,
+    cell_bytes,
+    default_budget,
+    flash_cell_bytes,
+    parse_max_samples,
+    parse_memory_budget,
+    plan_groups,
+)
+from .runners import (
+    FLASH_JOINT_CHOICES,
+    FusedRunner,
+    GraphRunner,
+    Joint,
+    Needs,
+    check_extra_outputs,
+    flash_declines,
+    joint_hidden_size,
+    make_runner,
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,47 @@ def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.T
     return logits
 
 
+def check_flash_joint(flash_joint: str) -> str:
+    if flash_joint not in FLASH_JOINT_CHOICES:
+        raise ValueError(f"flash_joint must be one of {FLASH_JOINT_CHOICES}, got {flash_joint!r}")
+    return flash_joint
+
+
+def flash_unavailable(
+    joint: Joint, lattice: TransducerLattice, device: torch.device, dtype: torch.dtype, backend: str
+) -> str | None:
+    """Why the flash joint cannot compute this call (None: it can): the joint and lattice
+    (``runners.flash_declines``), float64 (its kernels compute in float32), the kernels (it is Triton code:
+    `backend` "auto" or "triton") and the device (CUDA, or CPU under Triton's interpreter)."""
+    reason = flash_declines(joint, lattice)
+    if reason is not None:
+        return reason
+    if dtype == torch.float64:
+        return "float64 joint outputs (the flash kernels compute in float32; float64 runs unfused)"
+    if backend not in ("auto", "triton"):
+        return f"backend={backend!r} (the flash joint's kernels are Triton's: use backend='auto' or 'triton')"
+    try:
+        resolve_backend(device, "triton")
+    except (TypeError, ValueError) as err:
+        return f"the Triton kernels cannot run here: {err}"
+    return None
+
+
+def choose_flash(
+    flash_joint: str, joint: Joint, lattice: TransducerLattice, device: torch.device, dtype: torch.dtype, backend: str
+) -> bool:
+    """Whether a call runs the flash joint: "never" no; "auto" on CUDA tensors when it can (on the CPU the C++
+    kernels with the fused runner are faster than the Triton interpreter); "always" yes, or a ValueError naming
+    why it cannot."""
+    check_flash_joint(flash_joint)
+    if flash_joint == "never" or (flash_joint == "auto" and device.type != "cuda"):
+        return False
+    reason = flash_unavailable(joint, lattice, device, dtype, backend)
+    if reason is not None and flash_joint == "always":
+        raise ValueError(f"flash_joint='always': the flash joint cannot run this call: {reason}")
+    return reason is None
+
+
 def _bytes_per_cell(
     runner: GraphRunner | FusedRunner,
     joint: Joint,
@@ -123,9 +185,12 @@ def _bytes_per_cell(
     encoder_out: torch.Tensor,
     predictor_out: torch.Tensor,
     values_per_cell: int,
-) -> int:
+) -> CellBytes:
     width = probe.shape[-1]
     hidden = joint_hidden_size(joint, encoder_out.shape[-1], predictor_out.shape[-1])
+    if runner.flash:  # the projections come in the joint's output dtype (autocast casts every Linear alike)
+        input_width = max(encoder_out.shape[-1], predictor_out.shape[-1])
+        return flash_cell_bytes(hidden, probe.dtype, input_width, encoder_out.dtype, values_per_cell)
     if isinstance(runner, FusedRunner):
         return cell_bytes(
             width, probe.dtype, hidden, probe.dtype, runner.hidden_copies, runner.mask_bytes, values_per_cell
@@ -158,8 +223,12 @@ def _set_up(
     omega,
     memory_budget,
     max_samples_per_group,
+    flash_joint,
+    backend,
 ) -> _Setup:
     check_options(blank, reduction)
+    check_backend(backend)
+    check_flash_joint(flash_joint)
     lattice = loss_lattice(lattice)
     omega = check_omega(lattice, omega)
     budget = parse_memory_budget(memory_budget)
@@ -183,14 +252,18 @@ def _set_up(
         source="encoder_out",
         labels_source="predictor_out",
     )
-    runner = make_runner(joint)
+    if not callable(joint):
+        raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
     check_extra_outputs(joint, lattice)
     probe = _probe_joint(joint, encoder_out, predictor_out)
     check_vocabulary(sequences, probe.shape[-1], blank, lattice.num_extra_outputs)
+    runner = make_runner(joint, choose_flash(flash_joint, joint, lattice, device, probe.dtype, backend))
     # the configured lattice's statistics, also for a call that omega turns into RNN-T: the plan does not depend on
     # the draw
     values_per_cell = lattice.values_per_cell()
     fixed = 2 * (encoder_out.nbytes + predictor_out.nbytes) + 2 * sum(p.nbytes for p in runner.params)
+    if runner.flash:  # each group's float32 buffers for the output layer's gradients (V, H) and (V,)
+        fixed += 4 * (runner.output_weight.numel() + runner.output_weight.shape[0])
     plan = plan_groups(
         sequences.frames,
         sequences.labels,
@@ -198,6 +271,7 @@ def _set_up(
         _bytes_per_cell(runner, joint, probe, encoder_out, predictor_out, values_per_cell),
         max_samples,
         fixed,
+        runner.name,
     )
     return _Setup(sequences, runner, probe, plan, lattice, omega)
 
@@ -213,9 +287,12 @@ def plan_samplewise(
     blank: int = 0,
     memory_budget: int | str | None = None,
     max_samples_per_group: int | None = None,
+    flash_joint: str = "auto",
+    backend: str = "auto",
 ) -> Plan:
     """The plan ``samplewise_transducer_loss`` would run with these arguments (groups, T-chunks, the estimated
-    bytes), after the same checks; computes nothing but the joint on one lattice cell."""
+    bytes, ``Plan.runner``: how the joint runs), after the same checks; computes nothing but the joint on one
+    lattice cell."""
     return _set_up(
         encoder_out,
         predictor_out,
@@ -229,6 +306,8 @@ def plan_samplewise(
         0.0,
         memory_budget,
         max_samples_per_group,
+        flash_joint,
+        backend,
     ).plan
 
 
@@ -248,6 +327,7 @@ def samplewise_transducer_loss(
     max_samples_per_group: int | None = None,
     state: SamplewiseState | None = None,
     backend: str = "auto",
+    flash_joint: str = "auto",
 ) -> torch.Tensor:
     """Transducer loss over `lattice` (RNN-T, or TDT) computed sample-group by sample-group; same values and
     gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
@@ -268,8 +348,13 @@ def samplewise_transducer_loss(
             after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
             own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
         backend: the kernels, as in ``transducer_loss``.
+        flash_joint: whether a standard joint runs as the flash joint (``losses.triton.flash``: no logits tensor;
+            per lattice cell 24 bytes whatever V, so far larger groups fit a budget): "auto" (default) on CUDA
+            tensors when it can (``flash_unavailable``: tanh/relu, no active joint dropout, RNN-T without
+            FastEmit, not float64, backend "auto" or "triton"), else the fused or graph runner, and never on the
+            CPU; "always": it must (a ValueError naming why it cannot; on the CPU only under
+            ``TRITON_INTERPRET=1``); "never": it does not. ``last_plan.runner`` says which ran.
     """
-    check_backend(backend)
     state = SamplewiseState() if state is None else state
     setup = _set_up(
         encoder_out,
@@ -284,6 +369,8 @@ def samplewise_transducer_loss(
         omega,
         memory_budget,
         max_samples_per_group,
+        flash_joint,
+        backend,
     )
     plan, runner = setup.plan, setup.runner
     state.last_plan = plan

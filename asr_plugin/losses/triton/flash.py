@@ -5,9 +5,12 @@ cell only the two log-probs, the denominator, alpha and beta (float32) are kept,
 
 The projections run through autograd (their own parameters and the inputs get gradients as usual); the
 activation, the output layer and the loss are one autograd Function whose backward recomputes the logits tile by
-tile. It declines, by name, what it does not implement: joint dropout (no mask to replay), activations other than
-tanh and relu, TDT joints (extra outputs). It needs the Triton backend's device: CUDA tensors, or CPU tensors
-under ``TRITON_INTERPRET=1``.
+tile. It declines, by name (``runners.flash_declines``), what it does not implement: joint dropout (no mask to
+replay), activations other than tanh and relu, TDT joints (extra outputs), FastEmit. It needs the Triton
+backend's device: CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``.
+
+``FlashRunner`` is the same computation as the sample-wise loss's per-group runner (``runners``; chosen by its
+``flash_joint`` option): per group the projections, ``flash_log_probs``, the recursions, ``flash_grads``.
 """
 
 from __future__ import annotations
@@ -18,121 +21,222 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from .._validation import check_finite, check_options, check_sequences, check_vocabulary
+from .._validation import Sequences, check_finite, check_options, check_sequences, check_vocabulary
 from ..backends import resolve_backend
 from ..batched import reduce_losses
-from ..lattices import RNNT, loss_lattice
-from ..runners import StandardJoint
+from ..lattices import RNNT, LatticeStats, loss_lattice
+from ..runners import FusedGroup, FusedRunner, Needs, StandardJoint, StepGrads, flash_declines
 from . import ops
 from .configs import flash_config
-from .flash_joint import ACTIVATIONS, flash_grads_kernel, flash_log_probs_kernel
+from .flash_joint import flash_grads_kernel, flash_log_probs_kernel
 
 
-def flash_declines(joint) -> str | None:
-    """Why the flash joint cannot run `joint` (None: it can)."""
-    if not isinstance(joint, StandardJoint) or not isinstance(joint.output, torch.nn.Linear):
-        return f"{type(joint).__name__} is not a standard joint (runners.StandardJoint with an nn.Linear output)"
-    if joint.fused_activation not in ACTIVATIONS:
-        return f"activation {joint.fused_activation!r} (the flash joint implements {ACTIVATIONS})"
-    if joint.fused_dropout > 0:
-        return (
-            f"joint dropout {joint.fused_dropout} (the recomputation has no mask to replay; use the sample-wise loss)"
+def _kernel_args(enc_proj, pred_proj, weight, bias, sequences: Sequences) -> tuple:
+    """The arguments both flash kernels start with: the projections, the output layer (the weight stands in for
+    a missing bias, never read then) and the lattice."""
+    return (enc_proj, pred_proj, weight, weight if bias is None else bias, *sequences.tensors())
+
+
+def _kernel_options(enc_proj, pred_proj, weight, bias, sequences: Sequences, blank: int, activation: str):
+    """The scalar and compile-time arguments both flash kernels end with, and their launch grid and warps."""
+    N, T, H = enc_proj.shape
+    config = flash_config()
+    scalars = (T, pred_proj.shape[1], sequences.targets.shape[1], H, weight.shape[0], blank)
+    blocks = dict(
+        HAS_BIAS=bias is not None,
+        ACT=activation,
+        BLOCK_U=config.block_u,
+        BLOCK_V=config.block_v,
+        BLOCK_K=config.block_k,
+        num_warps=config.num_warps,
+    )
+    return config.grid(N * T, pred_proj.shape[1]), scalars, blocks
+
+
+def flash_log_probs(
+    enc_proj: torch.Tensor,  # (N, T, H), contiguous
+    pred_proj: torch.Tensor,  # (N, U+1, H), contiguous
+    weight: torch.Tensor,  # (V, H) W_out
+    bias: torch.Tensor | None,  # (V,)
+    sequences: Sequences,
+    blank: int,
+    activation: str,
+    bad: torch.Tensor,  # (N,) bool, contiguous
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log_probs (N, T, U+1, 2) [blank, label], denominators (N, T, U+1)) float32 of the joint's logits, as the
+    ``transducer_log_probs`` op would give them, without the logits; sets ``bad[n]`` for a sample with a
+    non-finite valid row (never clears it)."""
+    N, T, _ = enc_proj.shape
+    log_probs = enc_proj.new_empty((N, T, pred_proj.shape[1], 2), dtype=torch.float32)
+    denominators = enc_proj.new_empty((N, T, pred_proj.shape[1]), dtype=torch.float32)
+    grid, scalars, blocks = _kernel_options(enc_proj, pred_proj, weight, bias, sequences, blank, activation)
+    with ops.launch_device(enc_proj.device):
+        flash_log_probs_kernel[grid](
+            *_kernel_args(enc_proj, pred_proj, weight, bias, sequences),
+            log_probs,
+            denominators,
+            bad.view(torch.uint8),
+            *scalars,
+            **blocks,
         )
-    if joint.num_extra_outputs:
-        return f"{joint.num_extra_outputs} extra outputs (a TDT joint: the flash joint computes RNN-T only)"
-    return None
+    return log_probs, denominators
+
+
+def flash_grads(
+    enc_proj: torch.Tensor,  # (N, T, H), contiguous
+    pred_proj: torch.Tensor,  # (N, U+1, H), contiguous
+    weight: torch.Tensor,  # (V, H)
+    bias: torch.Tensor | None,  # (V,)
+    sequences: Sequences,
+    stats: LatticeStats,  # from flash_log_probs and the recursions
+    weights: torch.Tensor,  # (N,) float32, contiguous: each sample's upstream gradient
+    blank: int,
+    activation: str,
+    clamp: float | None,
+    out: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    """Adds weights[n] * d nll[n] / d (enc_proj, pred_proj, W_out, b), the logits gradient clamped as
+    ``transducer_logits_grad``'s, into `out`: float32 buffers shaped as those four (the bias's (V,) even without
+    a bias), zeroed or holding earlier sums."""
+    grid, scalars, blocks = _kernel_options(enc_proj, pred_proj, weight, bias, sequences, blank, activation)
+    with ops.launch_device(enc_proj.device):
+        flash_grads_kernel[grid](
+            *_kernel_args(enc_proj, pred_proj, weight, bias, sequences),
+            stats.log_probs,
+            stats.denominators,
+            stats.alphas,
+            stats.betas,
+            stats.nll,
+            weights,
+            *out,
+            *scalars,
+            0.0 if clamp is None else float(clamp),
+            **blocks,
+        )
+
+
+def _grad_buffers(enc_proj, pred_proj, weight) -> tuple[torch.Tensor, ...]:
+    """Zeroed float32 buffers for d (enc_proj, pred_proj, W_out, b), the kernel's atomic adds' targets."""
+    shapes = (enc_proj.shape, pred_proj.shape, weight.shape, weight.shape[:1])
+    return tuple(torch.zeros(shape, dtype=torch.float32, device=weight.device) for shape in shapes)
 
 
 class _FlashRNNTLoss(torch.autograd.Function):
     """(enc_proj (N, T, H), pred_proj (N, U+1, H), W_out (V, H), b (V,) or None) -> nll (N,)."""
 
     @staticmethod
-    def forward(ctx, enc_proj, pred_proj, weight, bias, sequences, blank: int, activation: str, clamp: float):
-        N, T, H = enc_proj.shape
-        U1, V = pred_proj.shape[1], weight.shape[0]
-        config = flash_config()
-        log_probs = enc_proj.new_empty((N, T, U1, 2), dtype=torch.float32)
-        denominators = enc_proj.new_empty((N, T, U1), dtype=torch.float32)
-        bad = torch.zeros(N, dtype=torch.bool, device=enc_proj.device)
-        targets, logit_lengths, target_lengths = sequences.tensors()
-        args = (enc_proj, pred_proj, weight, weight if bias is None else bias, targets, logit_lengths, target_lengths)
-        with ops.launch_device(enc_proj.device):
-            flash_log_probs_kernel[config.grid(N * T, U1)](
-                *args,
-                log_probs,
-                denominators,
-                bad.view(torch.uint8),
-                T,
-                U1,
-                targets.shape[1],
-                H,
-                V,
-                blank,
-                HAS_BIAS=bias is not None,
-                ACT=activation,
-                BLOCK_U=config.block_u,
-                BLOCK_V=config.block_v,
-                BLOCK_K=config.block_k,
-                num_warps=config.num_warps,
-            )
+    def forward(ctx, enc_proj, pred_proj, weight, bias, sequences, blank: int, activation: str, clamp):
+        bad = torch.zeros(enc_proj.shape[0], dtype=torch.bool, device=enc_proj.device)
+        log_probs, denominators = flash_log_probs(enc_proj, pred_proj, weight, bias, sequences, blank, activation, bad)
         check_finite(bad)
-        alphas, betas, nll = ops.transducer_alphas_betas(log_probs, logit_lengths, target_lengths)
+        alphas, betas, nll = ops.transducer_alphas_betas(log_probs, *sequences.tensors()[1:])
         ctx.save_for_backward(enc_proj, pred_proj, weight, bias, log_probs, denominators, alphas, betas, nll)
-        ctx.sequences, ctx.blank, ctx.activation, ctx.clamp, ctx.config = sequences, blank, activation, clamp, config
+        ctx.sequences, ctx.blank, ctx.activation, ctx.clamp = sequences, blank, activation, clamp
         return nll.clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_nll):
         enc_proj, pred_proj, weight, bias, log_probs, denominators, alphas, betas, nll = ctx.saved_tensors
-        N, T, H = enc_proj.shape
-        U1, V = pred_proj.shape[1], weight.shape[0]
-        config = ctx.config
-        targets, logit_lengths, target_lengths = ctx.sequences.tensors()
-        grads = [torch.zeros_like(tensor, dtype=torch.float32) for tensor in (enc_proj, pred_proj, weight)]
-        bias_grad = torch.zeros(V, dtype=torch.float32, device=weight.device)
-        with ops.launch_device(enc_proj.device):
-            flash_grads_kernel[config.grid(N * T, U1)](
-                enc_proj,
-                pred_proj,
-                weight,
-                weight if bias is None else bias,
-                targets,
-                logit_lengths,
-                target_lengths,
-                log_probs,
-                denominators,
-                alphas,
-                betas,
-                nll,
-                grad_nll.float().contiguous(),
-                *grads,
-                bias_grad,
-                T,
-                U1,
-                targets.shape[1],
-                H,
-                V,
-                ctx.blank,
-                ctx.clamp,
-                HAS_BIAS=bias is not None,
-                ACT=ctx.activation,
-                BLOCK_U=config.block_u,
-                BLOCK_V=config.block_v,
-                BLOCK_K=config.block_k,
-                num_warps=config.num_warps,
-            )
-        enc_grad, pred_grad, weight_grad = (g.to(t.dtype) for g, t in zip(grads, (enc_proj, pred_proj, weight)))
-        return (
-            enc_grad,
-            pred_grad,
-            weight_grad,
-            None if bias is None else bias_grad.to(bias.dtype),
-            None,
-            None,
-            None,
-            None,
+        stats = LatticeStats(log_probs, denominators, alphas, betas, nll)
+        grads = _grad_buffers(enc_proj, pred_proj, weight)
+        upstream = grad_nll.float().contiguous()
+        flash_grads(
+            enc_proj,
+            pred_proj,
+            weight,
+            bias,
+            ctx.sequences,
+            stats,
+            upstream,
+            ctx.blank,
+            ctx.activation,
+            ctx.clamp,
+            grads,
         )
+        enc_grad, pred_grad, weight_grad = (g.to(t.dtype) for g, t in zip(grads, (enc_proj, pred_proj, weight)))
+        bias_grad = None if bias is None else grads[3].to(bias.dtype)
+        return (enc_grad, pred_grad, weight_grad, bias_grad, None, None, None, None)
+
+
+class FlashGroup(FusedGroup):
+    """A group of the sample-wise loss run by the flash kernels: the fused runner's projections (with autograd)
+    and their float32 gradient sums, and no step: ``log_probs`` forms the group's lattice values and
+    ``backprop_lattice`` every gradient, from the recursions' statistics."""
+
+    def __init__(self, runner: FlashRunner, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> None:
+        super().__init__(runner, encoder, predictor, needs)
+        if self.projected:  # the backward kernel adds into it (atomics), the fused runner's steps write it
+            self.encoder_proj_grad.zero_()
+        # (n, T_g, H), (n, U_g+1, H): the kernels read rows by flat offsets
+        self.encoder_rows = self.encoder_proj.detach().contiguous()
+        self.predictor_rows = self.predictor_proj.detach().contiguous()
+
+    def log_probs(self, sequences: Sequences, blank: int, bad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log_probs (n, T_g, U_g+1, 2), denominators (n, T_g, U_g+1)) float32; flags `bad` (n,) as the ops."""
+        runner = self.runner
+        return flash_log_probs(
+            self.encoder_rows,
+            self.predictor_rows,
+            runner.output_weight.detach(),
+            None if runner.output_bias is None else runner.output_bias.detach(),
+            sequences,
+            blank,
+            runner.activation,
+            bad,
+        )
+
+    def backprop_lattice(
+        self, stats: LatticeStats, sequences: Sequences, blank: int, weights: torch.Tensor, clamp: float | None
+    ) -> StepGrads:
+        """The output layer's gradients for upstream `weights` (n,); the projections' are added into the group's
+        sums (``finish`` takes them through the projections)."""
+        runner = self.runner
+        weight, bias = runner.output_weight, runner.output_bias
+        if self.projected:
+            encoder_grad, predictor_grad = self.encoder_proj_grad, self.predictor_proj_grad
+        else:  # frozen projections and no input gradient: the kernel writes them anyway
+            encoder_grad, predictor_grad = _grad_buffers(self.encoder_rows, self.predictor_rows, weight)[:2]
+        weight_grad, bias_grad = _grad_buffers(self.encoder_rows, self.predictor_rows, weight)[2:]
+        flash_grads(
+            self.encoder_rows,
+            self.predictor_rows,
+            weight.detach(),
+            None if bias is None else bias.detach(),
+            sequences,
+            stats,
+            weights.float().contiguous(),
+            blank,
+            runner.activation,
+            clamp,
+            (encoder_grad, predictor_grad, weight_grad, bias_grad),
+        )
+        output_grads = {}
+        if self.needs.params and weight.requires_grad:
+            output_grads[id(weight)] = weight_grad.to(weight.dtype)
+        if self.needs.params and bias is not None and bias.requires_grad:
+            output_grads[id(bias)] = bias_grad.to(bias.dtype)
+        return StepGrads(None, None, [output_grads.get(id(leaf)) for leaf in runner.trainable_leaves])
+
+
+class FlashRunner(FusedRunner):
+    """A standard joint the flash joint can compute (``runners.flash_declines`` is None) as the sample-wise loss's
+    per-group runner: no logits, so no steps and no T-chunks; the planner sizes its groups with
+    ``planning.flash_cell_bytes``."""
+
+    name = "flash"
+    flash = True
+    records_rng = False  # no dropout
+
+    def __init__(self, joint: StandardJoint) -> None:
+        reason = flash_declines(joint)
+        if reason is not None:
+            raise ValueError(f"flash joint: cannot run this joint: {reason}")
+        super().__init__(joint, joint.fused_activation, 0.0)
+
+    def begin(self, encoder: torch.Tensor, predictor: torch.Tensor, needs: Needs) -> FlashGroup:
+        """Open a group (inside ``with_leaves``): `needs` of its gradient pass, Needs() for losses only."""
+        return FlashGroup(self, encoder, predictor, needs)
 
 
 def flash_transducer_loss(
@@ -173,13 +277,6 @@ def flash_transducer_loss(
     enc_proj = joint.project_encoder(encoder_out).contiguous()  # (B, T, H)
     pred_proj = joint.project_predictor(predictor_out).contiguous()  # (B, U+1, H)
     nll = _FlashRNNTLoss.apply(
-        enc_proj,
-        pred_proj,
-        joint.output.weight,
-        joint.output.bias,
-        sequences,
-        blank,
-        joint.fused_activation,
-        0.0 if clamp is None else float(clamp),
+        enc_proj, pred_proj, joint.output.weight, joint.output.bias, sequences, blank, joint.fused_activation, clamp
     )
     return reduce_losses(nll, reduction)
