@@ -8,6 +8,7 @@ measured how); this is its command line.
     python scripts/benchmark_loss.py --device cuda --preset gpu-targets --dtype bf16-autocast
     python scripts/benchmark_loss.py --device cuda --preset paper --dtype fp32   # B=1024, T=1000, U=200
     python scripts/benchmark_loss.py --device cuda --preset benchmark-b30 --backends triton,cuda   # side by side
+                                     # (with torchaudio and the flash joint: mode "flash", over Triton)
     python scripts/benchmark_loss.py --device cuda --preset paper-tdt --dtype bf16-autocast   # the same in TDT, D=5
     python scripts/benchmark_loss.py --count-ops     # dispatched ops and host syncs per sample-wise step
     python scripts/benchmark_loss.py --plan [--durations 5]   # the planner's figures for the paper-scale cell, no run
@@ -98,6 +99,16 @@ def main() -> None:
 
     rows = []
     backends = tuple(check_backend(backend) for backend in args.backends.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stem = args.out / f"loss_{args.device}_{args.preset}_{args.dtype}_{stamp}"
+    meta = dict(
+        device=args.device,
+        preset=args.preset,
+        dtype=args.dtype,
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+    )
     cells = run_cells(
         args.preset,
         args.device,
@@ -111,17 +122,9 @@ def main() -> None:
     for row in cells:
         rows.append(row)
         print(json.dumps(row), flush=True)
+        # after every row: a run cut by its time limit (the GPU check's stages) keeps the rows it finished
+        write_text_atomic(stem.with_suffix(".json"), json.dumps(dict(meta=meta, rows=rows), indent=2))
     print_table(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    stem = args.out / f"loss_{args.device}_{args.preset}_{args.dtype}_{stamp}"
-    meta = dict(
-        device=args.device,
-        preset=args.preset,
-        dtype=args.dtype,
-        threads=torch.get_num_threads(),
-        torch=torch.__version__,
-    )
     write_text_atomic(stem.with_suffix(".json"), json.dumps(dict(meta=meta, rows=rows), indent=2))
     plot(rows, stem.with_suffix(".png"))
     print(f"results: {stem}.json")

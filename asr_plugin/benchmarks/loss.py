@@ -2,7 +2,10 @@
 memory, dispatched ops and host syncs (``scripts/benchmark_loss.py`` is the command line).
 
 Modes: ``torchaudio`` (``torchaudio.functional.rnnt_loss`` on the full logits; RNN-T only), ``batched``
-(``TransducerLoss("batched")``), ``samplewise`` (``TransducerLoss("samplewise")``) and ``nemo`` (TDT only:
+(``TransducerLoss("batched")``), ``samplewise`` (``TransducerLoss("samplewise", flash_joint="never")``: the
+joint's logits, group by group, over the lattice kernels of the row's backend), ``flash`` (the sample-wise loss
+with ``flash_joint="always"``: the flash joint's Triton kernels, no logits; RNN-T and the standard joint only,
+on CUDA or under ``TRITON_INTERPRET=1``, other rows are not run) and ``nemo`` (TDT only:
 NeMo's own TDT loss on the full logits, ``TDTLossPytorch`` on the CPU, where NeMo has nothing faster, its numba
 ``TDTLossNumba`` on CUDA). A cell is a dict: B, T, U, V, H, the joint, and D (0: RNN-T; D > 0: the TDT loss with
 durations 0..D-1 on a joint emitting V + D scores). The joint is Linear(tanh(enc_proj + pred_proj)) with hidden
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,11 +43,12 @@ from asr_plugin.losses import RNNT, TDT, Plan, TransducerLattice, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 from asr_plugin.models import Joint
 
-MODES = ("torchaudio", "batched", "samplewise", "nemo")
+MODES = ("torchaudio", "batched", "samplewise", "flash", "nemo")
 JOINTS = ("standard", "dropout", "custom")
 PAPER = dict(B=1024, T=1000, U=200, V=1024, H=512)
 PRESETS = {
-    "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES[:3])],
+    # (the flash mode runs here only under TRITON_INTERPRET=1 on the CPU: the GPU check's dry run of side-by-side)
+    "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES[:4])],
     # the quick cell in TDT (D = 5): the GPU check's dry run of its paper-tdt stage
     "quick-tdt": [dict(B=4, T=50, U=10, V=64, H=64, D=5, modes=("batched", "samplewise"))],
     "cpu-targets": [
@@ -79,8 +84,9 @@ PRESETS = {
     # The shapes of the public transducer-loss benchmark (csukuangfj/transducer-loss-benchmarking: LibriSpeech
     # train-clean-100 batches of 30 utterances, BPE-500, encoder and predictor dim 512), approximated by one
     # long batch: T = 600 frames (24 s at 40 ms, the corpus's longest utterances), U = 150 tokens. The GPU check
-    # runs every backend of ours side by side with torchaudio here.
-    "benchmark-b30": [dict(B=30, T=600, U=150, V=500, H=512, modes=MODES[:3])],
+    # runs every backend of ours and the flash joint side by side with torchaudio here (flash last: its kernels
+    # have never run on a GPU, so a slow step cuts only its own row).
+    "benchmark-b30": [dict(B=30, T=600, U=150, V=500, H=512, modes=MODES[:4])],
     # the paper-scale cell in TDT (D = 5), for the GPU check
     "paper-tdt": [
         dict(PAPER, D=5, modes=("samplewise",), memory_budget={"fp32": "192MiB", "bf16-autocast": "512MiB"}),
@@ -180,11 +186,20 @@ def _nemo_tdt_loss(durations: tuple[int, ...]) -> LossFn:
     return loss
 
 
+# Our modes: each runs once per backend of the run; "flash" over the Triton kernels only (the flash joint's).
+OUR_MODES = ("batched", "samplewise")
+FLASH_BACKEND = "triton"
+
+
 def make_loss(mode: str, lattice: TransducerLattice, memory_budget=None, backend: str = "auto") -> LossFn:
     """The loss of `mode` ("mean" reduction); ours are ``TransducerLoss`` objects (``last_plan`` after a call) over
     the kernels of `backend` (``asr_plugin.losses.backends``; other modes ignore it)."""
-    if mode in ("batched", "samplewise"):
-        return TransducerLoss(mode, lattice, memory_budget=memory_budget, backend=backend)
+    if mode in OUR_MODES:
+        return TransducerLoss(mode, lattice, memory_budget=memory_budget, backend=backend, flash_joint="never")
+    if mode == "flash":
+        return TransducerLoss(
+            "samplewise", lattice, memory_budget=memory_budget, backend=FLASH_BACKEND, flash_joint="always"
+        )
     if mode == "torchaudio":
         if not isinstance(lattice, RNNT):
             raise ValueError("torchaudio has no TDT loss: the torchaudio mode runs RNN-T cells (D = 0) only")
@@ -223,6 +238,7 @@ def plan_figures(plan: Plan | None) -> dict:
     if plan is None:
         return {}
     return dict(
+        runner=plan.runner,
         groups=len(plan.groups),
         steps=plan.steps,
         recomputed_fraction=plan.recomputed_fraction(),
@@ -299,19 +315,30 @@ def run_cells(
     backends: tuple[str, ...] = ("auto",),
 ):
     """Measure every (cell, joint, mode, backend) of `preset` that `modes`, `joints` and `backends` select (our
-    modes once per backend, torchaudio and NeMo once, with backend None); rows as they come."""
+    modes once per backend, the flash joint once over Triton where ``flash_runs`` says it can, torchaudio and NeMo
+    once, with backend None); rows as they come."""
     measure = measure_cuda if device == "cuda" else measure_cpu
     for cell in PRESETS[preset]:
         if isinstance(cell.get("memory_budget"), dict) and dtype not in cell["memory_budget"]:
             continue
         for joint in joints:
             for mode in (m for m in cell["modes"] if m in modes):
-                for backend in backends if mode in ("batched", "samplewise") else (None,):
+                if mode == "flash" and not flash_runs(cell, joint, device):
+                    continue
+                per_backend = backends if mode in OUR_MODES else (FLASH_BACKEND,) if mode == "flash" else (None,)
+                for backend in per_backend:
                     shape = dict({k: cell[k] for k in "BTUVH"}, D=cell.get("D", 0), joint=joint, backend=backend)
                     budget = memory_budget or cell.get("memory_budget")
                     budget = budget.get(dtype) if isinstance(budget, dict) else budget
-                    budget = budget if mode == "samplewise" else None
+                    budget = budget if mode in ("samplewise", "flash") else None
                     yield dict(shape, mode=mode, memory_budget=budget, **measure(shape, mode, dtype, repeats, budget))
+
+
+def flash_runs(cell: dict, joint: str, device: str) -> bool:
+    """Whether the flash mode can run this cell: RNN-T, the standard joint (dropout and the custom joint are
+    declined by the loss), on CUDA, or on the CPU under Triton's interpreter (the dry run)."""
+    on_device = device == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    return on_device and joint == "standard" and not cell.get("D")
 
 
 def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0) -> dict:

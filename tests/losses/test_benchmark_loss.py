@@ -53,6 +53,43 @@ def test_every_mode_and_joint_measures_on_the_cpu(mode, num_durations, joint):
         assert result["groups"] >= 1 and result["steps"] >= result["groups"], result
 
 
+def test_flash_mode_is_the_flash_joint_over_triton_and_samplewise_is_unfused(monkeypatch):
+    """The side-by-side run measures the flash joint beside the unfused sample-wise loss of each backend, so
+    "samplewise" must never turn into the flash joint (``flash_joint="auto"`` would on CUDA over Triton)."""
+    flash = benchmark_loss.make_loss("flash", None)
+    assert (flash.mode, flash.flash_joint, flash.backend) == ("samplewise", "always", "triton")
+    assert benchmark_loss.make_loss("samplewise", None, backend="triton").flash_joint == "never"
+    (cell,) = benchmark_loss.PRESETS["benchmark-b30"]
+    assert cell["modes"][-1] == "flash"  # last: a slow first GPU run cuts only its own row
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert benchmark_loss.flash_runs(cell, "standard", "cuda")
+    assert not benchmark_loss.flash_runs(cell, "standard", "cpu")  # the CPU needs the interpreter
+    assert not benchmark_loss.flash_runs(cell, "dropout", "cuda") and not benchmark_loss.flash_runs(
+        cell, "custom", "cuda"
+    )
+    assert not benchmark_loss.flash_runs(dict(cell, D=5), "standard", "cuda")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert benchmark_loss.flash_runs(cell, "standard", "cpu")
+    measured = []
+    monkeypatch.setattr(
+        benchmark_loss, "measure_cuda", lambda shape, mode, *args: measured.append((mode, shape["backend"])) or {}
+    )
+    rows = list(
+        benchmark_loss.run_cells(
+            "benchmark-b30", "cuda", "fp32", 1, set(benchmark_loss.MODES), ["standard"], None, ("triton", "cuda")
+        )
+    )
+    assert measured == [
+        ("torchaudio", None),
+        ("batched", "triton"),
+        ("batched", "cuda"),
+        ("samplewise", "triton"),
+        ("samplewise", "cuda"),
+        ("flash", "triton"),
+    ]
+    assert rows[-1]["mode"] == "flash" and rows[-1]["memory_budget"] is None
+
+
 def test_modes_refuse_the_lattice_they_do_not_have():
     with pytest.raises(ValueError, match="torchaudio has no TDT loss"):
         benchmark_loss.make_loss("torchaudio", (0, 1, 2, 3, 4))
