@@ -4,7 +4,8 @@ docs/loss.md).
 
 - ``transducer_loss``: batched mode, from full (B, T, U+1, V) logits (TDT: V token + D duration scores).
 - ``samplewise_transducer_loss``: sample-wise mode, from encoder/predictor outputs and the joint, with
-  transient memory bounded by ``memory_budget``; ``plan_samplewise`` gives its ``Plan`` without running it.
+  transient memory bounded by ``memory_budget``; ``plan_samplewise`` gives its ``Plan`` without running it;
+  ``flash_joint`` chooses the flash joint (``triton.flash``: no logits tensor) for a standard joint on CUDA.
 - ``TransducerLoss``: nn.Module serving both modes with one call signature (``last_plan``, ``plan(...)``).
 - ``StandardJoint``: the joint interface the sample-wise loss runs fused (``asr_plugin.models.Joint`` has it);
   ``JointShape``: what any joint may declare (hidden size, extra outputs such as TDT's duration scores).

@@ -214,6 +214,7 @@ def tdt_alphas_betas(log_probs, logit_lengths, target_lengths, durations):
 def _check_grad_args(
     op, logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths, weights, grad
 ):
+    """The gradient ops' tensors, in the order both ops and their kernels take them (``tensors`` there)."""
     _check(
         op,
         logits.device,
@@ -265,35 +266,15 @@ def transducer_logits_grad(
 ) -> None:
     """grad (N, Tc, U+1, W) = weights[n] * clamp(d nll[n] / d logits) of a T-chunk (may alias logits), with
     FastEmit's `fastemit_lambda` as NeMo's numba loss (``grads`` module docstring)."""
-    _check_grad_args(
-        "transducer_logits_grad",
-        logits,
-        denominators,
-        log_probs,
-        alphas,
-        betas,
-        nll,
-        targets,
-        logit_lengths,
-        target_lengths,
-        weights,
-        grad,
-    )
+    tensors = (logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths)
+    _check_grad_args("transducer_logits_grad", *tensors, weights, grad)
     N, Tc, U1, W = logits.shape
     config = row_config(vocab, U1)
     if N * Tc * U1 == 0:
         return
     with launch_device(logits.device):
         grads.rnnt_logits_grad_kernel[config.grid(N * Tc, U1)](
-            logits,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            logit_lengths,
-            target_lengths,
+            *tensors,
             weights,
             grad,
             Tc,
@@ -330,20 +311,8 @@ def tdt_logits_grad(
     grad,
 ) -> None:
     """grad (N, Tc, U+1, V + D) of a T-chunk (may alias logits): the token scores' clamped, the durations' not."""
-    _check_grad_args(
-        "tdt_logits_grad",
-        logits,
-        denominators,
-        log_probs,
-        alphas,
-        betas,
-        nll,
-        targets,
-        logit_lengths,
-        target_lengths,
-        weights,
-        grad,
-    )
+    tensors = (logits, denominators, log_probs, alphas, betas, nll, targets, logit_lengths, target_lengths)
+    _check_grad_args("tdt_logits_grad", *tensors, weights, grad)
     duration_values = _durations_tensor(durations, logits.device)
     N, Tc, U1, W = logits.shape
     D = len(duration_values)
@@ -352,15 +321,7 @@ def tdt_logits_grad(
         return
     with launch_device(logits.device):
         grads.tdt_logits_grad_kernel[config.grid(N * Tc, U1)](
-            logits,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            logit_lengths,
-            target_lengths,
+            *tensors,
             duration_values,
             weights,
             grad,
