@@ -486,11 +486,15 @@ def _leaf_name(joint: nn.Module, parameter: torch.Tensor) -> str:
     return next(f"joint.{name}" for name, p in joint.named_parameters() if p is parameter)
 
 
+def check_joint(joint: Joint) -> None:
+    if not callable(joint):
+        raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
+
+
 def make_runner(joint: Joint, flash: bool = False) -> GraphRunner | FusedRunner:
     """With `flash` (the caller checked ``flash_declines``), the flash runner; else the fused runner for a standard
     joint that can be fused now, else the graph runner."""
-    if not callable(joint):
-        raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
+    check_joint(joint)
     if flash:
         from .triton.flash import FlashRunner  # imports triton: only when the flash joint runs
 

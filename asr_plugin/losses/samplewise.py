@@ -62,6 +62,7 @@ from .runners import (
     Joint,
     Needs,
     check_extra_outputs,
+    check_joint,
     flash_declines,
     joint_hidden_size,
     make_runner,
@@ -252,8 +253,7 @@ def _set_up(
         source="encoder_out",
         labels_source="predictor_out",
     )
-    if not callable(joint):
-        raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
+    check_joint(joint)  # before the probe calls it
     check_extra_outputs(joint, lattice)
     probe = _probe_joint(joint, encoder_out, predictor_out)
     check_vocabulary(sequences, probe.shape[-1], blank, lattice.num_extra_outputs)
