@@ -117,3 +117,33 @@ def test_flash_joint_peak_memory_is_far_below_the_logits():
     assert torch.cuda.max_memory_allocated() - baseline < logits_bytes / 10
     expected = transducer_loss(joint(encoder_out, predictor_out), targets, *lengths, backend="triton")
     torch.testing.assert_close(loss.detach(), expected.detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_samplewise_flash_joint_stays_within_its_plan():
+    """The sample-wise loss with the flash joint at a budget that splits the batch: the device memory it allocates
+    beyond the inputs and parameters stays within the plan's estimate (``planning.flash_cell_bytes``: 24 bytes a
+    cell, the projections per row), and "auto" chooses it for this standard joint on CUDA."""
+    from asr_plugin.losses import TransducerLoss
+
+    torch.manual_seed(65)
+    joint = Joint(256, 256, 512, 1024).cuda()
+    encoder_out = torch.randn(16, 300, 256, device="cuda", requires_grad=True)  # (B, T, H_e)
+    predictor_out = torch.randn(16, 61, 256, device="cuda", requires_grad=True)  # (B, U+1, H_p)
+    targets = torch.randint(1, 1024, (16, 60), device="cuda")
+    lengths = torch.full((16,), 300, device="cuda"), torch.full((16,), 60, device="cuda")
+    loss_fn = TransducerLoss("samplewise", memory_budget="32MiB")  # flash_joint="auto"
+
+    def step():
+        loss_fn(encoder_out, predictor_out, joint, targets, *lengths).backward()
+        for tensor in (encoder_out, predictor_out, *joint.parameters()):
+            tensor.grad = None
+
+    step()  # Triton compilation, cuBLAS workspaces
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    plan = loss_fn.last_plan
+    assert plan.runner == "flash" and len(plan.groups) > 1, plan.describe()
+    assert torch.cuda.max_memory_allocated() - baseline <= plan.estimated_peak_bytes(), plan.describe()

@@ -115,10 +115,14 @@ def flash_grads(
         )
 
 
+def _zeros(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Zeroed float32 buffers shaped as `tensors`: the flash gradient kernel's atomic adds' targets."""
+    return tuple(torch.zeros(tensor.shape, dtype=torch.float32, device=tensor.device) for tensor in tensors)
+
+
 def _grad_buffers(enc_proj, pred_proj, weight) -> tuple[torch.Tensor, ...]:
-    """Zeroed float32 buffers for d (enc_proj, pred_proj, W_out, b), the kernel's atomic adds' targets."""
-    shapes = (enc_proj.shape, pred_proj.shape, weight.shape, weight.shape[:1])
-    return tuple(torch.zeros(shape, dtype=torch.float32, device=weight.device) for shape in shapes)
+    """Zeroed float32 buffers for d (enc_proj, pred_proj, W_out, b)."""
+    return _zeros(enc_proj, pred_proj, weight, weight[:, 0])
 
 
 class _FlashRNNTLoss(torch.autograd.Function):
@@ -196,8 +200,8 @@ class FlashGroup(FusedGroup):
         if self.projected:
             encoder_grad, predictor_grad = self.encoder_proj_grad, self.predictor_proj_grad
         else:  # frozen projections and no input gradient: the kernel writes them anyway
-            encoder_grad, predictor_grad = _grad_buffers(self.encoder_rows, self.predictor_rows, weight)[:2]
-        weight_grad, bias_grad = _grad_buffers(self.encoder_rows, self.predictor_rows, weight)[2:]
+            encoder_grad, predictor_grad = _zeros(self.encoder_rows, self.predictor_rows)
+        weight_grad, bias_grad = _zeros(weight, weight[:, 0])  # (V, H), (V,)
         flash_grads(
             self.encoder_rows,
             self.predictor_rows,
