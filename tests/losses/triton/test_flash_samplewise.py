@@ -72,12 +72,19 @@ def test_samplewise_flash_matches_unfused_and_float64_reference(reference, activ
             torch.testing.assert_close(ours, exact.float(), rtol=1e-4, atol=1e-5)
 
 
-def test_samplewise_flash_with_triton_recursions_and_frozen_output():
-    """backend="triton" (the recursions in Triton too, as on a GPU) and a frozen output layer (its gradient
-    buffers are written by the kernel but reach no parameter)."""
+@pytest.mark.parametrize("frozen", ["output", "projections and inputs"])
+def test_samplewise_flash_with_triton_recursions_and_frozen_parameters(frozen):
+    """backend="triton" (the recursions in Triton too, as on a GPU) with a frozen output layer (its gradient
+    buffers are written by the kernel but reach no parameter), or with frozen projections and inputs (no graph
+    through the projections: the kernel's projection gradients go to scratch buffers)."""
     joint, encoder_out, predictor_out, lattice = make_case(seed=1)
-    joint.output.requires_grad_(False)
-    inputs = [encoder_out, predictor_out, *(p for p in joint.parameters() if p.requires_grad)]
+    if frozen == "output":
+        joint.output.requires_grad_(False)
+    else:
+        joint.encoder_proj.requires_grad_(False)
+        joint.predictor_proj.requires_grad_(False)
+        encoder_out, predictor_out = encoder_out.detach(), predictor_out.detach()
+    inputs = [t for t in (encoder_out, predictor_out, *joint.parameters()) if t.requires_grad]
     results = [
         values_and_grads(
             samplewise_transducer_loss(
