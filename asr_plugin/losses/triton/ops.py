@@ -156,25 +156,35 @@ def _recursion_outputs(op, log_probs, logit_lengths, target_lengths, values: int
     return log_probs.new_zeros((N, T, U1)), log_probs.new_zeros((N, T, U1)), log_probs.new_empty((N,))
 
 
-def transducer_alphas_betas(log_probs, logit_lengths, target_lengths):
-    """log_probs (N, T, U+1, 2) -> alphas, betas (N, T, U+1) (0 outside each lattice), nll (N,)."""
-    alphas, betas, nll = _recursion_outputs("transducer_alphas_betas", log_probs, logit_lengths, target_lengths, 2)
+def _alphas_betas(op: str, kernel, log_probs, logit_lengths, target_lengths, values: int, durations=None):
+    """Launch a recursion `kernel` (one program per sample) over log_probs (N, T, U+1, `values`); TDT's kernel
+    takes its `durations` (int64 (D,)) after the lattice and D after U+1."""
+    alphas, betas, nll = _recursion_outputs(op, log_probs, logit_lengths, target_lengths, values)
     N, T, U1, _ = log_probs.shape
     config = recursion_config(U1)
+    arcs, arc_count = ((), ()) if durations is None else ((durations,), (len(durations),))
     with launch_device(log_probs.device):
-        recursions.rnnt_alphas_betas_kernel[(N,)](
+        kernel[(N,)](
             log_probs,
             logit_lengths,
             target_lengths,
+            *arcs,
             alphas,
             betas,
             nll,
             T,
             U1,
+            *arc_count,
             BLOCK_U=config.block_u,
             num_warps=config.num_warps,
         )
     return alphas, betas, nll
+
+
+def transducer_alphas_betas(log_probs, logit_lengths, target_lengths):
+    """log_probs (N, T, U+1, 2) -> alphas, betas (N, T, U+1) (0 outside each lattice), nll (N,)."""
+    kernel = recursions.rnnt_alphas_betas_kernel
+    return _alphas_betas("transducer_alphas_betas", kernel, log_probs, logit_lengths, target_lengths, 2)
 
 
 def _durations_tensor(durations, device: torch.device) -> torch.Tensor:
@@ -189,26 +199,8 @@ def _durations_tensor(durations, device: torch.device) -> torch.Tensor:
 def tdt_alphas_betas(log_probs, logit_lengths, target_lengths, durations):
     """log_probs (N, T, U+1, 2 + D) -> alphas, betas (N, T, U+1), nll (N,)."""
     duration_values = _durations_tensor(durations, log_probs.device)
-    D = len(duration_values)
-    alphas, betas, nll = _recursion_outputs("tdt_alphas_betas", log_probs, logit_lengths, target_lengths, 2 + D)
-    N, T, U1, _ = log_probs.shape
-    config = recursion_config(U1)
-    with launch_device(log_probs.device):
-        recursions.tdt_alphas_betas_kernel[(N,)](
-            log_probs,
-            logit_lengths,
-            target_lengths,
-            duration_values,
-            alphas,
-            betas,
-            nll,
-            T,
-            U1,
-            D,
-            BLOCK_U=config.block_u,
-            num_warps=config.num_warps,
-        )
-    return alphas, betas, nll
+    kernel, values = recursions.tdt_alphas_betas_kernel, 2 + len(duration_values)
+    return _alphas_betas("tdt_alphas_betas", kernel, log_probs, logit_lengths, target_lengths, values, duration_values)
 
 
 def _check_grad_args(
