@@ -38,7 +38,15 @@ from asr_plugin.data.loader import ResumableDataLoader
 from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
 from asr_plugin.data.pipeline import CorpusPlan, prepare_corpus
 from asr_plugin.data.sampler import DurationBatchSampler, world
-from asr_plugin.data.shar import SharLoader, SharPlan, SharStream, SharTrainingDataset, prepare_shar, survey
+from asr_plugin.data.shar import (
+    SharLoader,
+    SharPlan,
+    SharStream,
+    SharTrainingDataset,
+    buffer_size,
+    prepare_shar,
+    survey,
+)
 from asr_plugin.data.sources import build_source
 from asr_plugin.data.text import NormalizationCounts
 from asr_plugin.data.tokenizer import Tokenizer
@@ -381,6 +389,11 @@ class TransducerDataModule(L.LightningDataModule):
             quadratic_duration=self.quadratic_duration,
             max_utterance_duration=self.max_utterance_duration,
         )
+        if len(self.shards) < num_replicas:
+            raise ValueError(
+                f"data.train_shar={self.train_shar}: {len(self.shards)} shard(s) cannot feed {num_replicas} ranks "
+                "(each shard is read by one rank); write it with more, smaller shards (a few per rank and worker)"
+            )
         found = survey(stream, self.num_buckets)
         if found.usable < found.cuts:
             warnings.warn(
@@ -390,7 +403,7 @@ class TransducerDataModule(L.LightningDataModule):
             )
         log.info("%s: %d cuts, %.2f h streamed per epoch", self.train_shar, found.usable, found.seconds / 3600)
         dataset = SharTrainingDataset(
-            replace(stream, duration_bins=found.duration_bins),
+            replace(stream, duration_bins=found.duration_bins, buffer_size=buffer_size(found, self.max_duration)),
             self.tokenizer,
             build_frontend(self.frontend_spec).train(True),
             self.speed_perturb,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -221,7 +222,14 @@ def survey(stream: SharStream, num_buckets: int) -> SharSurvey:
         )
     buckets = min(num_buckets, len(sample) // 2)
     bins = () if buckets < 2 else estimate_duration_buckets(CutSet.from_cuts(sample), num_buckets=buckets)
-    return SharSurvey(total, usable, seconds, tuple(float(b) for b in bins))
+    return SharSurvey(total, usable, seconds, tuple(float(b) for b in bins) or (seconds / usable,))
+
+
+def buffer_size(found: SharSurvey, max_duration: float) -> int:
+    """Cuts each worker's sampler holds (with their compressed audio: the loader's memory): twice what fills
+    every bucket to `max_duration` at the mean duration (lhotse warns below once that), at least 1000."""
+    mean = found.seconds / found.usable
+    return max(1000, math.ceil(2 * (len(found.duration_bins) + 1) * max_duration / mean))
 
 
 def equalise(batches: list[list[list[float]]], target: int, max_duration: float, where: str) -> list[list[int]]:
@@ -286,6 +294,7 @@ class SharTrainingDataset(IterableDataset):
         self.speed_factors = tuple(speed_factors) if speed_factors else None
         self.epoch = 0
         self.plan: list[list[int]] | None = None  # set by `SharLoader` before each epoch
+        self.skip: list[int] | None = None  # batches each worker passes over (resuming mid-epoch)
 
     def _utterance(self, cut: Any):
         sample_rate = self.frontend.sample_rate
@@ -311,6 +320,7 @@ class SharTrainingDataset(IterableDataset):
         plan = self.plan[worker]
         shards = stream.stream_shards(self.epoch, stream.rank, worker)
         count = 0
+        skip = self.skip[worker] if self.skip else 0
         if shards:
             carry: list[Any] = []
             for index, batch in enumerate(stream.sampler(stream.cuts(shards, with_audio=True), self.epoch)):
@@ -324,6 +334,9 @@ class SharTrainingDataset(IterableDataset):
                 carry = []
                 bounds = [len(cuts) * k // plan[index] for k in range(plan[index] + 1)]  # exactly plan[index] parts
                 for start, end in zip(bounds, bounds[1:]):
+                    if skip:  # consumed before the run was resumed: not decoded
+                        skip -= 1
+                        continue
                     yield collate_utterances([self._utterance(cut) for cut in cuts[start:end]])
         if count != len(plan):
             raise RuntimeError(
@@ -342,8 +355,14 @@ class SharLoader(DataLoader):
     metadata (`equalise`), so that `len()` is the same on every rank and in every epoch.
 
     Workers are started for each epoch (not persistent): the epoch and its plan travel with the dataset.
-    The epoch is `epoch_of()` when that gives one (the data module passes the trainer's), else `set_epoch`'s. Resuming
-    mid-epoch restarts the epoch (the loader keeps no position), as an iterable dataset does.
+    The epoch is `epoch_of()` when that gives one (the data module passes the trainer's), else `set_epoch`'s.
+
+    Resuming: like `ResumableDataLoader`, it counts the batches handed out in the main process; Lightning saves
+    `state_dict()` in its checkpoints and calls `load_state_dict()` before resuming, and the next iteration of
+    that epoch yields only the rest: the DataLoader takes the workers' batches in turn (a worker that has
+    none left drops out), so the count says how many each worker had given, and each worker passes over
+    that many of its batches without decoding them (their shards are still read). The rest comes in another
+    interleaving (the turn restarts at the first worker): the same batches, each once, and the same count.
     """
 
     def __init__(
@@ -365,6 +384,8 @@ class SharLoader(DataLoader):
         self.epoch = 0
         self._plans: dict[int, list[list[int]]] = {}
         self._target: int | None = None
+        self._consumed = 0
+        self._resume: tuple[int, int] | None = None  # (epoch, batches of it already consumed)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -378,14 +399,18 @@ class SharLoader(DataLoader):
         if epoch not in self._plans:
             stream = self.dataset.stream
             where = str(Path(stream.shards[0]["cuts"]).parent)
-            natural = [
-                [stream.natural_batches(epoch, rank, w) for w in range(stream.streams_per_rank)]
-                for rank in range(stream.num_replicas)
-            ]
-            if self._target is None:
-                self._target = max(sum(map(len, rank)) for rank in natural)
+
+            def natural(epoch: int) -> list[list[list[list[float]]]]:  # [rank][worker][batch] -> cut costs
+                return [
+                    [stream.natural_batches(epoch, rank, w) for w in range(stream.streams_per_rank)]
+                    for rank in range(stream.num_replicas)
+                ]
+
+            ranks = natural(epoch)
+            if self._target is None:  # always the first epoch's: a resumed run keeps the count of the first
+                self._target = max(sum(map(len, rank)) for rank in (ranks if epoch == 0 else natural(0)))
                 log.info("%s: %d batches per rank and epoch", where, self._target)
-            self._plans = {epoch: equalise(natural[stream.rank], self._target, stream.max_duration, where)}
+            self._plans = {epoch: equalise(ranks[stream.rank], self._target, stream.max_duration, where)}
         return self._plans[epoch]
 
     def __len__(self) -> int:
@@ -393,9 +418,52 @@ class SharLoader(DataLoader):
         return sum(max(p, 0) for stream in plan for p in stream)
 
     def __iter__(self) -> Iterator[Batch]:
-        self.dataset.epoch = self._current_epoch()
-        self.dataset.plan = self.plan(self.dataset.epoch)
-        yield from super().__iter__()
+        epoch = self._current_epoch()
+        self.dataset.epoch = epoch
+        self.dataset.plan = self.plan(epoch)
+        skip = self._resume[1] if self._resume is not None and self._resume[0] == epoch else 0
+        self._resume = None
+        self.dataset.skip = worker_skips(self.dataset.plan, skip)
+        self._consumed = skip
+        for batch in super().__iter__():
+            self._consumed += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        """{"epoch", "batches_consumed", "seed", "num_replicas", "num_workers"} of this rank's current epoch."""
+        stream = self.dataset.stream
+        return {
+            "epoch": self.dataset.epoch,
+            "batches_consumed": self._consumed,
+            "seed": stream.seed,
+            "num_replicas": stream.num_replicas,
+            "num_workers": stream.num_workers,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Makes the next iteration of `state["epoch"]` skip the batches already consumed."""
+        stream = self.dataset.stream
+        now = {"seed": stream.seed, "num_replicas": stream.num_replicas, "num_workers": stream.num_workers}
+        if any(state.get(key) != value for key, value in now.items()):
+            raise ValueError(
+                f"Shar loader state {state} was saved with another layout (now {now}): the batches of an epoch "
+                "depend on the seed, the ranks and the loader workers"
+            )
+        self._resume = (int(state["epoch"]), int(state["batches_consumed"]))
+
+
+def worker_skips(plan: list[list[int]], consumed: int) -> list[int]:
+    """How many of its batches each worker had given when the rank had consumed `consumed`: the DataLoader
+    takes one batch from each worker in turn, and a worker with no batch left drops out of the turn."""
+    left = [sum(stream) for stream in plan]
+    skips = [0] * len(plan)
+    while consumed > 0 and any(left):
+        for worker in range(len(plan)):
+            if left[worker] and consumed > 0:
+                left[worker] -= 1
+                skips[worker] += 1
+                consumed -= 1
+    return skips
 
 
 def shar_texts(shards: Sequence[dict[str, Path]]) -> Iterator[str]:

@@ -78,6 +78,28 @@ def test_one_rank_without_workers_reads_every_cut(shar_corpus, shar_work_dir):
     assert sorted(ids) == sorted(s.id for s in segments["train"])
 
 
+def test_resuming_mid_epoch_yields_the_rest_of_the_epoch(shar_corpus, shar_work_dir):
+    shar, manifests, _ = shar_corpus
+    full = _module(shar, manifests, shar_work_dir).train_dataloader()
+    full.set_epoch(1)
+    expected = [batch.ids for batch in full]
+    for consumed in (3, len(expected) - 2):  # the workers still in turn, and one already run out
+        loader = _module(shar, manifests, shar_work_dir).train_dataloader()
+        loader.set_epoch(1)
+        iterator = iter(loader)
+        assert [next(iterator).ids for _ in range(consumed)] == expected[:consumed]
+        state = loader.state_dict()
+        assert state["batches_consumed"] == consumed and state["epoch"] == 1
+        resumed = _module(shar, manifests, shar_work_dir).train_dataloader()
+        resumed.load_state_dict(state)
+        resumed.set_epoch(1)
+        # the same batches (the workers' turn restarts at the first worker, so their order may differ)
+        assert sorted(batch.ids for batch in resumed) == sorted(expected[consumed:])
+    other = _module(shar, manifests, shar_work_dir, num_workers=0).train_dataloader()
+    with pytest.raises(ValueError, match="saved with another layout"):
+        other.load_state_dict(state)
+
+
 def test_the_shar_audio_is_the_segment_of_the_recording(shar_corpus):
     shar, _, segments = shar_corpus
     by_id = {s.id: s for s in segments["train"]}
