@@ -118,7 +118,7 @@ class SharStream:
         shards: `shar_shards` of the directory.
         max_duration, quadratic_duration: the batch cost limit (`DynamicBucketingSampler`'s).
         max_utterance_duration: longer cuts are left out (None: those costing more than max_duration).
-        duration_bins: the sampler's bucket boundaries (`estimate_bins`).
+        duration_bins: the sampler's bucket boundaries (`survey`).
         num_replicas, rank, num_workers: the layout (num_workers 0 reads in the main process: one stream).
         seed: of the shard order and the samplers (with the epoch).
     """

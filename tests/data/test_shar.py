@@ -6,10 +6,16 @@ directories are refused naming the path."""
 from __future__ import annotations
 
 import gzip
+import os
+import socket
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from asr_plugin.data import TransducerDataModule, load_audio, prepare_corpus
 from asr_plugin.data.shar import equalise, shar_cut_audio, shar_shards
@@ -17,6 +23,7 @@ from asr_plugin.data.shar import equalise, shar_cut_audio, shar_shards
 lhotse = pytest.importorskip("lhotse")
 
 MAX_DURATION = 10.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(shar, manifests, work_dir, **options) -> TransducerDataModule:
@@ -158,3 +165,71 @@ def test_the_pipeline_alone_says_where_a_shar_tokenizer_is_made(shar_corpus, tmp
     dm = _module(shar, manifests, tmp_path / "work")
     with pytest.raises(ValueError, match="training set is a Shar directory.*prepare_data\\(\\)"):
         prepare_corpus(dm.plan, progress=False)  # what scripts/prepare_data.py runs
+
+
+@pytest.mark.slow
+def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, tmp_path):
+    """The recipe on 2 "nodes" of one CPU process each (gloo on loopback), each with 2 loader workers: rank 0
+    prepares while rank 1 waits; two whole epochs end on both (a rank with fewer batches would leave the other
+    waiting in an all-reduce until the timeout) after the planned number of steps."""
+    shar, manifests, _ = shar_corpus
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    overrides = [
+        "data=lhotse",
+        f"data.train_shar={shar}",
+        f"data.valid_cuts=[{manifests['dev']}]",
+        "data.vocab_size=48",
+        f"data.max_duration={MAX_DURATION}",
+        "data.num_buckets=2",
+        "data.num_workers=2",
+        "data.prepare_num_workers=1",
+        *[f"model.{key}" for key in ("d_model=32", "num_layers=1", "num_heads=2", "ffn_dim=64")],
+        "model.conv_kernel_size=3",
+        "model.predictor_embed_dim=16",
+        "model.predictor_dim=32",
+        "model.joint_dim=32",
+        "optim.scheduler.warmup_steps=1",
+        "trainer.max_epochs=2",
+        "trainer.limit_val_batches=1",
+        "trainer.enable_progress_bar=false",
+        "callbacks.model_summary=null",
+        "test=false",
+        "trainer.num_nodes=2",
+        "trainer.devices=1",
+        "+trainer.strategy=ddp",
+        "+trainer.sync_batchnorm=false",
+        f"paths.root_dir={tmp_path}",
+        f"paths.data_dir={tmp_path}/data",
+        f"paths.log_dir={tmp_path}/logs",
+    ]
+    env = {key: value for key, value in os.environ.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, ASR_RUN_ID="shar-ddp")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "recipes" / "librispeech" / "train.py"), *overrides],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "NODE_RANK": str(rank)},
+        )
+        for rank in (0, 1)
+    ]
+    outputs = []
+    try:
+        outputs = [node.communicate(timeout=500) for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+    for node, (out, err) in zip(nodes, outputs):
+        assert node.returncode == 0, out[-2000:] + err[-3000:]
+    dm = _module(shar, manifests, tmp_path / "data" / "manifests" / "lhotse", num_replicas=2, rank=1)
+    per_epoch = len(dm.train_dataloader())
+    (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    # max_epochs=2 ended the run: two epochs of the planned steps each (Lightning's last.ckpt counts 2 done)
+    assert (checkpoint["epoch"], checkpoint["global_step"]) == (2, 2 * per_epoch)
