@@ -3,8 +3,10 @@
 
     python scripts/benchmark_data.py check [--entries 281241] [--repeats 3] [--drop-caches]
     python scripts/benchmark_data.py loader [--utterances 24] [--min-seconds 8] [--max-seconds 30] [--repeats 3]
-        [--vocab-size 500] [--source librispeech|nemo] [--rate 16000] [--channels 1]
-    python scripts/benchmark_data.py sampler [--entries 281241] [--replicas 8] [--max-duration 600]
+        [--vocab-size 500] [--source librispeech|nemo|shar] [--rate 16000] [--channels 1]
+    python scripts/benchmark_data.py sampler [--entries 281241] [--replicas 8] [--max-duration 600] [--shar]
+        [--workers 2]
+    python scripts/benchmark_data.py audio [--seconds 30] [--rate 48000] [--channels 2]
 
 ``check``: the start-of-training manifest check on a synthetic manifest of `--entries` files (LibriSpeech
 960 h has 281,241) laid out as LibriSpeech's (about 113 files per chapter folder): reading the manifest, the
@@ -16,13 +18,24 @@ The files are 1-byte placeholders in a temporary directory (the check reads no a
 item: read flac, speed-perturb, features, tokenize) on synthetic LibriSpeech-layout utterances of
 `--min-seconds`..`--max-seconds` (scripts/make_synthetic_librispeech.py), for the default log-mel front end
 and NeMo's, with and without speed perturbation. `--source nemo --rate 48000 --channels 2` reads the same
-utterances as segments of long 48 kHz stereo flac recordings through a NeMo manifest (resampling included).
+utterances as segments of long 48 kHz stereo flac recordings through a NeMo manifest (resampling included);
+`--source shar` writes those segments (`--rate`, `--channels`) into a Lhotse Shar directory (flac, lhotse's
+SharWriter, 4 shards) and streams it as the Shar training loader's workers do (tar read, lhotse's decode,
+channel average, libsoxr; no shuffling). `--format wav` writes those recordings (or the Shar's audio) as
+16-bit wav instead of flac.
 
 ``sampler``: this project's `DurationBatchSampler` against lhotse's `DynamicBucketingSampler` on the same
 `--entries` durations (a LibriSpeech-like mix: 75 % 10-17 s, 24 % 1-10 s, 1 % 17-35 s, seeded): one epoch's
 batches per second (building included), padding fraction, DDP agreement over `--replicas` ranks (batches per
 rank, utterances used once, the spread of the ranks' longest utterance at each step) and resume exactness
 (stop half-way, restore a fresh sampler from the state, compare the rest of the epoch). Needs lhotse.
+`--shar` also writes the durations as the metadata of a Shar directory (1000 cuts per shard) and plans one
+epoch of the Shar training loader for `--replicas` ranks of `--workers` workers (`SharLoader.plan`: lhotse's
+sampler per worker over its shards' metadata, every rank equalised to one batch count).
+
+``audio``: where the CPU time of one utterance goes (`--seconds` of `--channels`-channel audio at `--rate`):
+decoding wav and flac with soundfile, averaging the channels (numpy's `mean(axis=1)`, which the loader used,
+against the column sum it uses now), libsoxr at each quality, in ms per utterance (median of `--repeats`).
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -54,6 +68,8 @@ from asr_plugin.data import (
     train_tokenizer,
     write_manifest,
 )
+from asr_plugin.data.audio import mix_down
+from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, shar_shards, survey
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -150,8 +166,8 @@ def loader(args: argparse.Namespace) -> None:
         )
         layout = CorpusLayout(tmp / "LibriSpeech", tmp / "work")
         entries = read_manifest(prepare_split(layout, "train-clean-100", progress=False))
-        if args.source == "nemo":
-            manifest = _long_recordings_manifest(entries, tmp / "own", args.rate, args.channels)
+        if args.source in ("nemo", "shar"):
+            manifest = _long_recordings_manifest(entries, tmp / "own", args.rate, args.channels, args.format)
             entries = read_manifest(
                 prepare_split(
                     CorpusLayout(None, tmp / "work_nemo"),
@@ -168,12 +184,14 @@ def loader(args: argparse.Namespace) -> None:
             "logmel": {"kind": "logmel", "options": {"num_mel_bins": 80}, "mean": [0.0] * 80, "std": [1.0] * 80},
             "nemo": {"kind": "nemo", "options": {"num_mel_bins": 80}},
         }
-        read_as = (
-            ""
-            if args.source == "librispeech"
-            else f", read as segments of {args.channels}-channel "
-            f"{args.rate} Hz flac recordings (4 utterances each) through a NeMo manifest"
-        )
+        read_as = {
+            "librispeech": "",
+            "nemo": f", read as segments of {args.channels}-channel {args.rate} Hz {args.format} recordings (4 utterances "
+            "each) through a NeMo manifest",
+            "shar": f", {args.channels}-channel {args.rate} Hz {args.format} in a Lhotse Shar directory (4 shards), "
+            "streamed",
+        }[args.source]
+        shar = _write_shar(entries, tmp / "shar", args.format) if args.source == "shar" else None
         print(
             f"\n{len(entries)} utterances, {audio_seconds / 60:.1f} min of audio "
             f"({args.min_seconds:g}-{args.max_seconds:g} s each){read_as}, one process, torch threads 1\n"
@@ -182,12 +200,15 @@ def loader(args: argparse.Namespace) -> None:
         print("|---|---|---|---|")
         for name, spec in frontends.items():
             for factors in (None, (0.9, 1.0, 1.1)):
-                dataset = ManifestDataset(entries, tokenizer, build_frontend(spec).train(), factors)
+                if shar is None:
+                    dataset = ManifestDataset(entries, tokenizer, build_frontend(spec).train(), factors)
+                    items = lambda dataset=dataset: [dataset[index] for index in range(len(dataset))]  # noqa: E731
+                else:
+                    items = _shar_items(shar, tokenizer, build_frontend(spec).train(), factors, args.max_seconds)
                 rates = []
                 for _ in range(args.repeats):
                     start = time.process_time()
-                    for index in range(len(dataset)):
-                        dataset[index]
+                    items()
                     rates.append(audio_seconds / (time.process_time() - start))
                 print(
                     f"| {name} | {'0.9/1.0/1.1' if factors else 'off'} | {statistics.median(rates):.0f} | "
@@ -195,7 +216,9 @@ def loader(args: argparse.Namespace) -> None:
                 )
 
 
-def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int, channels: int) -> Path:
+def _long_recordings_manifest(
+    entries: list[ManifestEntry], out: Path, rate: int, channels: int, audio_format: str = "flac"
+) -> Path:
     """The utterances resampled to `rate`, copied to `channels` channels, concatenated 4 at a time into flac
     recordings under `out`, and the NeMo manifest of their segments (relative paths, offsets)."""
     import json
@@ -206,7 +229,7 @@ def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int
     out.mkdir(parents=True)
     lines = []
     for number in range(0, len(entries), 4):
-        path, pieces, cursor = out / f"long_{number:04d}.flac", [], 0
+        path, pieces, cursor = out / f"long_{number:04d}.{audio_format}", [], 0
         for entry in entries[number : number + 4]:
             audio = torchaudio.functional.resample(entry.load_audio(16000), 16000, rate)
             lines.append(
@@ -225,6 +248,34 @@ def _long_recordings_manifest(entries: list[ManifestEntry], out: Path, rate: int
     manifest = out / "train.json"
     manifest.write_text("\n".join(lines) + "\n")
     return manifest
+
+
+def _write_shar(entries: list[ManifestEntry], out: Path, audio_format: str) -> Path:
+    """The segments as cuts of their recordings, written with lhotse's SharWriter (`audio_format`, 4 shards)."""
+    from lhotse import Recording, SupervisionSegment
+    from lhotse.shar import SharWriter
+
+    out.mkdir(parents=True)
+    recordings = {}
+    with SharWriter(str(out), fields={"recording": audio_format}, shard_size=-(-len(entries) // 4)) as writer:
+        for entry in entries:
+            recording = recordings.setdefault(entry.path, Recording.from_file(entry.path))
+            cut = recording.to_cut().truncate(offset=entry.offset or 0.0, duration=entry.duration)
+            cut.supervisions = [
+                SupervisionSegment(entry.id, recording.id, 0.0, cut.duration, channel=cut.channel, text=entry.text)
+            ]
+            writer.write(cut)
+    return out
+
+
+def _shar_items(shar: Path, tokenizer: Tokenizer, frontend, factors, longest: float):
+    """One epoch of the Shar training loader in this process (num_workers 0), its plan made beforehand."""
+    probe = SharStream(tuple(shar_shards(shar)), max_duration=2 * longest, duration_bins=())
+    stream = replace(probe, duration_bins=survey(probe, 2).duration_bins)
+    dataset = SharTrainingDataset(stream, tokenizer, frontend, factors)
+    loader = SharLoader(dataset)
+    loader.plan(0)  # the metadata pass, not what a worker does per utterance
+    return lambda: list(loader)
 
 
 def _durations(count: int, seed: int = 0) -> list[float]:
@@ -350,6 +401,94 @@ def sampler(args: argparse.Namespace) -> None:
             f"{100 * padding:.1f} | {'-'.join(map(str, counts))} | {once} | "
             f"{statistics.median(spreads):.1f} s, {spreads[-1]:.1f} s | {exact} |"
         )
+    if args.shar:
+        with tempfile.TemporaryDirectory(dir=args.tmp_dir) as tmp:
+            _shar_plan(durations, args, Path(tmp))
+
+
+def audio(args: argparse.Namespace) -> None:
+    import io
+
+    import numpy as np
+    import soundfile as sf
+    import soxr
+
+    rng = np.random.default_rng(0)
+    frames = int(args.seconds * args.rate)
+    t = np.arange(frames) / args.rate
+    tone = 0.3 * np.sin(2 * np.pi * 220 * t)[:, None] + 0.05 * rng.standard_normal((frames, args.channels))
+    samples = tone.astype("float32")
+
+    def ms(function) -> str:
+        times = []
+        for _ in range(args.repeats):
+            start = time.process_time()
+            function()
+            times.append(1000 * (time.process_time() - start))
+        return f"{statistics.median(times):.1f} ({min(times):.1f}-{max(times):.1f})"
+
+    print(
+        f"{args.seconds:g} s of {args.channels}-channel {args.rate} Hz audio, one process; CPU ms, median (min-max)\n"
+    )
+    print("| step | ms |")
+    print("|---|---|")
+    for kind, subtype in (("WAV", "PCM_16"), ("FLAC", "PCM_16")):
+        encoded = io.BytesIO()
+        sf.write(encoded, samples, args.rate, format=kind, subtype=subtype)
+        data = encoded.getvalue()
+        print(
+            f"| decode {kind.lower()} 16-bit (soundfile, float32) | {ms(lambda d=data: sf.read(io.BytesIO(d), dtype='float32'))} |"
+        )
+    print(f"| channel average, numpy mean(axis=1) (before) | {ms(lambda: samples.mean(axis=1))} |")
+    print(f"| channel average, column sum `mix_down` (now) | {ms(lambda: mix_down(samples))} |")
+    mono = mix_down(samples)
+    for quality in ("VHQ", "HQ", "MQ", "LQ"):
+        print(
+            f"| libsoxr {args.rate} -> 16000 Hz, quality {quality} | {ms(lambda q=quality: soxr.resample(mono, args.rate, 16000, quality=q))} |"
+        )
+
+
+def _shar_plan(durations: list[float], args: argparse.Namespace, directory: Path) -> None:
+    """Plans one epoch of the Shar training loader over a Shar directory holding only the durations' metadata."""
+    import gzip
+    import json
+
+    from lhotse import MonoCut, SupervisionSegment
+
+    shards = []
+    for number, start in enumerate(range(0, len(durations), 1000)):
+        path = directory / f"cuts.{number:06d}.jsonl.gz"
+        with gzip.open(path, "wt") as handle:
+            for index in range(start, min(start + 1000, len(durations))):
+                cut = MonoCut(str(index), 0.0, durations[index], channel=0)
+                cut.supervisions = [SupervisionSegment(str(index), "r", 0.0, durations[index], text="A")]
+                handle.write(json.dumps(cut.to_dict()) + "\n")
+        shards.append({"cuts": path, "recording": directory / f"recording.{number:06d}.tar"})  # never read
+    layout = dict(max_duration=args.max_duration, quadratic_duration=args.quadratic_duration, seed=0)
+    found = survey(SharStream(tuple(shards), duration_bins=(), **layout), args.num_buckets)
+    stream = SharStream(
+        tuple(shards),
+        duration_bins=found.duration_bins,
+        num_replicas=args.replicas,
+        num_workers=args.workers,
+        buffer_size=buffer_size(found, args.max_duration),
+        **layout,
+    )
+    rates = []
+    for _ in range(args.repeats):  # what every rank does before an epoch: all ranks' batches from the metadata
+        start = time.perf_counter()
+        loader = SharLoader(SharTrainingDataset(stream, None, None))
+        per_rank = len(loader)
+        rates.append(per_rank * args.replicas / (time.perf_counter() - start))
+    natural = [stream.natural_batches(0, 0, w) for w in range(stream.streams_per_rank)]
+    padded = sum(len(batch) * max(batch) for batches in natural for batch in batches)
+    real = sum(sum(batch) for batches in natural for batch in batches)
+    print(
+        f"| Shar training loader (lhotse's sampler per worker, {args.workers} workers per rank, equalised) | "
+        f"{statistics.median(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} | {per_rank * args.replicas} | "
+        f"{100 * (1 - real / padded):.1f} (rank 0, before splits/merges) | {per_rank} on every rank (by "
+        "construction) | yes (tests/data/test_shar.py) | - | the same batches, interleaved anew (tests/data/test_shar.py) |"
+    )
 
 
 def main() -> None:
@@ -365,23 +504,31 @@ def main() -> None:
     loader_parser.add_argument("--vocab-size", type=int, default=500, help="of the BPE tokenizer (LibriSpeech's)")
     loader_parser.add_argument(
         "--source",
-        choices=("librispeech", "nemo"),
+        choices=("librispeech", "nemo", "shar"),
         default="librispeech",
-        help="nemo: read the utterances as segments of long recordings via a NeMo manifest",
+        help="nemo: read the utterances as segments of long recordings via a NeMo manifest; shar: those segments "
+        "streamed from a Lhotse Shar directory",
     )
-    loader_parser.add_argument("--rate", type=int, default=48000, help="sample rate of the nemo recordings")
-    loader_parser.add_argument("--channels", type=int, default=2, help="channels of the nemo recordings")
+    loader_parser.add_argument("--rate", type=int, default=48000, help="sample rate of the nemo/shar recordings")
+    loader_parser.add_argument("--channels", type=int, default=2, help="channels of the nemo/shar recordings")
+    loader_parser.add_argument("--format", choices=("flac", "wav"), default="flac", help="of the nemo/shar audio")
     sampler_parser = sub.add_parser("sampler", help="our batch sampler against lhotse's DynamicBucketingSampler")
     sampler_parser.add_argument("--entries", type=int, default=281241)
     sampler_parser.add_argument("--replicas", type=int, default=8)
     sampler_parser.add_argument("--max-duration", type=float, default=600.0)
     sampler_parser.add_argument("--num-buckets", type=int, default=30)
     sampler_parser.add_argument("--quadratic-duration", type=float, default=None)
-    for each in (check_parser, loader_parser, sampler_parser):
+    sampler_parser.add_argument("--shar", action="store_true", help="also plan the Shar training loader's epoch")
+    sampler_parser.add_argument("--workers", type=int, default=2, help="loader workers per rank (--shar)")
+    audio_parser = sub.add_parser("audio", help="where one utterance's decoding and resampling time goes")
+    audio_parser.add_argument("--seconds", type=float, default=30.0)
+    audio_parser.add_argument("--rate", type=int, default=48000)
+    audio_parser.add_argument("--channels", type=int, default=2)
+    for each in (check_parser, loader_parser, sampler_parser, audio_parser):
         each.add_argument("--repeats", type=int, default=3)
         each.add_argument("--tmp-dir", default=None, help="where the temporary files go (default: $TMPDIR)")
     args = parser.parse_args()
-    {"check": check, "loader": loader, "sampler": sampler}[args.what](args)
+    {"check": check, "loader": loader, "sampler": sampler, "audio": audio}[args.what](args)
 
 
 if __name__ == "__main__":

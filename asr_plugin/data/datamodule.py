@@ -37,7 +37,16 @@ from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.loader import ResumableDataLoader
 from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
 from asr_plugin.data.pipeline import CorpusPlan, prepare_corpus
-from asr_plugin.data.sampler import DurationBatchSampler
+from asr_plugin.data.sampler import DurationBatchSampler, world
+from asr_plugin.data.shar import (
+    SharLoader,
+    SharPlan,
+    SharStream,
+    SharTrainingDataset,
+    buffer_size,
+    prepare_shar,
+    survey,
+)
 from asr_plugin.data.sources import build_source
 from asr_plugin.data.text import NormalizationCounts
 from asr_plugin.data.tokenizer import Tokenizer
@@ -58,7 +67,8 @@ class TransducerDataModule(L.LightningDataModule):
             missing), "nemo" (NeMo manifests) or "lhotse" (lhotse cut manifests).
         **source_options: the source's own keys, e.g. `root`, `train_splits`, `valid_splits`, `test_splits`
             (and `mini_corpus`) of "librispeech" and "mini", `train_manifests`, `valid_manifests`,
-            `test_manifests` of "nemo", `train_cuts`, `valid_cuts`, `test_cuts` of "lhotse" (see the classes).
+            `test_manifests` of "nemo", `train_cuts`, `valid_cuts`, `test_cuts` and `train_shar` (a Lhotse Shar
+            directory streamed for training, `asr_plugin.data.shar`) of "lhotse" (see the classes).
         vocab_size, tokenizer_type: SentencePiece size (including the blank) and "bpe" or "unigram" of the
             tokenizer `prepare_data` trains.
         tokenizer: an already built `Tokenizer` (e.g. a NeMo checkpoint's, from a `_target_` node); then no
@@ -69,7 +79,8 @@ class TransducerDataModule(L.LightningDataModule):
             gets them from the statistics too; a "nemo" spec needs none.
         num_mel_bins: F of the default front end; with a `frontend` spec it must be None or agree.
         stats_path: feature statistics JSON; default `<work_dir>/feature_stats.json`.
-        stats_max_utterances: compute statistics on this many random training utterances (None = all).
+        stats_max_utterances: compute statistics on this many random training utterances (None = all); of a
+            Shar training set, on its first this many in a seeded shard order (whole shards read in turn).
         max_duration: padded seconds of audio per batch (its cost with `quadratic_duration`).
         max_utterance_duration: longer training utterances are dropped (None = keep every one; the sampler
             then needs `max_duration` to hold the longest).
@@ -141,7 +152,10 @@ class TransducerDataModule(L.LightningDataModule):
         )
         self._spec = spec
         self.stats_path = Path(stats_path or self.layout.stats) if frontend_needs_stats(spec) else None
-        self.plan = CorpusPlan(
+        # a Shar training set is streamed: no training manifest, its tokenizer and statistics made from the Shar
+        self.train_shar: Path | None = getattr(self.source, "train_shar", None)
+        self.shards = list(getattr(self.source, "shards", []))
+        self.plan = (SharPlan if self.train_shar is not None else CorpusPlan)(
             self.layout,
             self.source,
             tokenizer_path=self.tokenizer_path,
@@ -223,7 +237,11 @@ class TransducerDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         """Runs the preparation pipeline, `prepare_corpus(self.plan)`: makes what is missing and reuses what
         exists (the mini corpus, manifests, tokenizer, statistics). Nothing is written under `root`."""
-        prepare_corpus(self.plan, num_workers=self.prepare_num_workers)
+        if self.train_shar is None:
+            prepare_corpus(self.plan, num_workers=self.prepare_num_workers)
+            return
+        prepare_corpus(self.plan, ("manifests",), num_workers=self.prepare_num_workers)  # validation, test sets
+        prepare_shar(self.plan, self.shards, self.plan.stats_max_utterances)
 
     def missing_prepared(self) -> list[Path]:
         """The files `prepare_data()` would write that do not exist yet (manifests, tokenizer, stats)."""
@@ -244,7 +262,7 @@ class TransducerDataModule(L.LightningDataModule):
         or empty files are listed) and whose transcripts are normalised by the tokenizer (what that
         changed is logged per split and kept in `normalization_counts`)."""
         fit = stage in (None, "fit", "validate")
-        if fit and not (self.train_splits and self.valid_splits):
+        if fit and not ((self.train_splits or self.train_shar) and self.valid_splits):
             raise ValueError(
                 f"{self.source!r}: training needs a training and a validation set (data.corpus="
                 f"{self.corpus}: see conf/data/{self.corpus}.yaml for their keys)"
@@ -347,9 +365,54 @@ class TransducerDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled, duration-bucketed batches (deterministic per seed and epoch, split across ranks)."""
+        if self.train_shar is not None:
+            return self._shar_loader()
         if self._train_entries is None:
             self.setup("fit")
         return self._loader(self._train_entries, train=True)
+
+    def _shar_loader(self) -> SharLoader:
+        """The streamed loader of a Shar training set (`asr_plugin.data.shar`): lhotse's sampler per loader
+        worker over the shards of this rank, the same number of batches on every rank."""
+        self.setup("fit")
+        num_replicas, rank = self._replicas()
+        if num_replicas is None or rank is None:
+            num_replicas, rank = world()
+        stream = SharStream(
+            tuple(self.shards),
+            self.max_duration,
+            (),
+            num_replicas=num_replicas,
+            rank=rank,
+            num_workers=self.num_workers,
+            seed=self.seed,
+            quadratic_duration=self.quadratic_duration,
+            max_utterance_duration=self.max_utterance_duration,
+        )
+        if len(self.shards) < num_replicas:
+            raise ValueError(
+                f"data.train_shar={self.train_shar}: {len(self.shards)} shard(s) cannot feed {num_replicas} ranks "
+                "(each shard is read by one rank); write it with more, smaller shards (a few per rank and worker)"
+            )
+        found = survey(stream, self.num_buckets)
+        if found.usable < found.cuts:
+            warnings.warn(
+                f"{self.train_shar}: {found.cuts - found.usable} of {found.cuts} cut(s) left out (no transcript, or "
+                f"longer than max_utterance_duration={self.max_utterance_duration} / max_duration={self.max_duration})",
+                stacklevel=2,
+            )
+        log.info("%s: %d cuts, %.2f h streamed per epoch", self.train_shar, found.usable, found.seconds / 3600)
+        dataset = SharTrainingDataset(
+            replace(stream, duration_bins=found.duration_bins, buffer_size=buffer_size(found, self.max_duration)),
+            self.tokenizer,
+            build_frontend(self.frontend_spec).train(True),
+            self.speed_perturb,
+        )
+        return SharLoader(dataset, epoch_of=self._trainer_epoch, pin_memory=self.pin_memory)
+
+    def _trainer_epoch(self) -> int | None:
+        trainer = getattr(self, "trainer", None)
+        return None if trainer is None else trainer.current_epoch
 
     def val_dataloader(self) -> DataLoader:
         """All `valid_splits` together, batches sorted by duration."""

@@ -62,19 +62,43 @@ class ManifestDataset(Dataset):
         entry = self.entries[index]
         sample_rate = self.frontend.sample_rate
         waveform = entry.load_audio(sample_rate)  # (N,), resampled and averaged to mono
-        if self.speed_factors:
-            # DataLoader seeds `random` differently in every worker and epoch.
-            waveform = speed_perturb(waveform, random.choice(self.speed_factors), sample_rate)
-        try:
-            with torch.no_grad():
-                features, frames = self.frontend(waveform.unsqueeze(0), torch.tensor([waveform.numel()]))
-        except ValueError as err:
-            raise ValueError(f"{entry.id} ({entry.path}): {err}") from None
-        text = self.tokenizer.normalize(entry.text)
-        tokens = torch.tensor(self.tokenizer.encode(text), dtype=torch.int64)
-        if tokens.numel() == 0:
-            raise ValueError(f"{entry.id} ({entry.path}): transcript {entry.text!r} encodes to no token")
-        return Utterance(entry.id, text, features[0, : int(frames[0])], tokens)
+        return make_utterance(
+            entry.id,
+            f"{entry.id} ({entry.path})",
+            entry.text,
+            waveform,
+            self.tokenizer,
+            self.frontend,
+            self.speed_factors,
+            sample_rate,
+        )
+
+
+def make_utterance(
+    uid: str,
+    where: str,
+    text: str,
+    waveform: torch.Tensor,
+    tokenizer: Tokenizer,
+    frontend: nn.Module,
+    speed_factors: Sequence[float] | None,
+    sample_rate: int,
+) -> Utterance:
+    """An item from its (N,) audio at the front end's rate: optional speed perturbation, features, the
+    transcript normalised and encoded (what every dataset, map-style or streamed, yields). Errors name `where`."""
+    if speed_factors:
+        # DataLoader seeds `random` differently in every worker and epoch.
+        waveform = speed_perturb(waveform, random.choice(speed_factors), sample_rate)
+    try:
+        with torch.no_grad():
+            features, frames = frontend(waveform.unsqueeze(0), torch.tensor([waveform.numel()]))
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    normalized = tokenizer.normalize(text)
+    tokens = torch.tensor(tokenizer.encode(normalized), dtype=torch.int64)
+    if tokens.numel() == 0:
+        raise ValueError(f"{where}: transcript {text!r} encodes to no token")
+    return Utterance(uid, normalized, features[0, : int(frames[0])], tokens)
 
 
 def collate_utterances(items: Sequence[Utterance]) -> Batch:

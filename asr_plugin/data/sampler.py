@@ -28,7 +28,8 @@ import torch.distributed as dist
 from torch.utils.data import Sampler
 
 
-def _world() -> tuple[int, int]:
+def world() -> tuple[int, int]:
+    """(world size, rank) of torch.distributed; (1, 0) when it is not initialised."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()
     return 1, 0
@@ -77,7 +78,7 @@ class DurationBatchSampler(Sampler[list[int]]):
                 f"(first index {too_long[0]}: {durations[too_long[0]]} s, quadratic_duration="
                 f"{quadratic_duration}); filter them out first or raise max_duration"
             )
-        world_size, world_rank = _world()
+        world_size, world_rank = world()
         self.num_replicas = world_size if num_replicas is None else num_replicas
         self.rank = world_rank if rank is None else rank
         if not 0 <= self.rank < self.num_replicas:

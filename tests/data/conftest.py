@@ -1,5 +1,6 @@
 """Fixtures for the data tests: a tiny synthetic mini corpus, a data module prepared on it, and the same
-utterances as segments of long 48 kHz stereo recordings behind NeMo manifests and lhotse cut manifests."""
+utterances as segments of long 48 kHz stereo recordings behind NeMo manifests, lhotse cut manifests and a Shar
+directory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from data_helpers import SMALL
-from own_corpora import lhotse_cuts, write_long_recordings, write_nemo_manifest
+from own_corpora import lhotse_cuts, write_long_recordings, write_nemo_manifest, write_shar
 
 from asr_plugin.data import TransducerDataModule, make_mini_librispeech
 
@@ -67,3 +68,16 @@ def cut_corpus(mini_root, tmp_path_factory):
     for split, path in manifests.items():
         lhotse_cuts(segments[split]).to_file(path)
     return manifests, segments
+
+
+SHAR_SHARD_SIZE = 5  # 24 training cuts -> 5 shards: 2 ranks x 2 workers get unequal shares
+
+
+@pytest.fixture(scope="session")
+def shar_corpus(cut_corpus, tmp_path_factory):
+    """(Shar directory of the training cuts, 48 kHz stereo flac in 5 shards; the cut manifests; the segments)."""
+    manifests, segments = cut_corpus
+    from lhotse import CutSet
+
+    out = tmp_path_factory.mktemp("shar_corpus") / "train_shar"
+    return write_shar(CutSet.from_file(manifests["train"]), out, SHAR_SHARD_SIZE), manifests, segments

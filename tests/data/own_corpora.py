@@ -104,3 +104,15 @@ def lhotse_cuts(segments: list[Segment]):
         for s in segments
     )
     return CutSet.from_manifests(recordings=recordings, supervisions=supervisions).trim_to_supervisions()
+
+
+def write_shar(cuts, out_dir: Path, shard_size: int) -> Path:
+    """The cuts with their audio (the cut's segment, as 48 kHz stereo flac) as a Shar directory of shards of
+    `shard_size` cuts, written by lhotse's own SharWriter."""
+    from lhotse.shar import SharWriter
+
+    out_dir.mkdir(parents=True)
+    with SharWriter(str(out_dir), fields={"recording": "flac"}, shard_size=shard_size) as writer:
+        for cut in cuts:
+            writer.write(cut)
+    return out_dir

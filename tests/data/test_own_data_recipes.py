@@ -136,3 +136,28 @@ def test_train_from_scratch_on_lhotse_cuts_and_evaluate(cut_corpus, tmp_path):
     evaluate(evaluation)
     row = _summary(out)[("test", "greedy")]
     assert row["utterances"] == len(segments["test"]) and row["ref_words"] > 0
+
+
+@pytest.mark.slow
+def test_train_from_scratch_on_a_streamed_shar_directory(shar_corpus, tmp_path):
+    shar, manifests, _ = shar_corpus
+    cfg = _compose(
+        "train",
+        [
+            "data=lhotse",
+            f"data.train_shar={shar}",
+            f"data.valid_cuts=[{manifests['dev']}]",
+            "data.vocab_size=48",
+            *LOADER,
+            "data.num_workers=2",  # the streamed loader's workers, each reading its own shards
+            *MICRO_MODEL,
+            *RUN,
+            "optim.scheduler.warmup_steps=1",
+            f"paths.output_dir={tmp_path}/run",
+        ],
+        tmp_path,
+    )
+    result = train(cfg)
+    assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
+    records = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)["asr_plugin"]
+    assert records["frontend"]["kind"] == "logmel" and len(records["frontend"]["mean"]) == 80

@@ -68,12 +68,15 @@ def read_cut_manifest(manifest: Path) -> tuple[list[Candidate], list[Skipped]]:
 
 class LhotseCutsSource(ManifestSetSource):
     """lhotse cuts: ``data=lhotse data.train_cuts=[a.jsonl.gz] data.valid_cuts=[b.jsonl.gz]
-    data.test_cuts={name: c.jsonl.gz}``.
+    data.test_cuts={name: c.jsonl.gz}``, or a training set streamed from a Shar directory,
+    ``data.train_shar=<dir>`` (`asr_plugin.data.shar`).
 
     Args:
         train_cuts: the training cut manifests (one split, "train").
         valid_cuts: the validation cut manifests (one split, "valid").
         test_cuts: {name: manifest or list of them}, or a list of manifests named by their stems.
+        train_shar: a Lhotse Shar directory to train on instead of `train_cuts`: it is streamed by the data
+            module, not scanned into a manifest (no split "train" here), so `shar_shards` are checked now.
     """
 
     name = "lhotse"
@@ -85,8 +88,25 @@ class LhotseCutsSource(ManifestSetSource):
         train_cuts: str | Sequence[str] | None = None,
         valid_cuts: str | Sequence[str] | None = None,
         test_cuts: Mapping[str, str] | Sequence[str] | None = None,
+        train_shar: str | None = None,
     ):
         super().__init__(train_cuts, valid_cuts, test_cuts)
+        self.train_shar = None
+        self.shards: list = []
+        if train_shar not in (None, ""):
+            if self.sets["train"]:
+                raise ValueError(
+                    f"data.train_shar={train_shar} and data.train_cuts={[str(p) for p in self.sets['train']]}: "
+                    "give one training set (set data.train_cuts=[] to stream the Shar directory)"
+                )
+            from asr_plugin.data.shar import shar_shards
+
+            self.train_shar = Path(train_shar).absolute()
+            self.shards = shar_shards(self.train_shar)
 
     def read(self, path: Path, index: int, count: int) -> tuple[list[Candidate], list[Skipped]]:
         return read_cut_manifest(path)
+
+    def overrides(self) -> list[str]:
+        shar = [] if self.train_shar is None else [f"data.train_shar={self.train_shar}"]
+        return [*super().overrides(), *shar]
