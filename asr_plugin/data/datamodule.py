@@ -74,7 +74,9 @@ class TransducerDataModule(L.LightningDataModule):
         tokenizer: an already built `Tokenizer` (e.g. a NeMo checkpoint's, from a `_target_` node); then no
             tokenizer is trained and `vocab_size`, `tokenizer_type` and `tokenizer_path` are not used.
         tokenizer_path: the trained .model file; default `<work_dir>/tokenizer_<type><vocab_size>.model`.
-        frontend: a front-end spec (`asr_plugin.data.frontend`); None = log-mel with `num_mel_bins` bins
+        frontend: a front-end spec (`asr_plugin.data.frontend`), or a kind alone ("logmel", "nemo") for that
+            kind with its default options (a string in a config is replaced whole by a spec merged over it,
+            where a spec would merge key by key); None = log-mel with `num_mel_bins` bins
             normalised with global statistics of the training data. A "logmel" spec without mean/std
             gets them from the statistics too; a "nemo" spec needs none.
         num_mel_bins: F of the default front end; with a `frontend` spec it must be None or agree.
@@ -103,7 +105,7 @@ class TransducerDataModule(L.LightningDataModule):
         tokenizer_type: str = "bpe",
         tokenizer: Tokenizer | None = None,
         tokenizer_path: str | None = None,
-        frontend: Mapping[str, Any] | None = None,
+        frontend: Mapping[str, Any] | str | None = None,
         num_mel_bins: int | None = None,
         stats_path: str | None = None,
         stats_max_utterances: int | None = None,
@@ -130,6 +132,8 @@ class TransducerDataModule(L.LightningDataModule):
             raise ValueError(f"max_utterance_duration={max_utterance_duration} exceeds max_duration={max_duration}")
         if prepare_timeout_s <= 0:
             raise ValueError(f"prepare_timeout_s must be positive, got {prepare_timeout_s}")
+        if isinstance(frontend, str):
+            frontend = {"kind": frontend}
         spec = complete_frontend_spec(
             frontend
             if frontend is not None

@@ -21,6 +21,7 @@ from asr_plugin.data import (
     Tokenizer,
     TransducerDataModule,
     build_frontend,
+    complete_frontend_spec,
     load_audio,
     read_manifest,
 )
@@ -288,6 +289,16 @@ def test_a_given_tokenizer_is_used_and_scores_its_own_references(small_corpus, t
                 assert tokenizer.decode(tokens) == batch.texts[b] and 0 not in tokens
     with pytest.raises(TypeError, match="data.tokenizer must build"):
         _small_module(small_corpus, tmp_path / "work", tokenizer="tokenizer.model")
+
+
+def test_a_front_end_kind_alone_means_its_default_options(small_corpus, tmp_path):
+    # data.frontend=nemo in a config: a string, so a spec merged over it (a .nemo's front end) replaces it whole
+    dm = _small_module(small_corpus, tmp_path / "work", frontend="nemo")
+    assert dm.frontend_spec == complete_frontend_spec({"kind": "nemo"}) and dm.stats_path is None
+    logmel = _small_module(small_corpus, tmp_path / "work", frontend="logmel")
+    assert logmel.stats_path is not None and logmel.feature_dim == 80
+    with pytest.raises(ValueError, match="kind must be one of .*'mfcc'"):
+        _small_module(small_corpus, tmp_path / "work", frontend="mfcc")
 
 
 def test_a_nemo_front_end_needs_no_statistics_and_dithers_in_training_only(small_corpus, tmp_path):
