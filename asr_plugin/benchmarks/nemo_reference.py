@@ -6,7 +6,8 @@ and of docs/finetune.md's table (needs NeMo).
 tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
 (``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.benchmarks.nemo_examples` at the sizes of
 `ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
-utterances of the training split, so that fine-tuning on the whole split sees new data. It saves the result
+utterances of the training split (by id), so that fine-tuning on the others (``manifests["finetune"]``) sees
+new sentences, mostly of speakers it never heard, as a user's own recordings would be. It saves the result
 as a hybrid ``.nemo`` and, with the same weights minus the CTC decoder, as an ``EncDecRNNTBPEModel`` ``.nemo``,
 and records NeMo's own ``transcribe`` output, WER and per-utterance loss on dev and test for both.
 
@@ -93,11 +94,12 @@ class ReferenceSettings:
         return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-# The reference of docs/finetune.md's table: a model NeMo trains well in ~35 minutes of this project's 2-core CPU
-# (0.7 s a step at OMP_NUM_THREADS=1, measured): the issue's size (2.0 M parameters, 4 FastConformer layers),
-# 2500 steps of 8 utterances (12.5 epochs) of 1600 training utterances, warmup a tenth of the run, NeMo's
-# default dropout 0.1; the other 400 training utterances (sentences it never heard) are the fine-tuning data
-# (manifests["finetune"]), and 100 dev and test utterances make a WER point ~8 words.
+# The reference of docs/finetune.md's table: a model NeMo trains well on this project's 2-core CPU (0.65-0.75 s a
+# step at OMP_NUM_THREADS=1 measured beforehand, so ~30 minutes planned; 54 minutes, 15 of them on the CPU, on
+# 2026-12-02 with the machine shared): the issue's size (2.0 M parameters, 4 FastConformer layers), 2500 steps of
+# 8 utterances (12.5 epochs) of 1600 training utterances, warmup a tenth of the run, NeMo's default dropout 0.1;
+# the other 400 training utterances (new sentences, 390 of them by 8 speakers it never heard) are the fine-tuning
+# data (manifests["finetune"]), and 100 dev and test utterances (~770 words each) make a WER point ~8 words.
 # ReferenceSettings() stays the tests' reference: a few minutes of training.
 TRAINED_REFERENCE = ReferenceSettings(
     n_train=2000,
