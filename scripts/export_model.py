@@ -3,7 +3,8 @@
 Writes encoder.pt2, predictor.pt2 and joint.pt2 (``torch.export`` programs with dynamic batch and
 time axes) plus transducer.json; load them with ``asr_plugin.export.ExportedTransducer.load`` and
 decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The feature size is the
-checkpoint's (its model's ``input_dim``). The checkpoint is only read.
+checkpoint's (its model's ``input_dim``); transducer.json records the checkpoint's greedy
+``max_symbols_per_frame`` (what its validation and eval.py decode with). The checkpoint is only read.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export in --out")
     args = parser.parse_args(argv)
     model, info = load_model(select_checkpoints(args.checkpoint, args.avg))
-    for name, path in export_transducer(model, args.out, info.feature_dim, overwrite=args.overwrite).items():
+    symbols = info.decoding["max_symbols_per_frame"]
+    paths = export_transducer(
+        model, args.out, info.feature_dim, overwrite=args.overwrite, max_symbols_per_frame=symbols
+    )
+    for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
 

@@ -6,7 +6,8 @@ and of docs/finetune.md's table (needs NeMo).
 tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
 (``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.benchmarks.nemo_examples` at the sizes of
 `ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
-utterances of the training split, so that fine-tuning on the whole split sees new data. It saves the result
+utterances of the training split (by id), so that fine-tuning on the others (``manifests["finetune"]``) sees
+new sentences, mostly of speakers it never heard, as a user's own recordings would be. It saves the result
 as a hybrid ``.nemo`` and, with the same weights minus the CTC decoder, as an ``EncDecRNNTBPEModel`` ``.nemo``,
 and records NeMo's own ``transcribe`` output, WER and per-utterance loss on dev and test for both.
 
@@ -44,6 +45,7 @@ EVAL_SPLITS = ("dev", engine_test_split("espeak"))
 SPLITS = ("train", *EVAL_SPLITS)
 FORMS = ("hybrid", "rnnt")  # EncDecHybridRNNTCTCBPEModel, EncDecRNNTBPEModel
 RESULT_NAME = "reference.json"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the recipe's Hydra configs
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,33 @@ class ReferenceSettings:
         return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The reference of docs/finetune.md's table: a model NeMo trains well on this project's 2-core CPU (0.65-0.75 s a
+# step at OMP_NUM_THREADS=1 measured beforehand, so ~30 minutes planned; 54 minutes, 15 of them on the CPU, on
+# 2026-12-02 with the machine shared): the issue's size (2.0 M parameters, 4 FastConformer layers), 2500 steps of
+# 8 utterances (12.5 epochs) of 1600 training utterances, warmup a tenth of the run, NeMo's default dropout 0.1;
+# the other 400 training utterances (new sentences, 390 of them by 8 speakers it never heard) are the fine-tuning
+# data (manifests["finetune"]), and 100 dev and test utterances (~770 words each) make a WER point ~8 words.
+# ReferenceSettings() stays the tests' reference: a few minutes of training.
+TRAINED_REFERENCE = ReferenceSettings(
+    n_train=2000,
+    n_dev=100,
+    n_test=100,
+    pretrain_utterances=1600,
+    n_layers=4,
+    dropout=0.1,
+    steps=2500,
+    warmup_steps=250,
+)
+
+
 @dataclass
 class NemoReference:
     """What `train_reference` made, all under `directory`.
 
     Attributes:
         corpus: the mini corpus root (LibriSpeech layout).
-        manifests: NeMo manifests per split ("train" is the whole split; "pretrain" the part NeMo trained on).
+        manifests: NeMo manifests per split ("train" is the whole split; "pretrain" the part NeMo trained on,
+            "finetune" the rest, when there is a rest).
         models: the ``.nemo`` files per form ("hybrid", "rnnt").
         transcripts: NeMo's ``transcribe`` output per form and split (dev, test), in manifest order.
         wer: NeMo's WER (0-1) per form and split.
@@ -152,7 +174,8 @@ def read_nemo_manifest(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def write_nemo_manifests(corpus: Path, directory: Path, pretrain_utterances: int) -> dict[str, Path]:
-    """NeMo manifests of the corpus' splits (lower-case text), and "pretrain": the first training utterances."""
+    """NeMo manifests of the corpus' splits (lower-case text), "pretrain": the first `pretrain_utterances`
+    training utterances (by id), and "finetune": the other training utterances (none when there are none)."""
     manifests = {}
     for split in SPLITS:
         candidates, skipped = scan_split(corpus, split)
@@ -169,6 +192,8 @@ def write_nemo_manifests(corpus: Path, directory: Path, pretrain_utterances: int
             if not 0 < pretrain_utterances <= len(entries):
                 raise ValueError(f"pretrain_utterances={pretrain_utterances} must lie in [1, {len(entries)}]")
             manifests["pretrain"] = _write_manifest(directory / "pretrain.json", entries[:pretrain_utterances])
+            if pretrain_utterances < len(entries):  # the rest: new sentences for a fine-tune, as a user's own data
+                manifests["finetune"] = _write_manifest(directory / "finetune.json", entries[pretrain_utterances:])
     return manifests
 
 
@@ -382,10 +407,13 @@ class FineTuneSettings:
     """A fine-tuning run of the reference, the same for NeMo (`nemo_finetune`) and the recipe (docs/finetune.md).
 
     Matched settings (``preset=False``): AdamW (betas 0.9/0.98, weight decay 1e-3), linear warmup then cosine
-    decay to ``min_lr_ratio * lr``, gradient norm clipped at 5, no SpecAugment, on the whole training split.
+    decay to ``min_lr_ratio * lr``, gradient norm clipped at 5, no SpecAugment.
     ``preset=True``: each side's defaults instead, as a user gets them: the recipe's ``+finetune=from_nemo`` with
     no optimiser, augmentation or CTC overrides, NeMo with its fine-tuning config's optimiser
     (`NEMO_FINETUNE_OPTIM`, no gradient clipping) and the model's own config (its SpecAugment and CTC weight).
+    ``data``: the reference's manifest both train on: "finetune" (the training utterances NeMo's training left
+    out: new sentences, mostly of speakers it never heard, as a user's own recordings are) or "train" (the
+    whole training split, the pretraining data included).
     """
 
     steps: int = 30
@@ -394,13 +422,26 @@ class FineTuneSettings:
     min_lr_ratio: float = 0.01
     batch_size: int = 12  # ~30 s of the mini corpus' ~2.3 s utterances: the recipe's data.max_duration=30
     preset: bool = False
+    data: str = "finetune"
+
+
+def fine_tuning_manifest(reference: NemoReference, settings: FineTuneSettings) -> Path:
+    """The manifest `settings` fine-tune on (``settings.data``), ValueError naming it when the reference has none."""
+    if settings.data not in ("train", "finetune") or settings.data not in reference.manifests:
+        raise ValueError(
+            f"FineTuneSettings.data={settings.data!r}: the reference in {reference.directory} has no such "
+            f"training manifest (it has {sorted(set(reference.manifests) & {'train', 'finetune'})}; "
+            "'finetune' needs ReferenceSettings.pretrain_utterances < n_train)"
+        )
+    return reference.manifests[settings.data]
 
 
 def nemo_finetune(
     reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(), seed: int = 0
 ) -> dict[str, Any]:
-    """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the whole training
-    split (its own training step, data loader and dither; the RNN-T loss by torchaudio, module docstring).
+    """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the manifest of
+    ``settings.data`` (its own training step, data loader and dither; the RNN-T loss by torchaudio, module
+    docstring).
 
     Returns the dev WER and RNN-T loss per utterance after it, and NeMo's dev transcripts.
     """
@@ -412,7 +453,7 @@ def nemo_finetune(
     trainer = nemo_trainer(settings.steps, gradient_clip_val=0.0 if settings.preset else 5.0)
     model = ASRModel.restore_from(str(reference.models[form]), map_location="cpu", trainer=trainer)
     with open_dict(model.cfg):
-        model.cfg.train_ds.manifest_filepath = str(reference.manifests["train"])
+        model.cfg.train_ds.manifest_filepath = str(fine_tuning_manifest(reference, settings))
         model.cfg.train_ds.batch_size = settings.batch_size
         model.cfg.optim = (
             NEMO_FINETUNE_OPTIM
@@ -449,12 +490,12 @@ def recipe_overrides(
     settings: FineTuneSettings = FineTuneSettings(),
 ) -> list[str]:
     """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
-    (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's corpus; the run and its
-    prepared data go under `directory`. Validation before the first step and after the last; no test.
+    (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's NeMo manifests as a user's
+    own data (``data=nemo``: the manifest of ``settings.data``, validation on dev); the run and its prepared
+    data go under `directory`. Validation before the first step and after the last; no test.
     A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight. With ``settings.preset``
     the optimiser, schedule, augmentation and CTC weight are the preset's and the checkpoint's (no overrides)."""
-    corpus = reference.settings
-    ctc_weight = corpus["ctc_weight"] if form == "hybrid" else 0.0
+    ctc_weight = reference.settings["ctc_weight"] if form == "hybrid" else 0.0
     matched = [
         "spec_augment=null",
         "finetune.augmentation=config",
@@ -468,15 +509,12 @@ def recipe_overrides(
         "+finetune=from_nemo",
         f"finetune.path={reference.models[form]}",
         f"+loss={mode}",
-        f"data.root={reference.corpus}",
+        "data=nemo",
+        f"data.train_manifests=[{fine_tuning_manifest(reference, settings)}]",
+        f"data.valid_manifests=[{reference.manifests['dev']}]",
         f"data.work_dir={directory}/work",
         f"paths.root_dir={directory}",
         f"paths.output_dir={directory}/run",
-        f"data.mini_corpus.n_train={corpus['n_train']}",
-        f"data.mini_corpus.n_dev={corpus['n_dev']}",
-        f"data.mini_corpus.n_test={corpus['n_test']}",
-        f"data.mini_corpus.seed={corpus['corpus_seed']}",
-        f"data.mini_corpus.train_engines=[{','.join(corpus['train_engines'])}]",
         "data.num_workers=0",
         "data.max_duration=30",
         f"trainer.max_steps={settings.steps}",
@@ -509,6 +547,35 @@ def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: in
         hyps = greedy_search(imported.model, *imported.model.encode(*features), max_symbols, imported.tokenizer)
         texts += [hyp.text for hyp in hyps]
     return texts
+
+
+def eval_transcripts(checkpoint: str | os.PathLike, manifest: Path, directory: str | os.PathLike) -> list[str]:
+    """What ``recipes/librispeech/eval.py checkpoint=... data=nemo data.test_manifests={dev: <manifest>}`` writes (greedy,
+    the checkpoint's own tokenizer, front end and ``max_symbols_per_frame``): its recogs file's hypotheses, in
+    manifest order. Its result files go to `directory`."""
+    from hydra import compose, initialize_config_dir
+
+    from asr_plugin.evaluation import evaluate
+
+    directory = Path(directory)
+    overrides = [
+        f"checkpoint={checkpoint}",
+        "data=nemo",
+        f"data.work_dir={directory}/work",
+        "data.num_workers=0",
+        f"data.test_manifests={{dev: {manifest}}}",  # a NeMo manifest as a test set of data=nemo
+        "decoding.methods=[greedy]",
+        f"output_dir={directory}",
+    ]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("eval", overrides=overrides)
+    evaluate(cfg)
+    recogs = (directory / "recogs-dev-greedy.txt").read_text(encoding="utf-8").splitlines()[1:]
+    # ids are "<manifest stem>-<line>" (asr_plugin.data.sources.manifest_sets.utterance_id): sorted = in order
+    rows = [line.split("\t") for line in recogs]
+    if len(rows) != len(read_nemo_manifest(manifest)):
+        raise ValueError(f"{directory}/recogs-dev-greedy.txt has {len(rows)} lines, {manifest} more or fewer")
+    return [row[2] if len(row) > 2 else "" for row in rows]
 
 
 def load_reference(directory: str | os.PathLike) -> NemoReference:

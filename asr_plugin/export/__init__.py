@@ -20,10 +20,15 @@ from asr_plugin.models import Transducer
 
 
 def export_transducer(
-    model: Transducer, out_dir: str | os.PathLike, feature_dim: int, overwrite: bool = False
+    model: Transducer,
+    out_dir: str | os.PathLike,
+    feature_dim: int,
+    overwrite: bool = False,
+    max_symbols_per_frame: int | None = None,
 ) -> dict[str, Path]:
-    """Exports and saves the three pieces of `model`; returns {piece or "metadata": path}."""
-    programs, meta = export_pieces(model, feature_dim)
+    """Exports and saves the three pieces of `model`; returns {piece or "metadata": path}.
+    `max_symbols_per_frame` (a checkpoint's greedy cap) is recorded in transducer.json (`ExportMetadata`)."""
+    programs, meta = export_pieces(model, feature_dim, max_symbols_per_frame)
     return save_pieces(programs, meta, out_dir, overwrite=overwrite)
 
 

@@ -33,13 +33,25 @@ class ExportMetadata:
     min_feature_frames: int
     # the model's lattice record (greedy search runs its step); exports written before it was recorded: RNN-T
     lattice: dict[str, Any] = field(default_factory=lambda: {"kind": "rnnt"})
+    # the greedy cap the model was validated with (a checkpoint's decoding settings), so that a runtime decodes
+    # as eval.py does; None: not known (a bare model, or an export written before it was recorded)
+    max_symbols_per_frame: int | None = None
+
+    def __post_init__(self) -> None:
+        symbols = self.max_symbols_per_frame
+        if symbols is not None and (isinstance(symbols, bool) or not isinstance(symbols, int) or symbols < 1):
+            raise ValueError(f"max_symbols_per_frame must be a positive integer or None, got {symbols!r}")
 
 
-def export_pieces(model: Transducer, feature_dim: int) -> tuple[dict[str, ExportedProgram], ExportMetadata]:
+def export_pieces(
+    model: Transducer, feature_dim: int, max_symbols_per_frame: int | None = None
+) -> tuple[dict[str, ExportedProgram], ExportMetadata]:
     """``torch.export`` programs of the encoder, predictor step and joint of `model` (put in eval mode).
 
     Args:
         feature_dim: F, the model's input feature size (``model.input_dim`` of the config).
+        max_symbols_per_frame: the greedy cap to record (a checkpoint's ``CheckpointInfo.decoding``); None
+            records none.
     Returns:
         {"encoder", "predictor", "joint"} programs (see `asr_plugin.export.modules` for their
         signatures; every batch/frame/hypothesis axis is dynamic) and the metadata.
@@ -54,6 +66,7 @@ def export_pieces(model: Transducer, feature_dim: int) -> tuple[dict[str, Export
         predictor_dim=model.predictor.hidden_dim,
         min_feature_frames=model.encoder.subsampling.min_input_length(),
         lattice=model.lattice.record(),
+        max_symbols_per_frame=max_symbols_per_frame,
     )
     device = next(model.parameters()).device
     frames = max(64, 4 * meta.min_feature_frames)  # the example size must not be special (0/1) for Dim.AUTO
@@ -105,7 +118,7 @@ def load_pieces(export_dir: str | os.PathLike) -> tuple[dict[str, torch.nn.Modul
         raise FileNotFoundError(f"{meta_path} does not exist; is {export_dir} an export directory?")
     try:
         meta = ExportMetadata(**json.loads(meta_path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError) as err:
+    except (json.JSONDecodeError, TypeError, ValueError) as err:
         raise ValueError(f"{meta_path}: malformed export metadata ({err})") from None
     modules = {name: torch.export.load(export_dir / f"{name}.pt2").module() for name in PIECES}
     return modules, meta

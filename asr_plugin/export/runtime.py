@@ -76,12 +76,17 @@ class ExportedTransducer:
         self.meta = meta
         self.blank_id = meta.blank_id
         self.vocab_size = meta.vocab_size
+        # the exported checkpoint's greedy cap (None when the export does not record one): greedy_search's
+        # max_symbols_per_frame for the transcripts eval.py gives
+        self.max_symbols_per_frame = meta.max_symbols_per_frame
         self.lattice = lattice_from_record(meta.lattice, f"{METADATA_FILE}: lattice")
 
     @classmethod
-    def from_model(cls, model: Transducer, feature_dim: int) -> "ExportedTransducer":
+    def from_model(
+        cls, model: Transducer, feature_dim: int, max_symbols_per_frame: int | None = None
+    ) -> "ExportedTransducer":
         """Exports `model` in memory (no files)."""
-        programs, meta = export_pieces(model, feature_dim)
+        programs, meta = export_pieces(model, feature_dim, max_symbols_per_frame)
         return cls({name: program.module() for name, program in programs.items()}, meta)
 
     @classmethod

@@ -1,13 +1,20 @@
-"""Greedy and beam search through the exported encoder/predictor/joint give the eager model's tokens."""
+"""Greedy and beam search through the exported encoder/predictor/joint give the eager model's tokens; the export
+records the checkpoint's greedy ``max_symbols_per_frame``."""
 
 from __future__ import annotations
 
+import json
+import runpy
+from pathlib import Path
+
 import pytest
 import torch
-from tiny_models import tiny_transducer
+from tiny_models import TINY_SIZES, tiny_transducer
 
 from asr_plugin.decoding import greedy_search, modified_beam_search
 from asr_plugin.export import ExportedTransducer, export_transducer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -38,3 +45,52 @@ def test_exported_pieces_decode_like_the_eager_model(tmp_path) -> None:
         export_transducer(model, tmp_path / "export", feature_dim=16)
     with pytest.raises(ValueError, match="feature frames"):
         exported.encode(features[:, :5], torch.tensor([5] * 5))
+
+
+def save_training_checkpoint(path: Path, model, **hyper_parameters) -> Path:
+    """A TransducerModule-layout checkpoint of `model` (what scripts/export_model.py reads)."""
+    torch.save(
+        {
+            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+            "epoch": 0,
+            "global_step": 1,
+            "hyper_parameters": {
+                "model": {"_target_": "asr_plugin.models.build_transducer", "vocab_size": 7, **TINY_SIZES},
+                **hyper_parameters,
+            },
+        },
+        path,
+    )
+    return path
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_export_model_records_the_checkpoints_max_symbols_per_frame(tmp_path) -> None:
+    export_model = runpy.run_path(str(REPO_ROOT / "scripts" / "export_model.py"))["main"]
+    model = tiny_transducer(seed=3)
+    checkpoint = save_training_checkpoint(tmp_path / "run.ckpt", model, max_symbols_per_frame=7)
+    assert export_model(["--checkpoint", str(checkpoint), "--out", str(tmp_path / "export")]) == 0
+    record = json.loads((tmp_path / "export" / "transducer.json").read_text(encoding="utf-8"))
+    assert record["max_symbols_per_frame"] == 7
+    assert ExportedTransducer.load(tmp_path / "export").max_symbols_per_frame == 7
+    # a checkpoint without the setting: the training module's default (4), which eval.py decodes it with
+    older = save_training_checkpoint(tmp_path / "older.ckpt", model)
+    assert export_model(["--checkpoint", str(older), "--out", str(tmp_path / "older")]) == 0
+    assert ExportedTransducer.load(tmp_path / "older").max_symbols_per_frame == 4
+    # a bare model has no decoding settings: nothing is recorded
+    export_transducer(model, tmp_path / "bare", feature_dim=16)
+    assert ExportedTransducer.load(tmp_path / "bare").max_symbols_per_frame is None
+
+
+def test_exports_without_the_record_load_and_a_bad_value_is_refused_naming_the_file(tmp_path) -> None:
+    model = tiny_transducer(seed=3)
+    paths = export_transducer(model, tmp_path / "export", feature_dim=16, max_symbols_per_frame=2)
+    record = json.loads(paths["metadata"].read_text(encoding="utf-8"))
+    del record["max_symbols_per_frame"]  # as exports written before it was recorded
+    paths["metadata"].write_text(json.dumps(record), encoding="utf-8")
+    assert ExportedTransducer.load(tmp_path / "export").max_symbols_per_frame is None
+    paths["metadata"].write_text(json.dumps({**record, "max_symbols_per_frame": 0}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"transducer\.json: malformed export metadata .*max_symbols_per_frame"):
+        ExportedTransducer.load(tmp_path / "export")
+    with pytest.raises(ValueError, match="max_symbols_per_frame"):
+        export_transducer(model, tmp_path / "other", feature_dim=16, max_symbols_per_frame=True)

@@ -1,6 +1,7 @@
 """`+finetune=from_nemo` on a model NeMo itself trained (the session's `nemo_reference`, tests/finetune/conftest.py):
-the recipe starts where NeMo is (the same dev WER and loss at its first validation), fine-tuning lowers the
-validation loss in both loss modes, and `export_nemo` takes the result back to NeMo with identical transcripts.
+the recipe starts where NeMo is (the same dev WER and loss at its first validation), fine-tuning on the training
+utterances NeMo's training left out (``data=nemo``) lowers the validation loss in both loss modes, and
+`export_nemo` takes the result back to NeMo with the transcripts of our decoding and of eval.py.
 
 NeMo and slow: the reference trains for a few minutes once per session (or comes from ASR_PLUGIN_TEST_CACHE).
 """
@@ -19,6 +20,7 @@ from asr_plugin.benchmarks.nemo_reference import (  # noqa: E402
     EVAL_SPLITS,
     FORMS,
     FineTuneSettings,
+    eval_transcripts,
     imported_transcripts,
     nemo_transcripts,
     read_nemo_manifest,
@@ -67,4 +69,7 @@ def test_recipe_starts_at_nemo_and_fine_tunes(nemo_reference, tmp_path, form, mo
     manifest = nemo_reference.manifests["dev"]
     ours = Transcriber([result["last_model_path"]], method="greedy", max_symbols_per_frame=10)  # the checkpoint's own
     paths = [entry["audio_filepath"] for entry in read_nemo_manifest(manifest)]
-    assert nemo_transcripts(restored, manifest) == [ours.decode_pieces([load_audio(path)])[0] for path in paths]
+    theirs = nemo_transcripts(restored, manifest)
+    assert theirs == [ours.decode_pieces([load_audio(path)])[0] for path in paths]
+    # eval.py (data=nemo, the dev manifest as its test set) writes NeMo's transcripts too
+    assert eval_transcripts(result["last_model_path"], manifest, tmp_path / "eval") == theirs
