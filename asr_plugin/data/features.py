@@ -151,6 +151,26 @@ def sherpa_mel_filters(num_bins: int, frequencies: int = SHERPA_N_FFT // 2 + 1) 
     ).double()
 
 
+def normalize_per_feature(features: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """(B, T, F) features standardised per bin over each utterance's (B,) valid frames, as sherpa-onnx's
+    "per_feature" (population variance, (x - mean) / (std + 1e-5)); padded frames 0.
+
+    Computed two-pass in float64 (mean, then the mean of (x - mean)^2), which is what sherpa-onnx >= 1.13.5
+    computes in float32 (before it, E[x^2] - E[x]^2 cancelled to 0 in bins pinned at the log floor). float64
+    makes the result independent of summation order: a bin at the log floor in every frame (digital silence,
+    band-limited audio) has std 0 and (x - mean) / 1e-5 would turn float32 rounding of the mean into
+    values of 0.1; here its mean is exact and it normalises to exactly 0, in training and in the exported
+    encoder alike (`asr_plugin.export.feature_adapter.SherpaFeatures` calls this function).
+    """
+    keep = (torch.arange(features.shape[1], device=features.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
+    x = features.double()
+    count = frames.to(x.dtype)[:, None, None]
+    mean = torch.where(keep, x, 0.0).sum(1, keepdim=True) / count  # (B, 1, F)
+    centred = torch.where(keep, x - mean, 0.0)
+    std = (centred.square().sum(1, keepdim=True) / count).sqrt()
+    return (centred / (std + SHERPA_STD_FLOOR)).to(features.dtype)
+
+
 class SherpaFbank(nn.Module):
     """The features sherpa-onnx computes for a ``model_type="nemo_transducer"`` model, on a batch: (B, S) 16 kHz
     audio in [-1, 1], (B,) sample counts -> (B, T, F) float32 features (padded frames 0) and (B,) frame counts.
@@ -159,12 +179,14 @@ class SherpaFbank(nn.Module):
     160 m - 120 ... 160 m + 279 (``snip_edges=false``: centred on 160 m + 80, samples outside the utterance
     reflected at its ends), so S samples give (S + 80) // 160 frames; each frame is pre-emphasised inside
     itself (x[i] - 0.97 x[i-1], x[0] (1 - 0.97)), Povey-windowed, zero-padded to 512 points, its power spectrum
-    summed by `sherpa_mel_filters`, log(max(energy, float32 eps)); no DC removal, no dither. Then what sherpa
-    does with the encoder's ``normalize_type`` metadata: "per_feature" standardises each bin over the
-    utterance's frames (population variance, std + 1e-5), None leaves the log filterbank.
+    summed by `sherpa_mel_filters`, log(max(energy, float32 eps)); no DC removal, no dither. Then, with
+    `normalize` "per_feature", NeMo's/sherpa's per-utterance standardisation of each bin
+    (`normalize_per_feature`); None leaves the log filterbank.
 
-    A model trained on these features and exported with ``normalize_type`` set to `normalize` sees in
-    sherpa-onnx exactly what it was trained on (float32 rounding apart).
+    A model trained on these features is exported with sherpa's raw log filterbank as input
+    (``normalize_type`` "") and `normalize_per_feature` at the start of its encoder, so in sherpa-onnx it sees
+    what it was trained on (float32 rounding of the filterbank apart, about 1e-4), whatever sherpa-onnx's own
+    normalisation code does in a given version.
 
     Args:
         num_mel_bins: F, written as the encoder's ``feat_dim``.
@@ -228,11 +250,7 @@ class SherpaFbank(nn.Module):
         spectrum = torch.fft.rfft(windows * self.window, n=SHERPA_N_FFT)  # (B, T, 257)
         power = spectrum.real.square() + spectrum.imag.square()
         features = torch.matmul(power, self.fbank).clamp_min(SHERPA_LOG_FLOOR).log()  # (B, T, F)
-        keep = (torch.arange(num_frames, device=x.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
         if self.normalize == "per_feature":
-            count = frames.to(features.dtype)[:, None, None]
-            mean = torch.where(keep, features, 0.0).sum(1, keepdim=True) / count  # (B, 1, F)
-            square = torch.where(keep, features.square(), 0.0).sum(1, keepdim=True) / count
-            std = (square - mean.square()).clamp_min(0.0).sqrt()  # sherpa's E[x^2] - E[x]^2
-            features = (features - mean) / (std + SHERPA_STD_FLOOR)
+            return normalize_per_feature(features, frames), frames
+        keep = (torch.arange(num_frames, device=x.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
         return features.masked_fill(~keep, 0.0), frames

@@ -131,13 +131,15 @@ def complete_frontend_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         if normalize not in SHERPA_NORMALIZATIONS:
             raise ValueError(
                 f"front-end spec of kind 'sherpa': option normalize={normalize!r}; "
-                f"sherpa-onnx implements {SHERPA_NORMALIZATIONS} (None: its normalize_type \"\")"
+                f'sherpa-onnx implements {SHERPA_NORMALIZATIONS} (None: its normalize_type "")'
             )
         bins = complete["options"]["num_mel_bins"]
         if isinstance(bins, float) and bins.is_integer():
             complete["options"]["num_mel_bins"] = int(bins)  # YAML/JSON may hand over 80.0
         if not (isinstance(complete["options"]["num_mel_bins"], int) and complete["options"]["num_mel_bins"] > 0):
-            raise ValueError(f"front-end spec of kind 'sherpa': option num_mel_bins={bins!r} must be a positive integer")
+            raise ValueError(
+                f"front-end spec of kind 'sherpa': option num_mel_bins={bins!r} must be a positive integer"
+            )
     if kind == "logmel":
         mean, std = spec.get("mean"), spec.get("std")
         if (mean is None) != (std is None):
