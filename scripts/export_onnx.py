@@ -6,8 +6,11 @@ of sherpa-onnx's NeMo transducer; decode them with
     sherpa_onnx.OfflineRecognizer.from_transducer(encoder, decoder, joiner, tokens,
                                                   model_type="nemo_transducer", feature_dim=F)
 
-(F: the number of mel bins, printed below). The encoder turns sherpa-onnx's features into the model's
-training features itself (docs/decoding.md, "ONNX for sherpa-onnx"). Needs ``pip install -e '.[onnx]'``.
+(F: the number of mel bins, printed below). A model trained with the front end of kind "sherpa"
+(``data.frontend={kind: sherpa}``) is trained on sherpa-onnx's own features: the export writes its
+normalisation as the encoder's ``normalize_type`` and sherpa-onnx gives the recipe's transcripts. For any other
+front end the encoder turns sherpa-onnx's features into the training ones approximately (a feature adapter:
+transcripts close, not equal; docs/decoding.md, "ONNX for sherpa-onnx"). Needs ``pip install -e '.[onnx]'``.
 The input is only read.
 """
 
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"feature_dim: {source.frontend_spec['options']['num_mel_bins']}")
+    exact = source.frontend_spec["kind"] == "sherpa"
+    print("features: " + ("sherpa-onnx's own (exact)" if exact else "adapted from sherpa-onnx's (approximate)"))
     return 0
 
 

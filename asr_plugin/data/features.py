@@ -115,3 +115,142 @@ class GlobalNormalize(nn.Module):
         if features.shape[-1] != self.mean.shape[0]:
             raise ValueError(f"features: last dim {features.shape[-1]} != stats dim {self.mean.shape[0]}")
         return (features - self.mean) * self.inv_std
+
+
+# sherpa-onnx's features for a NeMo transducer (kaldi-native-fbank with the options its
+# offline-recognizer-transducer-nemo-impl.h fixes; asr_plugin.export.sherpa_fbank documents them)
+SHERPA_SAMPLE_RATE = 16000
+SHERPA_HOP_LENGTH = 160  # 10 ms
+SHERPA_WIN_LENGTH = 400  # 25 ms
+SHERPA_N_FFT = 512  # the window rounded up to a power of two
+SHERPA_PREEMPHASIS = 0.97
+SHERPA_LOW_FREQ = 0.0
+SHERPA_HIGH_FREQ = SHERPA_SAMPLE_RATE / 2 - 400.0  # sherpa's high_freq = -400, an offset from Nyquist
+SHERPA_LOG_FLOOR = float(torch.finfo(torch.float32).eps)  # kaldi-native-fbank's floor before the log
+SHERPA_STD_FLOOR = 1e-5  # sherpa's per_feature normalisation: (x - mean) / (std + 1e-5)
+SHERPA_NORMALIZATIONS = ("per_feature", None)  # None: sherpa's normalize_type "" (raw log filterbank)
+
+
+def povey_window(length: int = SHERPA_WIN_LENGTH) -> torch.Tensor:
+    """(length,) float64 Kaldi's Povey window, (0.5 - 0.5 cos(2 pi n / (length - 1)))^0.85."""
+    n = torch.arange(length, dtype=torch.float64)
+    return (0.5 - 0.5 * torch.cos(2 * torch.pi * n / (length - 1))).pow(0.85)
+
+
+def sherpa_mel_filters(num_bins: int, frequencies: int = SHERPA_N_FFT // 2 + 1) -> torch.Tensor:
+    """(frequencies, num_bins) float64 sherpa's mel filters (kaldi-native-fbank's ``is_librosa``: librosa's
+    slaney scale and area normalisation, 0 Hz to 7600 Hz) sampled at `frequencies` points from 0 Hz to Nyquist."""
+    return torchaudio.functional.melscale_fbanks(
+        frequencies,
+        SHERPA_LOW_FREQ,
+        SHERPA_HIGH_FREQ,
+        num_bins,
+        SHERPA_SAMPLE_RATE,
+        norm="slaney",
+        mel_scale="slaney",
+    ).double()
+
+
+def normalize_per_feature(features: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """(B, T, F) features standardised per bin over each utterance's (B,) valid frames, as sherpa-onnx's
+    "per_feature" (population variance, (x - mean) / (std + 1e-5)); padded frames 0.
+
+    Computed two-pass in float64 (mean, then the mean of (x - mean)^2), which is what sherpa-onnx >= 1.13.5
+    computes in float32 (before it, E[x^2] - E[x]^2 cancelled to 0 in bins pinned at the log floor). float64
+    makes the result independent of summation order: a bin at the log floor in every frame (digital silence,
+    band-limited audio) has std 0 and (x - mean) / 1e-5 would turn float32 rounding of the mean into
+    values of 0.1; here its mean is exact and it normalises to exactly 0, in training and in the exported
+    encoder alike (`asr_plugin.export.feature_adapter.SherpaFeatures` calls this function).
+    """
+    keep = (torch.arange(features.shape[1], device=features.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
+    x = features.double()
+    count = frames.to(x.dtype)[:, None, None]
+    mean = torch.where(keep, x, 0.0).sum(1, keepdim=True) / count  # (B, 1, F)
+    centred = torch.where(keep, x - mean, 0.0)
+    std = (centred.square().sum(1, keepdim=True) / count).sqrt()
+    return (centred / (std + SHERPA_STD_FLOOR)).to(features.dtype)
+
+
+class SherpaFbank(nn.Module):
+    """The features sherpa-onnx computes for a ``model_type="nemo_transducer"`` model, on a batch: (B, S) 16 kHz
+    audio in [-1, 1], (B,) sample counts -> (B, T, F) float32 features (padded frames 0) and (B,) frame counts.
+
+    kaldi-native-fbank's algorithm with sherpa's options, vectorised: frame m covers samples
+    160 m - 120 ... 160 m + 279 (``snip_edges=false``: centred on 160 m + 80, samples outside the utterance
+    reflected at its ends), so S samples give (S + 80) // 160 frames; each frame is pre-emphasised inside
+    itself (x[i] - 0.97 x[i-1], x[0] (1 - 0.97)), Povey-windowed, zero-padded to 512 points, its power spectrum
+    summed by `sherpa_mel_filters`, log(max(energy, float32 eps)); no DC removal, no dither. Then, with
+    `normalize` "per_feature", NeMo's/sherpa's per-utterance standardisation of each bin
+    (`normalize_per_feature`); None leaves the log filterbank.
+
+    A model trained on these features is exported with sherpa's raw log filterbank as input
+    (``normalize_type`` "") and `normalize_per_feature` at the start of its encoder, so in sherpa-onnx it sees
+    what it was trained on (float32 rounding of the filterbank apart, about 1e-4), whatever sherpa-onnx's own
+    normalisation code does in a given version.
+
+    Args:
+        num_mel_bins: F, written as the encoder's ``feat_dim``.
+        normalize: "per_feature" or None (sherpa's normalize_type "").
+        dither: std of Gaussian noise added to the audio in training mode only (sherpa adds none, so
+            evaluation mode is exact); 0 disables it.
+    """
+
+    sample_rate = SHERPA_SAMPLE_RATE
+    hop_length = SHERPA_HOP_LENGTH
+
+    def __init__(self, num_mel_bins: int = 80, normalize: str | None = "per_feature", dither: float = 0.0):
+        super().__init__()
+        if normalize not in SHERPA_NORMALIZATIONS:
+            raise ValueError(f"normalize={normalize!r}; sherpa-onnx implements {SHERPA_NORMALIZATIONS}")
+        if not (isinstance(num_mel_bins, int) and num_mel_bins > 0):
+            raise ValueError(f"num_mel_bins={num_mel_bins!r} must be a positive integer")
+        if not dither >= 0:
+            raise ValueError(f"dither={dither!r} must be >= 0")
+        self.num_mel_bins = num_mel_bins
+        self.normalize = normalize
+        self.dither = dither
+        self.register_buffer("window", povey_window().float(), persistent=False)
+        self.register_buffer("fbank", sherpa_mel_filters(num_mel_bins).float(), persistent=False)
+        offsets = torch.arange(SHERPA_WIN_LENGTH) + SHERPA_HOP_LENGTH // 2 - SHERPA_WIN_LENGTH // 2
+        self.register_buffer("offsets", offsets, persistent=False)  # frame 0's samples: -120 ... 279
+
+    def num_frames(self, num_samples: torch.Tensor) -> torch.Tensor:
+        """(B,) sample counts -> (B,) int64 frames, Kaldi's count without snipped edges."""
+        return torch.div(num_samples + SHERPA_HOP_LENGTH // 2, SHERPA_HOP_LENGTH, rounding_mode="floor").long()
+
+    def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raises ValueError naming the utterance when it has no frame (fewer than 80 samples)."""
+        if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
+            raise ValueError(
+                f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}"
+            )
+        lengths = lengths.to(audio.device).long()
+        frames = self.num_frames(lengths)
+        if bool((frames < 1).any()):
+            index = int((frames < 1).nonzero()[0])
+            raise ValueError(
+                f"utterance {index} has {int(lengths[index])} samples; sherpa-onnx's features need at least "
+                f"{SHERPA_HOP_LENGTH // 2} (one frame)"
+            )
+        x = audio.float()
+        if self.training and self.dither > 0:
+            x = x + self.dither * torch.randn_like(x)
+        batch, num_frames = x.shape[0], int(frames.max())
+        # (T, W) sample indices, reflected into each utterance: Kaldi's repeated reflection -1 -> 0, S -> S - 1
+        # is the mirror image with period 2 S
+        index = torch.arange(num_frames, device=x.device)[:, None] * SHERPA_HOP_LENGTH + self.offsets
+        period = 2 * lengths[:, None, None]  # (B, 1, 1)
+        index = torch.remainder(index[None], period)  # (B, T, W), in [0, 2 S)
+        index = torch.where(index >= lengths[:, None, None], period - 1 - index, index)
+        windows = torch.gather(x, 1, index.reshape(batch, -1)).reshape(batch, num_frames, SHERPA_WIN_LENGTH)
+        windows = torch.cat(
+            [windows[..., :1] * (1 - SHERPA_PREEMPHASIS), windows[..., 1:] - SHERPA_PREEMPHASIS * windows[..., :-1]],
+            dim=-1,
+        )
+        spectrum = torch.fft.rfft(windows * self.window, n=SHERPA_N_FFT)  # (B, T, 257)
+        power = spectrum.real.square() + spectrum.imag.square()
+        features = torch.matmul(power, self.fbank).clamp_min(SHERPA_LOG_FLOOR).log()  # (B, T, F)
+        if self.normalize == "per_feature":
+            return normalize_per_feature(features, frames), frames
+        keep = (torch.arange(num_frames, device=x.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
+        return features.masked_fill(~keep, 0.0), frames

@@ -7,6 +7,9 @@ A spec is a dict a checkpoint can store (str, float, int, bool, None and lists o
   "mean"/"std" (or with them null) the spec is incomplete: the data module computes the statistics.
 * ``{"kind": "nemo", "options": {NemoMelFrontend keyword arguments}}``: NeMo's preprocessor (pre-emphasis,
   per-utterance normalisation, dither in training mode only).
+* ``{"kind": "sherpa", "options": {SherpaFbank keyword arguments}}``: the features sherpa-onnx computes for a
+  NeMo transducer (kaldi-native-fbank with sherpa's options, then its "per_feature" normalisation or none).
+  A model trained on them deploys to sherpa-onnx without any feature adapter (docs/decoding.md).
 
 `complete_frontend_spec` checks a spec and fills every option's default, so a stored spec does not depend
 on this project's defaults at the time it is read. Every built front end maps (B, S) audio and (B,) sample
@@ -23,12 +26,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from asr_plugin.data.features import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.data.features import (
+    SHERPA_NORMALIZATIONS,
+    FeatureStats,
+    GlobalNormalize,
+    LogMelFeatures,
+    SherpaFbank,
+)
 from asr_plugin.models import NemoMelFrontend
 
-FRONTEND_KINDS = ("logmel", "nemo")
-_CLASSES: dict[str, type[nn.Module]] = {"logmel": LogMelFeatures, "nemo": NemoMelFrontend}
-_SPEC_KEYS = {"logmel": {"kind", "options", "mean", "std"}, "nemo": {"kind", "options"}}
+FRONTEND_KINDS = ("logmel", "nemo", "sherpa")
+_CLASSES: dict[str, type[nn.Module]] = {"logmel": LogMelFeatures, "nemo": NemoMelFrontend, "sherpa": SherpaFbank}
+_SPEC_KEYS = {
+    "logmel": {"kind", "options", "mean", "std"},
+    "nemo": {"kind", "options"},
+    "sherpa": {"kind", "options"},
+}
 
 
 class LogMelFrontend(nn.Module):
@@ -112,6 +125,21 @@ def complete_frontend_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
         if numeric_default and not (number or value is None):
             raise ValueError(f"front-end spec: option {name} must be a number, got {value!r}")
     complete: dict[str, Any] = {"kind": kind, "options": {**defaults, **options}}
+    if kind == "sherpa":
+        # checked here, not only when built: the value becomes the exported encoder's normalize_type
+        normalize = complete["options"]["normalize"]
+        if normalize not in SHERPA_NORMALIZATIONS:
+            raise ValueError(
+                f"front-end spec of kind 'sherpa': option normalize={normalize!r}; "
+                f'sherpa-onnx implements {SHERPA_NORMALIZATIONS} (None: its normalize_type "")'
+            )
+        bins = complete["options"]["num_mel_bins"]
+        if isinstance(bins, float) and bins.is_integer():
+            complete["options"]["num_mel_bins"] = int(bins)  # YAML/JSON may hand over 80.0
+        if not (isinstance(complete["options"]["num_mel_bins"], int) and complete["options"]["num_mel_bins"] > 0):
+            raise ValueError(
+                f"front-end spec of kind 'sherpa': option num_mel_bins={bins!r} must be a positive integer"
+            )
     if kind == "logmel":
         mean, std = spec.get("mean"), spec.get("std")
         if (mean is None) != (std is None):
@@ -147,10 +175,12 @@ def with_stats(spec: Mapping[str, Any], stats: FeatureStats) -> dict[str, Any]:
 
 def build_frontend(spec: Mapping[str, Any]) -> nn.Module:
     """The front end of `spec` (in training mode, as any new nn.Module: call ``.eval()`` for evaluation,
-    which turns off a NeMo front end's dither)."""
+    which turns off a NeMo or sherpa front end's dither)."""
     spec = complete_frontend_spec(spec)
     if spec["kind"] == "nemo":
         return NemoMelFrontend(**spec["options"])
+    if spec["kind"] == "sherpa":
+        return SherpaFbank(**spec["options"])
     if frontend_needs_stats(spec):
         raise ValueError(
             "front-end spec of kind 'logmel' has no mean/std: compute the feature statistics "

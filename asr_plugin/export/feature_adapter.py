@@ -1,5 +1,11 @@
 """Turns the features sherpa-onnx computes into the features a model was trained on, inside the exported encoder.
 
+`encoder_input(spec)` is the exported encoder's first module. A model trained with the front end of kind
+"sherpa" (`asr_plugin.data.features.SherpaFbank`) was trained on sherpa-onnx's own log filterbank: it gets
+`SherpaFeatures` (the layout changes, then the training front end's own per-utterance normalisation, if any),
+and its transcripts in sherpa-onnx are the recipe's. Every other front end ("logmel",
+"nemo", imported NeMo models) gets the approximate `SherpaFeatureAdapter` below.
+
 sherpa-onnx computes its own log-mel features (`asr_plugin.export.sherpa_fbank`), which are neither this
 project's "logmel" front end (HTK mel filters without area normalisation, periodic Hann window, no
 pre-emphasis, global mean/std) nor exactly NeMo's (symmetric window, filters up to 8 kHz). The exported
@@ -28,6 +34,7 @@ import torch
 import torchaudio
 from torch import nn
 
+from asr_plugin.data.features import normalize_per_feature
 from asr_plugin.data.frontend import complete_frontend_spec
 from asr_plugin.export import sherpa_fbank
 from asr_plugin.models.frontend import WINDOWS, normalize_utterances
@@ -130,6 +137,11 @@ def sherpa_to_training_map(spec: Mapping[str, Any], sherpa_bins: int) -> tuple[t
 def check_sherpa_compatible(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The complete `spec`; ValueError naming the option when sherpa's features cannot stand in for it."""
     spec = complete_frontend_spec(spec)
+    if spec["kind"] == "sherpa":
+        raise ValueError(
+            "front end of kind 'sherpa' computes sherpa-onnx's own features: it needs no adapter "
+            "(encoder_input gives SherpaFeatures)"
+        )
     options = spec["options"]
     if options["sample_rate"] != sherpa_fbank.SAMPLE_RATE:
         raise ValueError(
@@ -176,3 +188,39 @@ class SherpaFeatureAdapter(nn.Module):
         else:
             mel = normalize_utterances(mel, keep, lengths, self.normalize)
         return mel.masked_fill(~keep, 0.0)
+
+
+class SherpaFeatures(nn.Module):
+    """The encoder input of a model trained with the front end of kind "sherpa": (B, F, T) sherpa's raw log
+    filterbank, (B,) frames -> (B, T, F) the training features: `normalize_per_feature` when the front end
+    normalises, padded frames 0.
+
+    The normalisation runs here, not in sherpa-onnx (``normalize_type`` stays ""): it is then the training
+    front end's own code, float64 and two-pass, rather than sherpa's float32 one, whose rounding a bin at the
+    log floor amplifies by 1e5 and whose formula changed in sherpa-onnx 1.13.5."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__()
+        spec = complete_frontend_spec(spec)
+        if spec["kind"] != "sherpa":
+            raise ValueError(
+                f"front end of kind {spec['kind']!r} is not sherpa-onnx's: its features go through SherpaFeatureAdapter"
+            )
+        self.sherpa_bins = int(spec["options"]["num_mel_bins"])
+        self.normalize = spec["options"]["normalize"]
+
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = features.transpose(1, 2)  # (B, T, F)
+        if self.normalize == "per_feature":
+            return normalize_per_feature(x, lengths)
+        keep = (torch.arange(x.shape[1], device=x.device) < lengths.unsqueeze(1)).unsqueeze(-1)
+        return x.masked_fill(~keep, 0.0)
+
+
+def encoder_input(spec: Mapping[str, Any]) -> SherpaFeatures | SherpaFeatureAdapter:
+    """The exported encoder's first module for a front-end `spec`: `SherpaFeatures` for kind "sherpa" (exact),
+    else `SherpaFeatureAdapter` (approximate). Both take sherpa's raw log filterbank (``normalize_type`` "")
+    and have ``sherpa_bins``, the encoder's ``feat_dim``."""
+    if complete_frontend_spec(spec)["kind"] == "sherpa":
+        return SherpaFeatures(spec)
+    return SherpaFeatureAdapter(spec)

@@ -5,9 +5,12 @@
         "exp/sherpa/joiner.onnx", "exp/sherpa/tokens.txt", model_type="nemo_transducer", feature_dim=F)
 
 Needs the ``onnx`` extra (onnx, onnxruntime; sherpa-onnx to decode). The encoder's metadata holds what
-sherpa-onnx reads (``vocab_size`` without the blank, ``subsampling_factor``, ``normalize_type`` = "" so that
-sherpa hands over its raw log filterbank, ``pred_rnn_layers``, ``pred_hidden``, ``feat_dim``, and a ``url``
-with "tdt" in it for a TDT model: that is how sherpa tells TDT from RNN-T).
+sherpa-onnx reads (``vocab_size`` without the blank, ``subsampling_factor``, ``normalize_type``,
+``pred_rnn_layers``, ``pred_hidden``, ``feat_dim``, and a ``url`` with "tdt" in it for a TDT model: that is how
+sherpa tells TDT from RNN-T). ``normalize_type`` is always "": sherpa-onnx hands over its raw log filterbank and
+the encoder starts with the training front end's own normalisation. A model trained with the front end of kind
+"sherpa" needs nothing else (`SherpaFeatures`), so sherpa-onnx gives its training features; any other front end
+gets the approximate `SherpaFeatureAdapter`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 from torch.export import Dim
 
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.feature_adapter import SherpaFeatureAdapter, encoder_input
 from asr_plugin.export.onnx_files import write_onnx, write_quantized
 from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
 from asr_plugin.export.sherpa_tokens import PieceTable, sherpa_token_lines
@@ -72,13 +75,14 @@ def check_exportable(model: Transducer) -> None:
         )
 
 
-def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
-    """The encoder.onnx metadata sherpa-onnx reads (all values as strings)."""
+def encoder_metadata(model: Transducer, feature_dim: int, adapted: bool = True) -> dict[str, str]:
+    """The encoder.onnx metadata sherpa-onnx reads (all values as strings); `adapted`: whether the encoder
+    starts with the approximate feature adapter (said in the comment)."""
     tdt = tdt_durations(model) is not None
     return {
         "vocab_size": str(model.vocab_size - 1),  # NeMo's count, without the blank
         "subsampling_factor": str(2**model.encoder.subsampling.num_layers),
-        "normalize_type": "",  # the encoder normalises itself (SherpaFeatureAdapter)
+        "normalize_type": "",  # sherpa's raw log filterbank: the encoder normalises as training did
         "pred_rnn_layers": str(model.predictor.num_layers),
         "pred_hidden": str(model.predictor.hidden_dim),
         "feat_dim": str(feature_dim),
@@ -86,7 +90,8 @@ def encoder_metadata(model: Transducer, feature_dim: int) -> dict[str, str]:
         "model_author": "asr_plugin",
         "url": "asr_plugin-tdt" if tdt else "asr_plugin-rnnt",  # sherpa-onnx: TDT iff "tdt" is in the url
         "durations": ",".join(map(str, tdt_durations(model) or ())),
-        "comment": "exported by asr_plugin.export.export_onnx; features adapted inside the encoder",
+        "comment": "exported by asr_plugin.export.export_onnx; "
+        + ("features adapted inside the encoder" if adapted else "trained on sherpa-onnx's own features"),
     }
 
 
@@ -103,8 +108,9 @@ def export_onnx(
 
     Args:
         model: the transducer (put in eval mode); `check_exportable` says which ones export.
-        frontend_spec: the front-end spec of its training features (a checkpoint's record); the encoder turns
-            sherpa-onnx's features into them (`SherpaFeatureAdapter`).
+        frontend_spec: the front-end spec of its training features (a checkpoint's record). Kind "sherpa":
+            sherpa-onnx computes them (the encoder normalises them as the front end does, `SherpaFeatures`);
+            any other kind: the encoder turns sherpa-onnx's into them approximately (`SherpaFeatureAdapter`).
         tokenizer: its tokenizer (ids with blank 0, ``id_to_piece``).
     Raises:
         ValueError naming what cannot be exported; FileExistsError when files exist and not `overwrite`.
@@ -112,7 +118,7 @@ def export_onnx(
     check_exportable(model)
     if tokenizer.vocab_size != model.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the model {model.vocab_size}")
-    adapter = SherpaFeatureAdapter(frontend_spec)
+    adapter = encoder_input(frontend_spec)
     out_dir = Path(out_dir)
     paths = {name: out_dir / f"{name}.onnx" for name in PIECES}
     if int8:
@@ -124,7 +130,7 @@ def export_onnx(
     lines = sherpa_token_lines(tokenizer)
     model = model.eval()
     feature_dim = adapter.sherpa_bins
-    metadata = encoder_metadata(model, feature_dim)
+    metadata = encoder_metadata(model, feature_dim, adapted=isinstance(adapter, SherpaFeatureAdapter))
     joint_dim, layers, hidden = model.joint.hidden_dim, model.predictor.num_layers, model.predictor.hidden_dim
     frames = max(64, 4 * model.encoder.subsampling.min_input_length())
     features, lengths = torch.randn(2, feature_dim, frames), torch.tensor([frames, frames - 3])

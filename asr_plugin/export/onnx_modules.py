@@ -12,8 +12,9 @@ sherpa's token ids are NeMo's: the blank is the last id, V - 1. This project's b
 sherpa's id s to ours (s + 1) mod V and the joiner reorders its V token scores into sherpa's order (ours
 1..V-1, then blank); a TDT joint's duration scores follow unchanged. The joint's projections are moved into
 the encoder and the decoder (H = the joint's hidden size), so the joiner only adds, applies the activation
-and the output layer. The encoder starts with `SherpaFeatureAdapter` (sherpa's features -> the training
-front end's).
+and the output layer. The encoder starts with `encoder_input`'s module: `SherpaFeatures` (a layout change) for a
+model trained on sherpa's features, `SherpaFeatureAdapter` (sherpa's features -> the training front end's) for
+any other.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.feature_adapter import SherpaFeatureAdapter, SherpaFeatures
 from asr_plugin.models import Transducer
 
 
@@ -31,9 +32,9 @@ def sherpa_order(vocab_size: int) -> torch.Tensor:
 
 
 class SherpaEncoder(nn.Module):
-    """(B, F_s, T) sherpa's raw log filterbank, (B,) int64 frames -> (B, H_j, T') projected encoder frames, (B,) frames."""
+    """(B, F_s, T) sherpa's features, (B,) int64 frames -> (B, H_j, T') projected encoder frames, (B,) frames."""
 
-    def __init__(self, model: Transducer, adapter: SherpaFeatureAdapter) -> None:
+    def __init__(self, model: Transducer, adapter: SherpaFeatures | SherpaFeatureAdapter) -> None:
         super().__init__()
         self.adapter = adapter
         self.encoder = model.encoder

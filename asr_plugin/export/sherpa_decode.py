@@ -2,8 +2,9 @@
 
 `sherpa_recognizer` builds ``sherpa_onnx.OfflineRecognizer.from_transducer(...)`` exactly as a user would;
 `greedy_on_sherpa_features` runs the model's own `greedy_search` on the features sherpa-onnx computes
-(kaldi-native-fbank with `KALDI_FBANK_OPTIONS`, through the same `SherpaFeatureAdapter` the encoder
-holds), which separates what the export does from what the feature difference does.
+(kaldi-native-fbank with `KALDI_FBANK_OPTIONS`, through the same `encoder_input` module the encoder holds),
+which separates what the export does from what the feature difference does; for a model trained with the
+front end of kind "sherpa" there is no difference beyond float32 rounding.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from asr_plugin.decoding import greedy_search
-from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
+from asr_plugin.export.feature_adapter import encoder_input
 from asr_plugin.export.onnx_export import SHERPA_MAX_SYMBOLS, tdt_durations
 from asr_plugin.export.sherpa_fbank import KALDI_FBANK_OPTIONS, SAMPLE_RATE
 from asr_plugin.models import Transducer
@@ -61,8 +62,11 @@ def sherpa_transcribe(recognizer, waveforms: Sequence[np.ndarray]) -> list[str]:
     return [stream.result.text for stream in streams]
 
 
-def sherpa_features(waveform: np.ndarray, num_bins: int) -> torch.Tensor:
-    """(T, F) the raw log filterbank sherpa-onnx computes for a NeMo transducer (kaldi-native-fbank)."""
+def sherpa_features(waveform: np.ndarray, num_bins: int, normalize_type: str = "") -> torch.Tensor:
+    """(T, F) the features sherpa-onnx computes for a NeMo transducer: kaldi-native-fbank's log filterbank, then
+    with `normalize_type` "per_feature" (the encoder metadata's) sherpa-onnx 2.0.1's standardisation of each
+    bin (``NemoNormalizePerFeature``, fixed in 1.13.5 by its PR 3857: float32, two-pass population variance,
+    (x - mean) / (std + 1e-5)). This project's exports write "" (raw) and normalise inside the encoder."""
     import kaldi_native_fbank as knf
 
     options = knf.FbankOptions()
@@ -73,14 +77,21 @@ def sherpa_features(waveform: np.ndarray, num_bins: int) -> torch.Tensor:
     fbank = knf.OnlineFbank(options)
     fbank.accept_waveform(SAMPLE_RATE, np.asarray(waveform, dtype=np.float32).tolist())
     fbank.input_finished()
-    return torch.tensor(np.stack([fbank.get_frame(i) for i in range(fbank.num_frames_ready)]))
+    features = np.stack([fbank.get_frame(i) for i in range(fbank.num_frames_ready)]).astype(np.float32)
+    if normalize_type == "per_feature":
+        mean = features.mean(0)
+        std = np.sqrt(np.maximum(np.square(features - mean).mean(0), 0.0))
+        features = (features - mean) / (std + np.float32(1e-5))
+    elif normalize_type:
+        raise ValueError(f"normalize_type={normalize_type!r}: sherpa-onnx implements only 'per_feature' and ''")
+    return torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
 
 
 @torch.no_grad()
 def greedy_on_sherpa_features(model: Transducer, frontend_spec: Mapping[str, Any], waveform: np.ndarray) -> list[int]:
     """The tokens `greedy_search` gives on sherpa-onnx's features of `waveform` (what the float export should give)."""
-    adapter = SherpaFeatureAdapter(frontend_spec)
-    features = sherpa_features(waveform, adapter.sherpa_bins)  # (T, F_s)
+    adapter = encoder_input(frontend_spec)
+    features = sherpa_features(waveform, adapter.sherpa_bins)  # (T, F_s), raw: normalize_type ""
     lengths = torch.tensor([features.shape[0]])
     encoder_out, encoder_lengths = model.encode(adapter(features.T[None], lengths), lengths)
     symbols = SHERPA_MAX_SYMBOLS["tdt" if tdt_durations(model) else "rnnt"]

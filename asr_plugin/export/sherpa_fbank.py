@@ -9,21 +9,37 @@ power spectrum, librosa's mel filters (slaney scale and area normalisation) from
 - 400), natural log floored at float32's epsilon, then per-bin standardisation over the utterance when
 ``normalize_type`` is "per_feature" (nothing when it is empty). `KALDI_FBANK_OPTIONS` are those settings as
 kaldi-native-fbank's ``FbankOptions`` fields (the tests compute sherpa's features with them).
+
+The constants and filters live in `asr_plugin.data.features`, whose `SherpaFbank` (the training front end of
+kind "sherpa") computes these features in torch; they are re-exported here under their short names.
 """
 
 from __future__ import annotations
 
-import torch
-import torchaudio
+from asr_plugin.data.features import SHERPA_HIGH_FREQ as HIGH_FREQ
+from asr_plugin.data.features import SHERPA_HOP_LENGTH as HOP_LENGTH
+from asr_plugin.data.features import SHERPA_LOG_FLOOR as LOG_FLOOR
+from asr_plugin.data.features import SHERPA_LOW_FREQ as LOW_FREQ
+from asr_plugin.data.features import SHERPA_N_FFT as N_FFT
+from asr_plugin.data.features import SHERPA_PREEMPHASIS as PREEMPHASIS
+from asr_plugin.data.features import SHERPA_SAMPLE_RATE as SAMPLE_RATE
+from asr_plugin.data.features import SHERPA_WIN_LENGTH as WIN_LENGTH
+from asr_plugin.data.features import povey_window, sherpa_mel_filters
 
-SAMPLE_RATE = 16000
-HOP_LENGTH = 160  # 10 ms
-WIN_LENGTH = 400  # 25 ms
-N_FFT = 512  # the window rounded up to a power of two
-PREEMPHASIS = 0.97
-LOW_FREQ = 0.0
-HIGH_FREQ = SAMPLE_RATE / 2 - 400.0  # FeatureExtractorConfig.high_freq = -400, an offset from Nyquist
-LOG_FLOOR = float(torch.finfo(torch.float32).eps)  # kaldi-native-fbank's log floor
+__all__ = [
+    "HIGH_FREQ",
+    "HOP_LENGTH",
+    "KALDI_FBANK_OPTIONS",
+    "LOG_FLOOR",
+    "LOW_FREQ",
+    "N_FFT",
+    "PREEMPHASIS",
+    "SAMPLE_RATE",
+    "WIN_LENGTH",
+    "povey_window",
+    "sherpa_mel_filters",
+    "sherpa_num_frames",
+]
 
 KALDI_FBANK_OPTIONS = {
     "frame_opts": {
@@ -39,25 +55,6 @@ KALDI_FBANK_OPTIONS = {
     },
     "mel_opts": {"low_freq": LOW_FREQ, "high_freq": -400.0, "is_librosa": True},
 }
-
-
-def povey_window(length: int = WIN_LENGTH) -> torch.Tensor:
-    """(length,) float64 Kaldi's Povey window, (0.5 - 0.5 cos(2 pi n / (length - 1)))^0.85."""
-    n = torch.arange(length, dtype=torch.float64)
-    return (0.5 - 0.5 * torch.cos(2 * torch.pi * n / (length - 1))).pow(0.85)
-
-
-def sherpa_mel_filters(num_bins: int, frequencies: int) -> torch.Tensor:
-    """(frequencies, num_bins) float64 sherpa's mel filters sampled at `frequencies` points from 0 Hz to Nyquist."""
-    return torchaudio.functional.melscale_fbanks(
-        frequencies,
-        LOW_FREQ,
-        HIGH_FREQ,
-        num_bins,
-        SAMPLE_RATE,
-        norm="slaney",
-        mel_scale="slaney",
-    ).double()
 
 
 def sherpa_num_frames(num_samples: int) -> int:

@@ -10,7 +10,9 @@ from torch import nn
 
 from asr_plugin.export.feature_adapter import (
     SherpaFeatureAdapter,
+    SherpaFeatures,
     check_sherpa_compatible,
+    encoder_input,
 )
 from asr_plugin.export.onnx_export import check_exportable, encoder_metadata
 from asr_plugin.export.sherpa_tokens import sherpa_token_lines
@@ -53,6 +55,31 @@ def test_front_ends_sherpa_cannot_stand_in_for_are_refused_by_option():
         check_sherpa_compatible({"kind": "nemo", "options": {"mag_power": 1.0}})
     with pytest.raises(ValueError, match="no mean/std"):
         check_sherpa_compatible({"kind": "logmel", "options": {}})
+    with pytest.raises(ValueError, match="kind 'sherpa' computes sherpa-onnx's own features"):
+        check_sherpa_compatible({"kind": "sherpa"})
+    with pytest.raises(ValueError, match="kind 'nemo' is not sherpa-onnx's"):
+        SherpaFeatures({"kind": "nemo"})
+
+
+def test_the_sherpa_front_end_gets_no_adapter_but_its_own_normalisation():
+    exact = encoder_input({"kind": "sherpa", "options": {"num_mel_bins": 16}})
+    assert isinstance(exact, SherpaFeatures) and exact.sherpa_bins == 16
+    assert isinstance(encoder_input(LOGMEL), SherpaFeatureAdapter)
+    features = torch.randn(2, 16, 5) * 3 + 7  # sherpa's raw layout (B, F, T)
+    lengths = torch.tensor([5, 3])
+    raw = encoder_input({"kind": "sherpa", "options": {"num_mel_bins": 16, "normalize": None}})(features, lengths)
+    assert torch.equal(raw[0], features[0].T) and torch.equal(raw[1, :3], features[1, :, :3].T)
+    assert bool((raw[1, 3:] == 0).all())
+    normalised = exact(features, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        x = features[b, :, :n].T.double()
+        expected = (x - x.mean(0)) / (x.std(0, unbiased=False) + 1e-5)  # sherpa's per_feature
+        assert torch.allclose(normalised[b, :n].double(), expected, atol=1e-5)
+        assert bool((normalised[b, n:] == 0).all())
+    constant = torch.full((1, 16, 7), -15.942385)  # a bin at the log floor in every frame
+    assert bool((exact(constant, torch.tensor([7])) == 0).all())
+    meta = encoder_metadata(tiny_transducer(), 16, adapted=False)
+    assert meta["normalize_type"] == "" and "sherpa-onnx's own features" in meta["comment"]
 
 
 def test_tokens_put_the_blank_last_and_metadata_counts_no_blank():

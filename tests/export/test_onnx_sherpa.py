@@ -1,6 +1,7 @@
 """ONNX export decoded by sherpa-onnx's stock Python API (no network): this project's micro model on the tiny mini
-corpus and an imported NeMo-layout TDT model, float and int8; the feature adapter against the training front
-ends on speech; a 10-minute input through the encoder.
+corpus and an imported NeMo-layout TDT model, float and int8; the micro model on the "sherpa" front end, whose
+sherpa-onnx transcripts must equal greedy search on its training features; the feature adapter against the
+training front ends on speech; a 10-minute input through the encoder.
 
 The models have random weights (no trained model fits in a test's time), so their transcripts are long and
 change with any perturbation of the features: the exact check is sherpa-onnx's transcript against
@@ -22,7 +23,7 @@ pytest.importorskip("kaldi_native_fbank")
 from nemo_models import write_synthetic_nemo
 from onnx_fixtures import CONF_DIR, MICRO, TINY_DATA, LetterPieces
 
-from asr_plugin.data import build_frontend, load_audio, read_manifest
+from asr_plugin.data import build_frontend, complete_frontend_spec, load_audio, read_manifest
 from asr_plugin.export import export_onnx
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
 from asr_plugin.export.sherpa_decode import (
@@ -109,6 +110,35 @@ def test_imported_nemo_tdt_model_decodes_in_sherpa_as_greedy_search(corpus, tmp_
     imported = import_nemo(path)
     assert imported.model.lattice.durations == (0, 1, 2, 3, 4)
     _check_export(imported.model, imported.frontend_spec, imported.tokenizer, waveforms, tmp_path / "tdt")
+
+
+@pytest.mark.parametrize("normalize", ["per_feature", None])
+def test_a_model_on_the_sherpa_front_end_decodes_in_sherpa_as_on_its_training_features(corpus, tmp_path, normalize):
+    """No adapter: sherpa-onnx computes the training front end's log filterbank, the encoder normalises it as
+    the front end does, so sherpa-onnx's transcripts equal `greedy_search` on the training front end's
+    features, for every utterance (a random model, whose transcripts any feature change alters)."""
+    import onnx
+
+    datamodule, waveforms = corpus
+    spec = complete_frontend_spec({"kind": "sherpa", "options": {"normalize": normalize}})
+    torch.manual_seed(0)
+    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO).eval()
+    with torch.no_grad():
+        model.joint.output.bias[0] -= 2.0  # emit some tokens
+    out_dir = tmp_path / f"sherpa_{normalize}"
+    paths = export_onnx(model, spec, datamodule.tokenizer, out_dir, int8=True)
+    metadata = {p.key: p.value for p in onnx.load(str(paths["encoder"])).metadata_props}
+    assert (metadata["normalize_type"], metadata["feat_dim"]) == ("", "80")
+    assert "sherpa-onnx's own features" in metadata["comment"]
+    frontend = build_frontend(spec).eval()
+    on_training = _texts(datamodule.tokenizer, [greedy_on_training_features(model, frontend, w) for w in waveforms])
+    assert sum(len(t) for t in on_training) > 0
+    assert _normalised(sherpa_transcribe(sherpa_recognizer(out_dir), waveforms)) == on_training
+    sherpa_int8 = _normalised(sherpa_transcribe(sherpa_recognizer(out_dir, int8=True), waveforms))
+    print(f"{out_dir.name}: int8 = float for {_agreement(sherpa_int8, on_training):.0%} of the utterances")
+    features = sherpa_features(waveforms[0], 80)
+    full, quantised = _encoder_outputs(paths["encoder"], features), _encoder_outputs(paths["encoder.int8"], features)
+    assert np.linalg.norm(quantised - full) <= 0.1 * np.linalg.norm(full)
 
 
 @pytest.mark.parametrize("kind", ["logmel", "nemo"])
