@@ -1,6 +1,6 @@
 """Benchmark the transducer losses: forward + backward of joint + loss, peak memory and median time.
 
-The cells, inputs, modes and measurements are ``asr_plugin.benchmarks.loss`` (its docstring says what is
+The cells, inputs, modes and measurements are ``benchmarks.loss`` (its docstring says what is
 measured how); this is its command line.
 
     python scripts/benchmark_loss.py --device cpu --preset cpu-targets
@@ -34,7 +34,9 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.benchmarks.loss import (
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.losses.backends import BACKENDS, check_backend
+from benchmarks.loss import (
     JOINTS,
     MODES,
     PRESETS,
@@ -46,8 +48,6 @@ from asr_plugin.benchmarks.loss import (
     print_table,
     run_cells,
 )
-from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.losses.backends import BACKENDS, check_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """Memory and time of one fine-tuning step of a NeMo (Fast)Conformer-RNNT on long utterances, per loss mode: a
-table on stdout. What is measured, and how, is `asr_plugin.benchmarks.nemo_finetune`'s docstring.
+table on stdout. What is measured, and how, is `benchmarks.nemo_finetune`'s docstring.
 
     OMP_NUM_THREADS=2 python scripts/benchmark_nemo_finetune.py --preset small --batch 2 --seconds 20
     python scripts/benchmark_nemo_finetune.py --nemo stt_en_conformer_transducer_large.nemo --device cuda --batch 8 --seconds 35
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from asr_plugin.benchmarks.nemo_finetune import MODES, measure, table
+from benchmarks.nemo_finetune import MODES, measure, table
 
 
 def main() -> None:

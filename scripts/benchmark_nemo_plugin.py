@@ -30,7 +30,7 @@ from pathlib import Path
 
 from asr_plugin.data.atomic import write_text_atomic
 
-# name -> NeMo example (asr_plugin.benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
+# name -> NeMo example (benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
 # device, dtype and the fused_batch_size settings to try
 PRESETS = {
     # NeMo's Conformer-Transducer Small (d_model 176, 4 heads, 16 layers, predictor/joint 320, 1024 tokens) with
@@ -65,7 +65,7 @@ DROPOUTS = (("encoder", "dropout"), ("encoder", "dropout_pre_encoder"), ("encode
 def model_config(run: dict) -> dict:
     """NeMo's example config of the run's architecture at its sizes and dropout, with a character vocabulary of
     run["vocab"] labels (an EncDecRNNTModel) and NeMo's fused path as the run asks."""
-    from asr_plugin.benchmarks.nemo_examples import nemo_config
+    from benchmarks.nemo_examples import nemo_config
 
     config = nemo_config(run["architecture"], tokenizer_dir="unused")
     del config["tokenizer"]

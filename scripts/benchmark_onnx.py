@@ -1,5 +1,5 @@
 """WER and RTF of greedy search against sherpa-onnx (float and int8) on a test set: a Markdown table on stdout.
-What is measured is `asr_plugin.benchmarks.onnx`'s docstring.
+What is measured is `benchmarks.onnx`'s docstring.
 
     OMP_NUM_THREADS=1 python scripts/benchmark_onnx.py CHECKPOINT data/manifests/test.jsonl --out exp/sherpa
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from asr_plugin.benchmarks.onnx import benchmark_onnx, table
+from benchmarks.onnx import benchmark_onnx, table
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from asr_plugin.benchmarks.tts import tts_throughput
+from benchmarks.tts import tts_throughput
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from asr_plugin.benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 from asr_plugin.finetune.nemo.compare import compare_file
+from benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
 
 def main() -> None:

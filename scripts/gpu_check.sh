@@ -11,5 +11,5 @@
 #   bash scripts/gpu_check.sh --dry-run --out /tmp/gpu_check_dry    # the same stages at CPU sizes, no GPU
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec "${PYTHON:-python3}" -m asr_plugin.gpucheck "$@"
+export PYTHONPATH="$PWD:$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+exec "${PYTHON:-python3}" -m gpucheck "$@"

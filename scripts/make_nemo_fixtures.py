@@ -1,5 +1,5 @@
 """Writes small `.nemo` checkpoints (random weights) built by NeMo itself from its example configs, for the
-importer's tests and demos (needs NeMo; `asr_plugin.benchmarks.nemo_examples` describes the configs).
+importer's tests and demos (needs NeMo; `benchmarks.nemo_examples` describes the configs).
 
     python scripts/make_nemo_fixtures.py --out /tmp/nemo_fixtures
     # -> conformer_transducer.nemo, fast_conformer_transducer.nemo, fast_conformer_tdt.nemo (0.75, 0.65 and
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from asr_plugin.benchmarks.nemo_examples import ARCHITECTURES, save_example_model
+from benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ set, and whether eval.py's transcripts of each fine-tuned checkpoint equal NeMo'
     python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_preset --steps 60 --preset
     python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_table --steps 30 --reference tests
 
-The reference (`asr_plugin.benchmarks.nemo_reference`; ``--reference trained``: `TRAINED_REFERENCE`, ~35 minutes
+The reference (`benchmarks.nemo_reference`; ``--reference trained``: `TRAINED_REFERENCE`, ~35 minutes
 of a 2-core CPU, ``tests``: the tests' few-minute one) is trained once into --cache and reused; every recipe run
 goes to its own directory under --out, and the table to <out>/table.md. ``--jobs N`` runs N of the five
 fine-tuning runs at once, each in its own process (``--row``; its log in <out>/<form>_<mode>.log): the runs are
@@ -26,24 +26,27 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.benchmarks.nemo_reference import (
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.training import train
+from benchmarks.nemo_reference import (
     CONF_DIR,
     EVAL_SPLITS,
+    FINE_TUNING_DATA,
     TRAINED_REFERENCE,
     FineTuneSettings,
     ReferenceSettings,
     cached_reference,
     eval_transcripts,
-    fine_tuning_manifest,
+    fine_tuning_manifests,
     imported_transcripts,
+    manifest_texts,
     nemo_finetune,
+    nemo_mean_loss,
     nemo_transcripts,
     read_nemo_manifest,
     recipe_overrides,
     word_error_rate,
 )
-from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.training import train
 
 REFERENCES = {"trained": TRAINED_REFERENCE, "tests": ReferenceSettings()}
 # (form, mode): the recipe's fine-tuning in a loss mode, or "nemo": NeMo's own
@@ -51,8 +54,9 @@ ROWS = (("rnnt", "batched"), ("rnnt", "samplewise"), ("rnnt", "nemo"), ("hybrid"
 
 
 def recipe_row(reference, form: str, mode: str, directory: Path, settings: FineTuneSettings) -> dict:
-    """One recipe fine-tune: its first and last validation, and eval.py's dev transcripts of its last checkpoint
-    against NeMo's ``transcribe`` of that checkpoint exported back to NeMo."""
+    """One recipe fine-tune: its first and last validation, eval.py's transcripts of the validation set by its
+    last checkpoint against NeMo's ``transcribe`` of that checkpoint exported back to NeMo, and the export's
+    WER on the reference's own dev set."""
     from nemo.collections.asr.models import ASRModel
 
     from asr_plugin.finetune.nemo.export import export_nemo
@@ -61,14 +65,17 @@ def recipe_row(reference, form: str, mode: str, directory: Path, settings: FineT
         cfg = compose("train", overrides=recipe_overrides(reference, form, mode, directory, settings))
     result = train(cfg)
     checkpoint = result["last_model_path"]
-    ours = eval_transcripts(checkpoint, reference.manifests["dev"], directory / "eval")
-    exported = export_nemo(checkpoint, directory / "finetuned.nemo")
-    theirs = nemo_transcripts(ASRModel.restore_from(str(exported), map_location="cpu"), reference.manifests["dev"])
+    _, dev = fine_tuning_manifests(reference, settings)
+    ours = eval_transcripts(checkpoint, dev, directory / "eval")
+    exported = ASRModel.restore_from(str(export_nemo(checkpoint, directory / "finetuned.nemo")), map_location="cpu")
+    theirs = nemo_transcripts(exported, dev)
+    reference_dev = nemo_transcripts(exported, reference.manifests["dev"])
     return {
         "start": result["start_metrics"],
         "end": {k: v for k, v in result["metrics"].items() if k.startswith("val/")},
         "eval_identical": sum(a == b for a, b in zip(ours, theirs, strict=True)),
-        "eval_wer": word_error_rate(ours, reference.references("dev")),
+        "eval_wer": word_error_rate(ours, manifest_texts(dev)),
+        "reference_dev_wer": word_error_rate(reference_dev, reference.references("dev")),
     }
 
 
@@ -76,7 +83,7 @@ def compute_row(reference, form: str, mode: str, out: Path, settings: FineTuneSe
     """One row's figures (JSON-serialisable): NeMo's fine-tuning (mode "nemo") or the recipe's."""
     if mode == "nemo":
         nemo = nemo_finetune(reference, form, settings)
-        return {"wer": nemo["wer"], "loss": nemo["loss"]}
+        return {key: nemo[key] for key in ("wer", "loss", "reference_dev_wer")}
     return recipe_row(reference, form, mode, out / f"{form}_{mode}", settings)
 
 
@@ -104,6 +111,59 @@ def run_rows_in_processes(argv: list[str], out: Path, jobs: int) -> dict:
     return results
 
 
+def table(reference, valid_manifest: Path, results: dict, steps: int) -> list[str]:
+    """The markdown table: the reference decoded by NeMo and by our import, then each fine-tuning run; WER and
+    loss on the validation set, WER on the reference's own dev set and espeak-ng's test split."""
+    from nemo.collections.asr.models import ASRModel
+
+    texts = manifest_texts(valid_manifest)
+    nemo_model = ASRModel.restore_from(str(reference.models["rnnt"]), map_location="cpu")
+    nemo_valid = nemo_transcripts(nemo_model, valid_manifest)
+    imported = {}
+    for name, manifest in {
+        "valid": valid_manifest,
+        **{split: reference.manifests[split] for split in EVAL_SPLITS},
+    }.items():
+        ours = imported_transcripts(reference.models["rnnt"], manifest)
+        theirs = nemo_valid if name == "valid" else reference.transcripts["rnnt"][name]
+        same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+        imported[name] = f"{100 * word_error_rate(ours, manifest_texts(manifest)):.2f} % ({same}/{len(ours)} identical)"
+
+    def percent(wer: float) -> str:
+        return f"{100 * wer:.2f} %"
+
+    test = EVAL_SPLITS[1]
+    lines = [
+        f"| model | validation WER | validation loss (nats/utt) | eval.py = NeMo `transcribe` | dev WER | {test} WER |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| NeMo's own `transcribe` | {percent(word_error_rate(nemo_valid, texts))} | "
+        f"{nemo_mean_loss(nemo_model, valid_manifest):.2f} | | {percent(reference.wer['rnnt']['dev'])} | "
+        f"{percent(reference.wer['rnnt'][test])} |",
+        f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['valid']} | | | "
+        f"{imported['dev']} | {imported[test]} |",
+    ]
+    for form in ("rnnt", "hybrid"):
+        modes = ("batched", "samplewise") if form == "rnnt" else ("samplewise",)
+        start = results[form, modes[0]]["start"]
+        lines.append(
+            f"| {form}: recipe `+finetune=from_nemo`, before the first step | {percent(start['val/wer'])} | "
+            f"{start['val/loss']:.2f} | | | |"
+        )
+        for mode in modes:
+            row = results[form, mode]
+            lines.append(
+                f"| {form}: recipe, after {steps} steps, {mode} | {percent(row['end']['val/wer'])} | "
+                f"{row['end']['val/loss']:.2f} | {row['eval_identical']}/{len(texts)} identical (eval.py WER "
+                f"{percent(row['eval_wer'])}) | {percent(row['reference_dev_wer'])} | |"
+            )
+        nemo = results[form, "nemo"]
+        lines.append(
+            f"| {form}: NeMo's own fine-tuning, after {steps} steps | {percent(nemo['wer'])} | {nemo['loss']:.2f} | | "
+            f"{percent(nemo['reference_dev_wer'])} | |"
+        )
+    return lines
+
+
 def row_json(out: Path, form: str, mode: str) -> Path:
     return out / f"{form}_{mode}.json"
 
@@ -116,21 +176,25 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=FineTuneSettings.steps)
     parser.add_argument(
         "--data",
-        choices=("finetune", "train"),
+        choices=FINE_TUNING_DATA,
         default=FineTuneSettings.data,
-        help="fine-tune on the training utterances the reference never heard, or on the whole training split",
+        help="fine-tune on the training utterances the reference never heard (validation on its dev), on the "
+        "whole training split, or on another engine's speech (its own train and dev)",
     )
     parser.add_argument(
         "--preset",
         action="store_true",
         help="each side's defaults: the recipe's +finetune=from_nemo as is, NeMo's fine-tuning config",
     )
+    parser.add_argument(
+        "--seed", type=int, default=FineTuneSettings.seed, help="every run's seed (NeMo's and the recipe's)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="fine-tuning runs at once, each in its own process")
     parser.add_argument("--row", help="FORM:MODE: only this run, its figures to <out>/<form>_<mode>.json (--jobs)")
     args = parser.parse_args()
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    settings = FineTuneSettings(steps=args.steps, preset=args.preset, data=args.data)
+    settings = FineTuneSettings(steps=args.steps, preset=args.preset, data=args.data, seed=args.seed)
     reference = cached_reference(args.cache, REFERENCES[args.reference])
     out = Path(args.out)
     if args.row:
@@ -139,62 +203,20 @@ def main() -> None:
         form, mode = args.row.split(":")
         write_text_atomic(row_json(out, form, mode), json.dumps(compute_row(reference, form, mode, out, settings)))
         return
-    imported = {}
-    for split in EVAL_SPLITS:
-        ours = imported_transcripts(reference.models["rnnt"], reference.manifests[split])
-        same = sum(a == b for a, b in zip(ours, reference.transcripts["rnnt"][split]))
-        imported[split] = (
-            f"{100 * word_error_rate(ours, reference.references(split)):.2f} % ({same}/{len(ours)} identical)"
-        )
+    train_manifest, valid_manifest = fine_tuning_manifests(reference, settings)
     if args.jobs == 1:
         results = {(form, mode): compute_row(reference, form, mode, out, settings) for form, mode in ROWS}
     else:
         passed = ["--cache", args.cache, "--out", args.out, "--reference", args.reference, "--steps", str(args.steps)]
-        passed += ["--data", args.data, *(["--preset"] if args.preset else [])]
+        passed += ["--data", args.data, "--seed", str(args.seed), *(["--preset"] if args.preset else [])]
         results = run_rows_in_processes(passed, out, args.jobs)
-
-    def cell(wer: float, loss: float) -> str:
-        return f"{100 * wer:.2f} % | {loss:.2f}"
-
-    dev = len(read_nemo_manifest(reference.manifests["dev"]))
     lines = [
         f"reference: {reference.directory}: {reference.settings}",
-        f"fine-tuning: {dataclasses.asdict(settings)} on {fine_tuning_manifest(reference, settings)} "
-        f"({len(read_nemo_manifest(fine_tuning_manifest(reference, settings)))} utterances)",
+        f"fine-tuning: {dataclasses.asdict(settings)} on {train_manifest} "
+        f"({len(read_nemo_manifest(train_manifest))} utterances), validation on {valid_manifest}",
         "",
+        *table(reference, valid_manifest, results, args.steps),
     ]
-    tests = EVAL_SPLITS[1:]
-    blank = " |" * len(tests)
-    lines.append(
-        "| model | dev WER | dev loss (nats/utt) | eval.py = NeMo `transcribe` |"
-        + "".join(f" {split} WER |" for split in tests)
-    )
-    lines.append("| --- | --- | --- | --- |" + " --- |" * len(tests))
-    lines.append(
-        f"| NeMo's own `transcribe` | {cell(reference.wer['rnnt']['dev'], reference.loss['dev'])} | |"
-        + "".join(f" {100 * reference.wer['rnnt'][split]:.2f} % |" for split in tests)
-    )
-    lines.append(
-        f"| `import_nemo` + its front end, tokenizer and our `greedy_search` | {imported['dev']} | | |"
-        + "".join(f" {imported[split]} |" for split in tests)
-    )
-    for form in ("rnnt", "hybrid"):
-        modes = ("batched", "samplewise") if form == "rnnt" else ("samplewise",)
-        start = results[form, modes[0]]["start"]
-        lines.append(
-            f"| {form}: recipe `+finetune=from_nemo`, before the first step | "
-            f"{cell(start['val/wer'], start['val/loss'])} | |{blank}"
-        )
-        for mode in modes:
-            row = results[form, mode]
-            lines.append(
-                f"| {form}: recipe, after {args.steps} steps, {mode} | {cell(row['end']['val/wer'], row['end']['val/loss'])}"
-                f" | {row['eval_identical']}/{dev} identical (eval.py WER {100 * row['eval_wer']:.2f} %) |{blank}"
-            )
-        nemo = results[form, "nemo"]
-        lines.append(
-            f"| {form}: NeMo's own fine-tuning, after {args.steps} steps | {cell(nemo['wer'], nemo['loss'])} | |{blank}"
-        )
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     write_text_atomic(out / "table.md", text)

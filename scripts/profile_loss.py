@@ -1,6 +1,6 @@
 """Profile one sample-wise transducer loss cell: where the device time, the host time and the memory go.
 
-What is measured how: ``asr_plugin.benchmarks.loss_profile``; this is its command line.
+What is measured how: ``benchmarks.loss_profile``; this is its command line.
 
     python scripts/profile_loss.py --device cuda --dtype fp32 --memory-budget 192MiB     # B=128 paper cell
     python scripts/profile_loss.py --device cuda --dtype bf16-autocast --durations 5     # the same cell in TDT
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.benchmarks.loss import make_inputs, make_loss
-from asr_plugin.benchmarks.loss_profile import (
+from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.losses.planning import parse_memory_budget
+from benchmarks.loss import make_inputs, make_loss
+from benchmarks.loss_profile import (
     expected_calls,
     memory_history_step,
     plan_summary,
@@ -28,8 +30,6 @@ from asr_plugin.benchmarks.loss_profile import (
     profile_step,
     timed_step,
 )
-from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.losses.planning import parse_memory_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 

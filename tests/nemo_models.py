@@ -1,5 +1,5 @@
 """`.nemo` files laid out as NeMo writes them, written without NeMo, for the import and fine-tuning tests
-(tests/ is on sys.path: see tests/conftest.py). NeMo-built models come from `asr_plugin.benchmarks.nemo_examples`."""
+(tests/ is on sys.path: see tests/conftest.py). NeMo-built models come from `benchmarks.nemo_examples`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from asr_plugin.benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
 from asr_plugin.models import Transducer, build_transducer
+from benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 
 # Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
 OURS_TO_NEMO = (

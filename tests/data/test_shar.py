@@ -6,16 +6,13 @@ directories are refused naming the path."""
 from __future__ import annotations
 
 import gzip
-import os
-import socket
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from two_nodes import run_two_nodes
 
 from asr_plugin.data import TransducerDataModule, load_audio, prepare_corpus
 from asr_plugin.data.shar import equalise, shar_cut_audio, shar_shards
@@ -173,9 +170,6 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
     prepares while rank 1 waits; two whole epochs end on both (a rank with fewer batches would leave the other
     waiting in an all-reduce until the timeout) after the planned number of steps."""
     shar, manifests, _ = shar_corpus
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
     overrides = [
         "data=lhotse",
         f"data.train_shar={shar}",
@@ -196,37 +190,12 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
         "trainer.enable_progress_bar=false",
         "callbacks.model_summary=null",
         "test=false",
-        "trainer.num_nodes=2",
-        "trainer.devices=1",
-        "+trainer.strategy=ddp",
         "+trainer.sync_batchnorm=false",
         f"paths.root_dir={tmp_path}",
         f"paths.data_dir={tmp_path}/data",
         f"paths.log_dir={tmp_path}/logs",
     ]
-    env = {key: value for key, value in os.environ.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-    env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, ASR_RUN_ID="shar-ddp")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "recipes" / "librispeech" / "train.py"), *overrides],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**env, "NODE_RANK": str(rank)},
-        )
-        for rank in (0, 1)
-    ]
-    outputs = []
-    try:
-        outputs = [node.communicate(timeout=500) for node in nodes]
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.kill()
-    for node, (out, err) in zip(nodes, outputs):
-        assert node.returncode == 0, out[-2000:] + err[-3000:]
+    run_two_nodes(overrides, tmp_path, "shar-ddp", timeout_s=500)
     dm = _module(shar, manifests, tmp_path / "data" / "manifests" / "lhotse", num_replicas=2, rank=1)
     per_epoch = len(dm.train_dataloader())
     (run,) = (tmp_path / "logs" / "train" / "runs").iterdir()

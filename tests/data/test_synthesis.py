@@ -53,7 +53,7 @@ def test_to_sample_rate_plays_samples_at_their_declared_rate(played_at_hz):
 
 
 def test_throughput_benchmark_times_each_engine():
-    from asr_plugin.benchmarks.tts import tts_throughput
+    from benchmarks.tts import tts_throughput
 
     rows = tts_throughput(utterances=2)
     assert [row.engine for row in rows] == ["espeak", "piper"]

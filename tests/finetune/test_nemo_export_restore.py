@@ -13,12 +13,12 @@ pytestmark = pytest.mark.nemo
 from nemo.collections.asr.models import ASRModel  # noqa: E402
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer  # noqa: E402
 
-from asr_plugin.benchmarks.nemo_examples import save_example_model  # noqa: E402
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
 from asr_plugin.finetune.nemo import import_nemo  # noqa: E402
 from asr_plugin.finetune.nemo.compare import compare_file, speech_like_audio  # noqa: E402
 from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo  # noqa: E402
+from benchmarks.nemo_examples import save_example_model  # noqa: E402
 
 
 def restore(path) -> ASRModel:

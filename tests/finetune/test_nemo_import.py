@@ -16,11 +16,11 @@ import torch
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.benchmarks.nemo_examples import nemo_config
 from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers, import_nemo
 from asr_plugin.finetune.nemo import nemo_transducer
 from asr_plugin.finetune.nemo.config import transducer_kwargs
 from asr_plugin.losses import RNNT, TDT
+from benchmarks.nemo_examples import nemo_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -101,7 +101,7 @@ def test_a_tdt_checkpoint_fine_tunes_with_its_own_loss(data_dir, tmp_path, mode)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
     loss, model = saved["hyper_parameters"]["loss"], saved["hyper_parameters"]["model"]
-    # the .nemo's tdt_kwargs (asr_plugin.benchmarks.nemo_examples: sigma 0.05, omega 0): the lattice in the model
+    # the .nemo's tdt_kwargs (benchmarks.nemo_examples: sigma 0.05, omega 0): the lattice in the model
     assert (loss["mode"], loss["omega"]) == (mode, 0.0) and "lattice" not in loss
     assert model["lattice"] == {"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.05, "clamp": None}
     assert saved["state_dict"]["model.joint.output.weight"].shape == source.joint.output.weight.shape  # V + 5

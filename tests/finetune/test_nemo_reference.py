@@ -16,7 +16,11 @@ from hydra import compose, initialize_config_dir
 pytest.importorskip("nemo.collections.asr")
 pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
-from asr_plugin.benchmarks.nemo_reference import (  # noqa: E402
+from asr_plugin.data import load_audio  # noqa: E402
+from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
+from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
+from asr_plugin.training import train  # noqa: E402
+from benchmarks.nemo_reference import (  # noqa: E402
     EVAL_SPLITS,
     FORMS,
     FineTuneSettings,
@@ -26,10 +30,6 @@ from asr_plugin.benchmarks.nemo_reference import (  # noqa: E402
     read_nemo_manifest,
     recipe_overrides,
 )
-from asr_plugin.data import load_audio  # noqa: E402
-from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
-from asr_plugin.finetune.nemo.export import export_nemo  # noqa: E402
-from asr_plugin.training import train  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 FINE_TUNING = FineTuneSettings(steps=30)

@@ -1,6 +1,6 @@
-"""The data of the NeMo reference's fine-tuning (asr_plugin.benchmarks.nemo_reference), without NeMo: NeMo
+"""The data of the NeMo reference's fine-tuning (benchmarks.nemo_reference), without NeMo: NeMo
 pretrains on the first training utterances, the fine-tuning (NeMo's and the recipe's ``data=nemo`` run) gets
-the others, sentences the pretraining never heard."""
+the others, sentences the pretraining never heard, or another engine's speech."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.benchmarks.nemo_reference import (
+from asr_plugin.data import make_mini_librispeech
+from benchmarks.nemo_reference import (
     CONF_DIR,
+    NEW_ENGINE,
     FineTuneSettings,
     NemoReference,
-    fine_tuning_manifest,
+    fine_tuning_manifests,
     read_nemo_manifest,
     recipe_overrides,
     write_nemo_manifests,
 )
-from asr_plugin.data import make_mini_librispeech
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,8 @@ def test_pretraining_and_fine_tuning_split_the_training_utterances(corpus, tmp_p
     assert not {e["text"] for e in pretrain} & {e["text"] for e in finetune}
 
     reference = reference_of(manifests, tmp_path)
-    assert fine_tuning_manifest(reference, FineTuneSettings()) == manifests["finetune"]
-    assert fine_tuning_manifest(reference, FineTuneSettings(data="train")) == manifests["train"]
+    assert fine_tuning_manifests(reference, FineTuneSettings()) == (manifests["finetune"], manifests["dev"])
+    assert fine_tuning_manifests(reference, FineTuneSettings(data="train")) == (manifests["train"], manifests["dev"])
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=recipe_overrides(reference, "rnnt", "batched", tmp_path / "run"))
     assert cfg.data.corpus == "nemo"
@@ -53,6 +54,20 @@ def test_a_reference_pretrained_on_every_utterance_has_nothing_to_fine_tune_on(c
     manifests = write_nemo_manifests(corpus, tmp_path / "manifests", 6)
     assert "finetune" not in manifests
     with pytest.raises(ValueError, match=r"FineTuneSettings.data='finetune'.*pretrain_utterances < n_train"):
-        fine_tuning_manifest(reference_of(manifests, tmp_path), FineTuneSettings())
+        fine_tuning_manifests(reference_of(manifests, tmp_path), FineTuneSettings())
     with pytest.raises(ValueError, match=r"pretrain_utterances=7 must lie in \[1, 6\]"):
         write_nemo_manifests(corpus, tmp_path / "other", 7)
+
+
+def test_another_engine_is_a_corpus_of_its_own_that_the_recipe_trains_and_validates_on(corpus, tmp_path):
+    reference = reference_of(write_nemo_manifests(corpus, tmp_path / "manifests", 4), tmp_path)
+    settings = FineTuneSettings(data=NEW_ENGINE, new_engine_utterances=(3, 2))
+    train, dev = fine_tuning_manifests(reference, settings)
+    train_entries, dev_entries = read_nemo_manifest(train), read_nemo_manifest(dev)
+    assert (len(train_entries), len(dev_entries)) == (3, 2)
+    assert all(f"/{NEW_ENGINE}_3_2_corpus/" in entry["audio_filepath"] for entry in train_entries + dev_entries)
+    assert not {e["text"] for e in train_entries} & {e["text"] for e in dev_entries}
+    assert fine_tuning_manifests(reference, settings) == (train, dev)  # made once, then reused
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=recipe_overrides(reference, "rnnt", "batched", tmp_path / "run", settings))
+    assert (list(cfg.data.train_manifests), list(cfg.data.valid_manifests)) == ([str(train)], [str(dev)])

@@ -1,4 +1,4 @@
-"""The GPU check's plan (asr_plugin.gpucheck.plan) and the tables rendered from stage outputs."""
+"""The GPU check's plan (gpucheck.plan) and the tables rendered from stage outputs."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from asr_plugin.gpucheck.__main__ import select
-from asr_plugin.gpucheck.plan import GPU_TOTAL_S, cpu_stages, gpu_stages
-from asr_plugin.gpucheck.tables import PAPER_TARGETS, benchmark_table, junit_table, profile_table
+from gpucheck.__main__ import select
+from gpucheck.plan import GPU_TOTAL_S, cpu_stages, gpu_stages
+from gpucheck.tables import PAPER_TARGETS, benchmark_table, junit_table, profile_table
 
 # the priority order of the GPU check (the Triton backend, no build: its CUDA tests and the bf16 paper cells; build;
 # the side-by-side run; the CUDA C++ tests; paper bf16 and fp32 over CUDA C++; then, when time is left, TF32, TDT,
@@ -38,7 +38,7 @@ def test_gpu_plan_fits_one_device_command_in_priority_order():
     by_name = {s.name: s for s in stages}
     assert not by_name["triton-tests"].needs and not by_name["triton-paper-bf16"].needs  # no extension build
     assert all(s.needs == ("build",) for s in stages[ORDER.index("side-by-side") :])
-    assert by_name["paper-fp32-tf32"].command[1:4] == ["-m", "asr_plugin.gpucheck.tf32", "scripts/benchmark_loss.py"]
+    assert by_name["paper-fp32-tf32"].command[1:4] == ["-m", "gpucheck.tf32", "scripts/benchmark_loss.py"]
     assert "--preset" in by_name["paper-bf16"].command and "paper" in by_name["paper-bf16"].command
     assert by_name["triton-paper-bf16"].command[-2:] == ["--backends", "triton"]
     assert "triton,cuda" in by_name["side-by-side"].command and "benchmark-b30" in by_name["side-by-side"].command

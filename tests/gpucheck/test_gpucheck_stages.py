@@ -1,4 +1,4 @@
-"""The stage runner (asr_plugin.gpucheck.stages): a stage that overruns is cut with everything it started,
+"""The stage runner (gpucheck.stages): a stage that overruns is cut with everything it started,
 the rest still run, prerequisites and the total limit skip what cannot run, and the summary and the results
 archive are in the output folder after every stage, also when the runner itself is killed mid-check."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from asr_plugin.gpucheck.stages import Stage, run_stages, summary_text
+from gpucheck.stages import Stage, run_stages, summary_text
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_results_of_finished_stages_survive_a_killed_runner(tmp_path):
     script = f"""
 import sys
 from pathlib import Path
-from asr_plugin.gpucheck.stages import Stage, run_stages
+from gpucheck.stages import Stage, run_stages
 stages = [Stage("quick", [sys.executable, "-c", "print('done')"], limit_s=60),
           Stage("endless", [sys.executable, "-c", "import time; time.sleep(600)"], limit_s=600)]
 run_stages(stages, Path({str(tmp_path / "work")!r}), Path({str(tmp_path / "out")!r}), total_limit_s=900, cwd=Path({str(REPO)!r}))
@@ -120,7 +120,7 @@ run_stages(stages, Path({str(tmp_path / "work")!r}), Path({str(tmp_path / "out")
     runner = subprocess.Popen(
         [PY, "-c", script],
         cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "scripts")])),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -141,7 +141,7 @@ run_stages(stages, Path({str(tmp_path / "work")!r}), Path({str(tmp_path / "out")
 
 
 def test_summary_text_marks_expected_cuts():
-    from asr_plugin.gpucheck.stages import StageResult
+    from gpucheck.stages import StageResult
 
     results = [
         StageResult("a", "timed_out", 3.0, 3, 3, "timed_out", reason="cut"),

@@ -1,4 +1,4 @@
-"""asr_plugin.gpucheck.tf32: the script runs as __main__ with its arguments and TF32 allowed, and a script
+"""gpucheck.tf32: the script runs as __main__ with its arguments and TF32 allowed, and a script
 that switches the setting off fails the run."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asr_plugin.gpucheck.tf32 import run_with_tf32
+from gpucheck.tf32 import run_with_tf32
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Shrunk NeMo RNN-T models built by NeMo (``asr_plugin.benchmarks.nemo_examples``), batches and one training step,
+"""Shrunk NeMo RNN-T models built by NeMo (``benchmarks.nemo_examples``), batches and one training step,
 for the NeMo plugin's tests."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.benchmarks.nemo_examples import nemo_config
+from benchmarks.nemo_examples import nemo_config
 
 ARCHITECTURES = ["conformer_transducer", "fast_conformer_transducer"]
 SAMPLE_RATE = 16000

@@ -28,11 +28,11 @@ from nemo_plugin_models import (  # noqa: E402
     training_step,
 )
 
-from asr_plugin.benchmarks.nemo_examples import train_nemo_style_tokenizer  # noqa: E402
 from asr_plugin.integrations.nemo import SampleWiseRNNTJoint, allow_in_nemo_configs, use_samplewise  # noqa: E402
 from asr_plugin.integrations.nemo.joint import TARGET  # noqa: E402
 from asr_plugin.integrations.nemo.network import JointNetwork  # noqa: E402
 from asr_plugin.losses import RNNT, TDT, StandardJoint, TransducerLoss  # noqa: E402
+from benchmarks.nemo_examples import train_nemo_style_tokenizer  # noqa: E402
 
 SMALL_BUDGET = "32KiB"  # a few hundred lattice cells: several groups, longer samples split over T
 

@@ -1,4 +1,4 @@
-"""scripts/benchmark_loss.py (over asr_plugin.benchmarks.loss), which `scripts/gpu_check.sh` runs on the GPU: its
+"""scripts/benchmark_loss.py (over benchmarks.loss), which `scripts/gpu_check.sh` runs on the GPU: its
 CPU path end to end on the tiny preset (so the script cannot rot between GPU sessions), and issue 9's CPU targets,
 counted with its `--count-ops` machinery: host-sync calls per sample-wise step constant in B and at most 10, and
 aten ops per sample with the fused standard joint at most half of what the engine dispatched before issue 9."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from asr_plugin.benchmarks import loss as benchmark_loss
+from benchmarks import loss as benchmark_loss
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 

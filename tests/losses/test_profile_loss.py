@@ -1,4 +1,4 @@
-"""scripts/profile_loss.py (over asr_plugin.benchmarks.loss_profile): the CLI on a tiny CPU cell (RNN-T and TDT),
+"""scripts/profile_loss.py (over benchmarks.loss_profile): the CLI on a tiny CPU cell (RNN-T and TDT),
 and the pieces only a GPU run exercises (kernel-name categories, the allocator-trace replay) on hand-made inputs."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from asr_plugin.benchmarks import loss_profile as profile_loss
 from asr_plugin.losses import Group, Plan
 from asr_plugin.losses.planning import CellBytes
+from benchmarks import loss_profile as profile_loss
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 

@@ -1,7 +1,7 @@
 """`NemoMelFrontend`, built by the importer from a NeMo ``preprocessor`` section, against NeMo's own
 ``AudioToMelSpectrogramPreprocessor``: one test per setting the importer accepts (skipped without NeMo).
 
-Each setting is applied to the preprocessor of NeMo's example configs (`asr_plugin.benchmarks.nemo_examples`);
+Each setting is applied to the preprocessor of NeMo's example configs (`benchmarks.nemo_examples`);
 both front ends see the same batch of three short utterances of different lengths, in eval mode (no dither).
 """
 
@@ -15,10 +15,10 @@ pytestmark = pytest.mark.nemo
 
 from nemo.collections.asr.modules import AudioToMelSpectrogramPreprocessor  # noqa: E402
 
-from asr_plugin.benchmarks.nemo_examples import nemo_config  # noqa: E402
 from asr_plugin.finetune.nemo.compare import speech_like_audio  # noqa: E402
 from asr_plugin.finetune.nemo.config import frontend_kwargs  # noqa: E402
 from asr_plugin.models import NemoMelFrontend  # noqa: E402
+from benchmarks.nemo_examples import nemo_config  # noqa: E402
 
 SETTINGS = {
     "example config": {},

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
+import two_nodes
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from train_configs import TINY_DATA, TINY_RUN, compose_train
@@ -34,6 +34,4 @@ def tiny_run(data_dir, tmp_path):
 @pytest.fixture
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (for a gloo rendezvous)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return two_nodes.free_port()

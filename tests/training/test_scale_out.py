@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from train_configs import REPO_ROOT, TINY_DATA, TINY_RUN
+from two_nodes import run_two_nodes
 
 pytestmark = pytest.mark.slow  # subprocess launches of training runs
 
@@ -74,42 +75,19 @@ def test_slurm_launcher_config_composes_with_gpus_per_task(tmp_path):
     assert launcher["gpus_per_node"] == 4 and launcher["nodes"] == 1 and launcher["max_num_timeout"] > 0
 
 
-def test_two_nodes_of_one_cpu_process_train_together_in_one_run_directory(tmp_path, free_port):
+def test_two_nodes_of_one_cpu_process_train_together_in_one_run_directory(tmp_path):
     """Node 0 prepares a fresh data directory while node 1 waits for it; both then run the same steps."""
-    port = str(free_port)
     overrides = [
         *TINY_RUN,
         "trainer.max_steps=3",
         "trainer.max_epochs=100",
-        "trainer.num_nodes=2",
-        "trainer.devices=1",
-        "+trainer.strategy=ddp",
         "+trainer.sync_batchnorm=false",
         "callbacks.step_checkpoint.every_n_train_steps=1",
         f"paths.data_dir={tmp_path}/data",
         f"paths.log_dir={tmp_path}/logs",
     ]
     assert set(TINY_DATA) <= set(overrides)
-    nodes = [
-        subprocess.Popen(
-            [sys.executable, TRAIN, *overrides],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(NODE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, ASR_RUN_ID="two-nodes"),
-        )
-        for rank in (0, 1)
-    ]
-    outputs = []
-    try:
-        outputs = [node.communicate(timeout=400) for node in nodes]
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.kill()
-    for node, (out, err) in zip(nodes, outputs):
-        assert node.returncode == 0, out[-2000:] + err[-3000:]
+    outputs = run_two_nodes(overrides, tmp_path, "two-nodes", timeout_s=400)
     runs = list((tmp_path / "logs" / "train" / "runs").iterdir())
     assert [run.name for run in runs] == ["two-nodes"]
     checkpoint = torch.load(runs[0] / "checkpoints" / "last.ckpt", weights_only=False)

@@ -4,7 +4,7 @@ and of docs/finetune.md's table (needs NeMo).
 `train_reference` generates the mini corpus (`asr_plugin.data.make_mini_librispeech`), writes NeMo manifests
 (``audio_filepath``, ``duration``, lower-case ``text``, as NeMo's English recipes train), trains a SentencePiece
 tokenizer the way NeMo's tokenizer script does, and trains NeMo's hybrid RNNT-CTC FastConformer
-(``EncDecHybridRNNTCTCBPEModel``, the example config of `asr_plugin.benchmarks.nemo_examples` at the sizes of
+(``EncDecHybridRNNTCTCBPEModel``, the example config of `benchmarks.nemo_examples` at the sizes of
 `ReferenceSettings`) with NeMo's own training step and data loader, on the first ``pretrain_utterances``
 utterances of the training split (by id), so that fine-tuning on the others (``manifests["finetune"]``) sees
 new sentences, mostly of speakers it never heard, as a user's own recordings would be. It saves the result
@@ -33,11 +33,11 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
+from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 
 # The reference speaks espeak-ng only (ReferenceSettings.train_engines): dev and espeak-ng's test split are
 # decoded by NeMo.
@@ -139,7 +139,7 @@ class NemoReference:
 
     def references(self, split: str) -> list[str]:
         """The lower-case reference texts of `split`, in manifest order."""
-        return [entry["text"] for entry in read_nemo_manifest(self.manifests[split])]
+        return manifest_texts(self.manifests[split])
 
 
 class TorchaudioRNNTLoss(nn.Module):
@@ -173,20 +173,31 @@ def read_nemo_manifest(path: str | os.PathLike) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def manifest_texts(path: str | os.PathLike) -> list[str]:
+    """The ``text`` of every entry of a NeMo manifest, in order."""
+    return [entry["text"] for entry in read_nemo_manifest(path)]
+
+
+def split_entries(corpus: Path, split: str) -> list[dict[str, Any]]:
+    """NeMo manifest entries (``audio_filepath``, ``duration``, lower-case ``text``) of a corpus split, by id."""
+    candidates, skipped = scan_split(corpus, split)
+    if skipped:
+        raise ValueError(f"{corpus}/{split}: unreadable files {[s.path for s in skipped[:3]]}")
+    entries = []
+    for candidate in sorted(candidates, key=lambda c: c.id):
+        duration, problem = probe_audio(candidate.path)
+        if problem:
+            raise ValueError(f"{candidate.path}: {problem}")
+        entries.append({"audio_filepath": candidate.path, "duration": duration, "text": candidate.text.lower()})
+    return entries
+
+
 def write_nemo_manifests(corpus: Path, directory: Path, pretrain_utterances: int) -> dict[str, Path]:
     """NeMo manifests of the corpus' splits (lower-case text), "pretrain": the first `pretrain_utterances`
     training utterances (by id), and "finetune": the other training utterances (none when there are none)."""
     manifests = {}
     for split in SPLITS:
-        candidates, skipped = scan_split(corpus, split)
-        if skipped:
-            raise ValueError(f"{corpus}/{split}: unreadable files {[s.path for s in skipped[:3]]}")
-        entries = []
-        for candidate in sorted(candidates, key=lambda c: c.id):
-            duration, problem = probe_audio(candidate.path)
-            if problem:
-                raise ValueError(f"{candidate.path}: {problem}")
-            entries.append({"audio_filepath": candidate.path, "duration": duration, "text": candidate.text.lower()})
+        entries = split_entries(corpus, split)
         manifests[split] = _write_manifest(directory / f"{split}.json", entries)
         if split == "train":
             if not 0 < pretrain_utterances <= len(entries):
@@ -380,7 +391,7 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
         restored = ASRModel.restore_from(str(path), map_location="cpu").eval()
         transcripts[form], wer[form] = {}, {}
         for split in EVAL_SPLITS:
-            references = [entry["text"] for entry in read_nemo_manifest(manifests[split])]
+            references = manifest_texts(manifests[split])
             transcripts[form][split] = nemo_transcripts(restored, manifests[split])
             wer[form][split] = word_error_rate(transcripts[form][split], references)
             if form == "rnnt":
@@ -411,9 +422,12 @@ class FineTuneSettings:
     ``preset=True``: each side's defaults instead, as a user gets them: the recipe's ``+finetune=from_nemo`` with
     no optimiser, augmentation or CTC overrides, NeMo with its fine-tuning config's optimiser
     (`NEMO_FINETUNE_OPTIM`, no gradient clipping) and the model's own config (its SpecAugment and CTC weight).
-    ``data``: the reference's manifest both train on: "finetune" (the training utterances NeMo's training left
-    out: new sentences, mostly of speakers it never heard, as a user's own recordings are) or "train" (the
-    whole training split, the pretraining data included).
+    ``data``: what both train and validate on (`fine_tuning_manifests`): "finetune" (the training utterances
+    NeMo's training left out: new sentences, mostly of speakers it never heard, as a user's own recordings
+    are; validation on the reference's dev), "train" (the whole training split, the pretraining data
+    included), or `NEW_ENGINE` (another engine's speech, which the reference never heard: a corpus of its own
+    with ``new_engine_utterances`` = (train, dev) utterances; validation on its dev).
+    ``seed``: NeMo's (weights' dropout draws and batch order; `pl.seed_everything`) and the recipe's ``seed``.
     """
 
     steps: int = 30
@@ -423,37 +437,69 @@ class FineTuneSettings:
     batch_size: int = 12  # ~30 s of the mini corpus' ~2.3 s utterances: the recipe's data.max_duration=30
     preset: bool = False
     data: str = "finetune"
+    new_engine_utterances: tuple[int, int] = (400, 100)
+    seed: int = 0
 
 
-def fine_tuning_manifest(reference: NemoReference, settings: FineTuneSettings) -> Path:
-    """The manifest `settings` fine-tune on (``settings.data``), ValueError naming it when the reference has none."""
-    if settings.data not in ("train", "finetune") or settings.data not in reference.manifests:
+# The engine of FineTuneSettings.data=NEW_ENGINE: Piper's neural voice, where the reference learnt espeak-ng's
+# formant synthesis alone (ReferenceSettings.train_engines), as a user's recordings come from another domain
+# than a checkpoint's training data. Its corpus has its own seed: other sentences and speakers.
+NEW_ENGINE = "piper"
+NEW_ENGINE_SEED = 1
+FINE_TUNING_DATA = ("finetune", "train", NEW_ENGINE)
+
+
+def new_engine_manifests(reference: NemoReference, utterances: tuple[int, int]) -> dict[str, Path]:
+    """NeMo manifests "train" and "dev" of a `NEW_ENGINE` mini corpus of `utterances` = (train, dev)
+    utterances, made (or reused) under the reference's directory."""
+    n_train, n_dev = utterances
+    name = f"{NEW_ENGINE}_{n_train}_{n_dev}"
+    corpus = make_mini_librispeech(
+        reference.directory / f"{name}_corpus", n_train, n_dev, 1, NEW_ENGINE_SEED, [NEW_ENGINE]
+    )
+    return {
+        split: _write_manifest(
+            reference.directory / f"{name}_manifests" / f"{split}.json", split_entries(corpus, split)
+        )
+        for split in ("train", "dev")
+    }
+
+
+def fine_tuning_manifests(reference: NemoReference, settings: FineTuneSettings) -> tuple[Path, Path]:
+    """(training, validation) manifests of ``settings.data``; ValueError naming it when the reference has none."""
+    if settings.data == NEW_ENGINE:
+        manifests = new_engine_manifests(reference, settings.new_engine_utterances)
+        return manifests["train"], manifests["dev"]
+    if settings.data not in FINE_TUNING_DATA or settings.data not in reference.manifests:
         raise ValueError(
             f"FineTuneSettings.data={settings.data!r}: the reference in {reference.directory} has no such "
-            f"training manifest (it has {sorted(set(reference.manifests) & {'train', 'finetune'})}; "
-            "'finetune' needs ReferenceSettings.pretrain_utterances < n_train)"
+            f"training manifest (it has {sorted(set(reference.manifests) & {'train', 'finetune'})} and "
+            f"{NEW_ENGINE!r}; 'finetune' needs ReferenceSettings.pretrain_utterances < n_train)"
         )
-    return reference.manifests[settings.data]
+    return reference.manifests[settings.data], reference.manifests["dev"]
 
 
 def nemo_finetune(
-    reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings(), seed: int = 0
+    reference: NemoReference, form: str, settings: FineTuneSettings = FineTuneSettings()
 ) -> dict[str, Any]:
     """NeMo's own fine-tuning of the reference's `form` for ``settings.steps`` steps on the manifest of
     ``settings.data`` (its own training step, data loader and dither; the RNN-T loss by torchaudio, module
     docstring).
 
-    Returns the dev WER and RNN-T loss per utterance after it, and NeMo's dev transcripts.
+    Returns the WER and RNN-T loss per utterance after it on the validation manifest of ``settings.data``
+    (`fine_tuning_manifests`), NeMo's transcripts of it, and the WER on the reference's own dev set
+    (``reference_dev_wer``: what a fine-tune on another domain keeps of the first).
     """
     import lightning.pytorch as pl
     from nemo.collections.asr.models import ASRModel
     from omegaconf import open_dict
 
-    pl.seed_everything(seed, workers=True, verbose=False)
+    train, dev = fine_tuning_manifests(reference, settings)
+    pl.seed_everything(settings.seed, workers=True, verbose=False)
     trainer = nemo_trainer(settings.steps, gradient_clip_val=0.0 if settings.preset else 5.0)
     model = ASRModel.restore_from(str(reference.models[form]), map_location="cpu", trainer=trainer)
     with open_dict(model.cfg):
-        model.cfg.train_ds.manifest_filepath = str(fine_tuning_manifest(reference, settings))
+        model.cfg.train_ds.manifest_filepath = str(train)
         model.cfg.train_ds.batch_size = settings.batch_size
         model.cfg.optim = (
             NEMO_FINETUNE_OPTIM
@@ -474,11 +520,14 @@ def nemo_finetune(
     model.setup_optimization(model.cfg.optim)
     use_torchaudio_rnnt_loss(model)
     trainer.fit(model)
-    transcripts = nemo_transcripts(model, reference.manifests["dev"])
+    transcripts = nemo_transcripts(model, dev)
     return {
-        "wer": word_error_rate(transcripts, reference.references("dev")),
-        "loss": nemo_mean_loss(model, reference.manifests["dev"]),
+        "wer": word_error_rate(transcripts, manifest_texts(dev)),
+        "loss": nemo_mean_loss(model, dev),
         "transcripts": transcripts,
+        "reference_dev_wer": word_error_rate(
+            nemo_transcripts(model, reference.manifests["dev"]), reference.references("dev")
+        ),
     }
 
 
@@ -491,11 +540,12 @@ def recipe_overrides(
 ) -> list[str]:
     """Hydra overrides of ``conf/train.yaml`` that fine-tune the reference's `form` in the recipe
     (``+finetune=from_nemo``) as `settings` say, in loss `mode`, on the reference's NeMo manifests as a user's
-    own data (``data=nemo``: the manifest of ``settings.data``, validation on dev); the run and its prepared
+    own data (``data=nemo``: the manifests of ``settings.data``, `fine_tuning_manifests`); the run and its prepared
     data go under `directory`. Validation before the first step and after the last; no test.
     A hybrid trains its CTC decoder as the auxiliary head with the reference's CTC weight. With ``settings.preset``
     the optimiser, schedule, augmentation and CTC weight are the preset's and the checkpoint's (no overrides)."""
     ctc_weight = reference.settings["ctc_weight"] if form == "hybrid" else 0.0
+    train, dev = fine_tuning_manifests(reference, settings)
     matched = [
         "spec_augment=null",
         "finetune.augmentation=config",
@@ -510,13 +560,14 @@ def recipe_overrides(
         f"finetune.path={reference.models[form]}",
         f"+loss={mode}",
         "data=nemo",
-        f"data.train_manifests=[{fine_tuning_manifest(reference, settings)}]",
-        f"data.valid_manifests=[{reference.manifests['dev']}]",
+        f"data.train_manifests=[{train}]",
+        f"data.valid_manifests=[{dev}]",
         f"data.work_dir={directory}/work",
         f"paths.root_dir={directory}",
         f"paths.output_dir={directory}/run",
         "data.num_workers=0",
         "data.max_duration=30",
+        f"seed={settings.seed}",
         f"trainer.max_steps={settings.steps}",
         f"trainer.val_check_interval={settings.steps}",
         "trainer.check_val_every_n_epoch=null",  # val_check_interval counts steps across epochs

@@ -18,8 +18,8 @@ profiles: B=128, an eighth of the paper batch, four steps and the event analysis
 
 from __future__ import annotations
 
-from asr_plugin.gpucheck.stages import Stage
-from asr_plugin.gpucheck.tables import benchmark_table, junit_table, profile_table, smoke_table
+from gpucheck.stages import Stage
+from gpucheck.tables import benchmark_table, junit_table, profile_table, smoke_table
 
 GPU_TOTAL_S = 540.0
 CPU_TOTAL_S = 1500.0
@@ -119,7 +119,7 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
         ),
         stage(
             "paper-fp32-tf32",
-            [python, "-m", "asr_plugin.gpucheck.tf32", *bench[1:], "--dtype", "fp32", "--repeats", "1"],
+            [python, "-m", "gpucheck.tf32", *bench[1:], "--dtype", "fp32", "--repeats", "1"],
             needs=build,
             table=benchmark_table(target_dtype=False),
         ),

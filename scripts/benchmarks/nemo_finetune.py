@@ -13,14 +13,13 @@ were built and one warm-up step ran (as scripts/benchmark_loss.py measures it), 
 map every block over 64 KiB on its own (MALLOC_MMAP_THRESHOLD_), so freed tensors leave the RSS and the
 peak is that of live memory, not of what the allocator kept from the warm-up. CUDA: peak allocated memory.
 
-`measure` runs one (settings, mode) cell in a fresh interpreter (``python -m asr_plugin.benchmarks.nemo_finetune
+`measure` runs one (settings, mode) cell in a fresh interpreter (``python -m benchmarks.nemo_finetune
 <request>``, which prints the cell's JSON).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -30,10 +29,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from asr_plugin.benchmarks.loss import rss_kib
 from asr_plugin.finetune import import_nemo
 from asr_plugin.losses import TransducerLoss
 from asr_plugin.models import NemoMelFrontend
+from benchmarks import child_environment
+from benchmarks.loss import rss_kib
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -109,7 +109,7 @@ def measure_in_process(args: dict, mode: str) -> dict:
 def measure(args: dict, mode: str) -> dict:
     """One cell in a fresh interpreter (so peaks of earlier cells do not count): its results, or {"error": ...}."""
     request = json.dumps(dict(args=args, mode=mode))
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    env = child_environment(MALLOC_MMAP_THRESHOLD_="65536")
     process = subprocess.run([sys.executable, "-m", __name__, request], capture_output=True, text=True, env=env)
     if process.returncode != 0:
         return dict(mode=mode, error=(process.stderr.strip().splitlines() or [f"exit {process.returncode}"])[-1])
@@ -135,6 +135,6 @@ def table(rows: list[dict], args: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # one cell: python -m asr_plugin.benchmarks.nemo_finetune '<request JSON>'
+if __name__ == "__main__":  # one cell: python -m benchmarks.nemo_finetune '<request JSON>'
     cell = json.loads(sys.argv[1])
     print(json.dumps(measure_in_process(cell["args"], cell["mode"])))

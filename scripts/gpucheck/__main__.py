@@ -1,8 +1,8 @@
-"""``python -m asr_plugin.gpucheck``: the GPU check (or, with ``--dry-run``, its stages at CPU sizes).
+"""``python -m gpucheck``: the GPU check (or, with ``--dry-run``, its stages at CPU sizes).
 
-    python -m asr_plugin.gpucheck --out "$OUT"              # on the GPU machine: 9 minutes at most
-    python -m asr_plugin.gpucheck --dry-run --out /tmp/dry   # here: the same structure, tiny shapes, CPU
-    python -m asr_plugin.gpucheck --list                     # the stages, their limits and commands
+    python -m gpucheck --out "$OUT"              # on the GPU machine: 9 minutes at most
+    python -m gpucheck --dry-run --out /tmp/dry   # here: the same structure, tiny shapes, CPU
+    python -m gpucheck --list                     # the stages, their limits and commands
 
 The output folder (default ``$OUT`` when set, else ``benchmarks/results/gpu_check_<time>``) receives
 summary.txt, summary.json, results.tar.gz (and traces.tar) after every stage; the stage directories
@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from asr_plugin.gpucheck.plan import CPU_TOTAL_S, GPU_TOTAL_S, cpu_stages, gpu_stages
-from asr_plugin.gpucheck.stages import Stage, all_as_expected, run_stages
+from gpucheck.plan import CPU_TOTAL_S, GPU_TOTAL_S, cpu_stages, gpu_stages
+from gpucheck.stages import Stage, all_as_expected, run_stages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def select(stages: list[Stage], names: str | None) -> list[Stage]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr_plugin.gpucheck", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpucheck", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU sizes, no GPU needed")
     parser.add_argument(
         "--out", type=Path, help="output folder (default: $OUT, else benchmarks/results/gpu_check_<time>)"

@@ -14,7 +14,7 @@ with dropout 0.1 in training mode, also fused) or an equivalent plain module ("c
 autograd graph); encoder/predictor outputs have size H. Lengths vary per sample (T_b in [0.7 T, T], U_b in
 [0.7 U, U], the first sample at T and U).
 
-CPU: each (cell, mode) runs in a fresh subprocess (``python -m asr_plugin.benchmarks.loss REQUEST``); memory is
+CPU: each (cell, mode) runs in a fresh subprocess (``python -m benchmarks.loss REQUEST``); memory is
 the peak RSS above the RSS after the inputs were built and one warm-up step ran (the kernel's HWM is reset through
 /proc/self/clear_refs); time is the median wall time and the median process CPU time (robust on a shared
 machine). CUDA: memory is torch.cuda.max_memory_allocated over the timed steps (inputs included) and time comes
@@ -42,6 +42,7 @@ from asr_plugin.host_syncs import SyncCounter
 from asr_plugin.losses import RNNT, TDT, Plan, TransducerLattice, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 from asr_plugin.models import Joint
+from benchmarks import child_environment
 
 MODES = ("torchaudio", "batched", "samplewise", "flash", "nemo")
 JOINTS = ("standard", "dropout", "custom")
@@ -268,7 +269,8 @@ def measure_cpu_in_process(cell: dict, mode: str, dtype: str, repeats: int, memo
 def measure_cpu(cell: dict, mode: str, dtype: str, repeats: int, memory_budget) -> dict:
     """Run one (cell, mode) in a fresh interpreter so peak RSS is not polluted by earlier cells."""
     request = json.dumps(dict(cell=cell, mode=mode, dtype=dtype, repeats=repeats, memory_budget=memory_budget))
-    process = subprocess.run([sys.executable, "-m", __name__, request], capture_output=True, text=True)
+    env = child_environment()
+    process = subprocess.run([sys.executable, "-m", __name__, request], capture_output=True, text=True, env=env)
     if process.returncode != 0:
         return dict(
             error=process.stderr.strip().splitlines()[-1] if process.stderr.strip() else f"exit {process.returncode}"

@@ -5,7 +5,7 @@ script itself, e.g. ``scripts/benchmark_loss.py``, is unchanged and runs as ``__
 setting must still be on: the loss follows the user's setting and never changes it, and a script or loss
 that switched it off fails this command.
 
-    python -m asr_plugin.gpucheck.tf32 scripts/benchmark_loss.py --device cuda --preset paper --dtype fp32
+    python -m gpucheck.tf32 scripts/benchmark_loss.py --device cuda --preset paper --dtype fp32
 """
 
 from __future__ import annotations
