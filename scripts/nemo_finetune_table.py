@@ -1,17 +1,20 @@
-"""The fine-tuning table of docs/finetune.md: a NeMo model trained by NeMo on the mini corpus, decoded by NeMo and
+"""The fine-tuning tables of docs/finetune.md: a NeMo model trained by NeMo on the mini corpus, decoded by NeMo and
 by our import, fine-tuned by the recipe (``+finetune=from_nemo``, both loss modes) and by NeMo itself for the
-same steps on training utterances NeMo's training left out; greedy WER and RNN-T loss per utterance on the dev
-set, and whether eval.py's transcripts of each fine-tuned checkpoint equal NeMo's ``transcribe`` of its
-``export_nemo`` (needs NeMo).
+same steps on data NeMo's training never saw (``--data``: the training utterances it left out, validated on the
+reference's dev; or ``piper``, another engine's speech, validated on its own dev); greedy WER and RNN-T loss
+per utterance on the validation set, the WER on the reference's own dev set after fine-tuning, and whether
+eval.py's transcripts of each fine-tuned checkpoint equal NeMo's ``transcribe`` of its ``export_nemo`` (needs
+NeMo).
 
-    python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_preset --steps 60 --preset
+    python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/ft_piper --steps 60 --preset --data piper --seed 0 --jobs 2
     python scripts/nemo_finetune_table.py --cache /tmp/nemo_reference --out /tmp/nemo_table --steps 30 --reference tests
 
-The reference (`benchmarks.nemo_reference`; ``--reference trained``: `TRAINED_REFERENCE`, ~35 minutes
-of a 2-core CPU, ``tests``: the tests' few-minute one) is trained once into --cache and reused; every recipe run
-goes to its own directory under --out, and the table to <out>/table.md. ``--jobs N`` runs N of the five
-fine-tuning runs at once, each in its own process (``--row``; its log in <out>/<form>_<mode>.log): the runs are
-independent and seeded, so the table is the same as with one job.
+The reference (`benchmarks.nemo_reference`; ``--reference trained``: `TRAINED_REFERENCE`, ~18 minutes of one
+core of a 2-core CPU, ``tests``: the tests' few-minute one) is trained once into --cache and reused, as is the
+Piper corpus; every recipe run goes to its own directory under --out, and the table to <out>/table.md.
+``--jobs N`` runs N of the five fine-tuning runs at once, each in its own process (``--row``; its log in
+<out>/<form>_<mode>.log): the runs are independent and seeded (``--seed``), so the table is the same as with
+one job.
 """
 
 from __future__ import annotations

@@ -94,9 +94,8 @@ class ReferenceSettings:
         return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-# The reference of docs/finetune.md's table: a model NeMo trains well on this project's 2-core CPU (0.65-0.75 s a
-# step at OMP_NUM_THREADS=1 measured beforehand, so ~30 minutes planned; 54 minutes, 15 of them on the CPU, on
-# 2026-12-02 with the machine shared): the size (2.0 M parameters, 4 FastConformer layers), 2500 steps of
+# The reference of docs/finetune.md's tables: a model NeMo trains well on this project's 2-core CPU (17 min 43 s
+# at OMP_NUM_THREADS=1 with the other core busy, 54 minutes on a machine shared with other jobs): the size (2.0 M parameters, 4 FastConformer layers), 2500 steps of
 # 8 utterances (12.5 epochs) of 1600 training utterances, warmup a tenth of the run, NeMo's default dropout 0.1;
 # the other 400 training utterances (new sentences, 390 of them by 8 speakers it never heard) are the fine-tuning
 # data (manifests["finetune"]), and 100 dev and test utterances (~770 words each) make a WER point ~8 words.
