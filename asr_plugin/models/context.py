@@ -17,6 +17,7 @@ validation, test and decoding.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -85,9 +86,11 @@ def draw_context(sizes: Sequence[tuple[int, int]], probs: Sequence[float], seed:
     ranks), and a resumed run draws the sequence it would have drawn. (NeMo draws from Python's global
     ``random``, which differs between ranks.)
     """
-    if not 0 <= seed < 2**32 or not 0 <= step < 2**32:
-        raise ValueError(f"seed={seed} and step={step} must lie in [0, 2**32)")
-    generator = torch.Generator().manual_seed((seed << 32) | step)
+    if not 0 <= seed < 2**32 or step < 0:
+        raise ValueError(f"seed={seed} must lie in [0, 2**32) and step={step} be >= 0")
+    # torch's CPU generator keeps 32 bits of its seed: (seed, step) is hashed into them, not packed
+    digest = hashlib.sha256(f"{seed}:{step}".encode()).digest()
+    generator = torch.Generator().manual_seed(int.from_bytes(digest[:4], "little"))
     index = int(torch.multinomial(torch.tensor(probs, dtype=torch.float64), 1, generator=generator))
     return tuple(sizes[index])
 

@@ -323,3 +323,40 @@ def _check_step(
                 "chunk, or final=True at the end of the stream"
             )
     return final
+
+
+def encode_in_chunks(
+    encoder: ConformerEncoder, features: torch.Tensor, lengths: torch.Tensor, setup: StreamingSetup
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whole utterances streamed chunk by chunk through `step`: (B, T, F), (B,) -> (B, T', D) frames, (B,) int64.
+
+    Every stream starts at the first step and ends (``final``) at its last chunk; the frames equal the
+    whole-utterance forward's with ``setup.att_context_size`` (what streaming is tested against).
+    """
+    batch = features.shape[0]
+    state = initial_state(encoder, batch, setup, features.device, features.dtype)
+    totals, consumed = lengths.tolist(), [0] * batch
+    pieces: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+    while any(done < total for done, total in zip(consumed, totals)):
+        sizes = [
+            min(setup.first_chunk_frames if done == 0 else setup.chunk_frames, total - done)
+            for done, total in zip(consumed, totals)
+        ]
+        width = max(sizes)
+        chunk = torch.stack(
+            [
+                torch.nn.functional.pad(features[row, done : done + size], (0, 0, 0, width - size))
+                for row, (done, size) in enumerate(zip(consumed, sizes))
+            ]
+        )  # (B, width, F)
+        final = torch.tensor(
+            [size > 0 and done + size == total for done, size, total in zip(consumed, sizes, totals)],
+            device=features.device,
+        )
+        frames, counts, state = step(encoder, chunk, torch.tensor(sizes, device=features.device), state, setup, final)
+        for row, count in enumerate(counts.tolist()):
+            pieces[row].append(frames[row, :count])
+            consumed[row] += sizes[row]
+    outputs = [torch.cat(row) for row in pieces]
+    out_lengths = torch.tensor([len(row) for row in outputs], dtype=torch.int64, device=features.device)
+    return torch.nn.utils.rnn.pad_sequence(outputs, batch_first=True), out_lengths
