@@ -230,24 +230,10 @@ def step(
     """
     final = _check_step(encoder, features, lengths, state, setup, final)
     lengths = lengths.to(features.device)
-    factor, cache_size, window_frames = setup.subsampling_factor, setup.last_channel_cache_size, setup.window_frames
-    fresh = state.pre_encode_cache_len == 0  # (B,)
-    # the window: [P cached features | chunk], or for a fresh stream [2 * factor masked frames | first chunk]
-    padded = torch.nn.functional.pad(features, (0, 0, 0, window_frames - features.shape[1]))  # (B, W, F)
-    later = torch.cat([state.pre_encode_cache, padded], dim=1)[:, :window_frames]
-    lead = setup.drop_extra_pre_encoded * factor
-    first = torch.nn.functional.pad(padded, (0, 0, lead, 0))[:, :window_frames]
-    window = torch.where(fresh.view(-1, 1, 1), first, later)  # (B, W, F)
-    offset = torch.where(fresh, lead, setup.pre_encode_cache_size)  # (B,) window index of the chunk's first frame
-    starts = torch.where(fresh, lead, setup.pre_encode_cache_size - state.pre_encode_cache_len)
-    x, ends = encoder.subsampling(window, offset + lengths, starts)  # (B, frames + drop_extra, D)
-    x = x[:, setup.drop_extra_pre_encoded :]  # (B, frames, D)
-    computed = torch.where(fresh & (lengths == 0), 0, (ends - setup.drop_extra_pre_encoded).clamp(min=0))
+    x, computed = _subsample(encoder, features, lengths, state, setup)  # (B, frames, D), (B,)
     waiting = (lengths == 0) & ~final
     emitted = torch.where(final, computed, torch.where(waiting, 0, computed.clamp(max=setup.valid_out_len)))
-    if encoder.xscale is not None:
-        x = x * encoder.xscale
-
+    cache_size = setup.last_channel_cache_size
     steps = torch.arange(x.shape[1], device=x.device)
     padding_mask = steps >= computed.unsqueeze(1)  # (B, frames)
     cached = torch.arange(cache_size, device=x.device) >= cache_size - state.cache_last_channel_len.unsqueeze(1)
@@ -274,10 +260,38 @@ def step(
         cache_last_channel=torch.stack(channel),
         cache_last_time=torch.stack(time),
         cache_last_channel_len=(state.cache_last_channel_len + emitted).clamp(max=cache_size),
-        pre_encode_cache=append_history(state.pre_encode_cache, padded, lengths),
+        pre_encode_cache=append_history(state.pre_encode_cache, features, lengths),
         pre_encode_cache_len=(state.pre_encode_cache_len + lengths).clamp(max=setup.pre_encode_cache_size),
     )
     return frames, emitted, next_state
+
+
+def _subsample(
+    encoder: ConformerEncoder,
+    features: torch.Tensor,
+    lengths: torch.Tensor,
+    state: StreamState,
+    setup: StreamingSetup,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's encoder-rate frames before the Conformer blocks: (B, frames, D) and (B,) how many are real.
+
+    Subsamples the window [P cached features | chunk], or for a fresh stream [2 * factor masked frames | first
+    chunk], with the frames before each stream's start masked at every layer, and drops the first
+    ``drop_extra_pre_encoded`` frames (the previous step's).
+    """
+    window_frames, drop = setup.window_frames, setup.drop_extra_pre_encoded
+    fresh = state.pre_encode_cache_len == 0  # (B,)
+    padded = torch.nn.functional.pad(features, (0, 0, 0, window_frames - features.shape[1]))  # (B, W, F)
+    later = torch.cat([state.pre_encode_cache, padded], dim=1)[:, :window_frames]
+    lead = drop * setup.subsampling_factor
+    first = torch.nn.functional.pad(padded, (0, 0, lead, 0))[:, :window_frames]
+    window = torch.where(fresh.view(-1, 1, 1), first, later)  # (B, W, F)
+    offset = torch.where(fresh, lead, setup.pre_encode_cache_size)  # (B,) window index of the chunk's first frame
+    starts = torch.where(fresh, lead, setup.pre_encode_cache_size - state.pre_encode_cache_len)
+    x, ends = encoder.subsampling(window, offset + lengths, starts)  # (B, frames + drop, D)
+    computed = torch.where(fresh & (lengths == 0), 0, (ends - drop).clamp(min=0))
+    x = x[:, drop:]
+    return (x if encoder.xscale is None else x * encoder.xscale), computed
 
 
 def _check_step(
