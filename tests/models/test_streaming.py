@@ -5,45 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import STREAMING_FEATURES as FEATURES
+from tiny_models import streaming_encoder
 
 from asr_plugin.models import ConformerEncoder, build_transducer
 from asr_plugin.models.context import blocked_attention, context_sizes, visible
 from asr_plugin.models.streaming import encode_in_chunks
-
-FEATURES = 20
-
-
-def streaming_encoder(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3)), **options) -> ConformerEncoder:
-    """A tiny streaming encoder in eval mode with random weights, biases, norm scales and BatchNorm statistics."""
-    torch.manual_seed(0)
-    settings = dict(
-        input_dim=FEATURES,
-        d_model=16,
-        num_layers=2,
-        num_heads=2,
-        ffn_dim=32,
-        conv_kernel_size=5,
-        dropout=0.0,
-        attention="rel_pos",
-        subsampling="dw_striding",
-        subsampling_channels=8,
-        subsampling_factor=8,
-        xscaling=True,
-        att_context_size=[list(context) for context in contexts],
-        att_context_style=style,
-        conv_context_size="causal",
-        conv_norm_type="layer_norm",
-        causal_downsampling=True,
-    )
-    encoder = ConformerEncoder(**{**settings, **options})
-    with torch.no_grad():
-        for param in encoder.parameters():
-            param.add_(0.1 * torch.randn_like(param))
-        for module in encoder.modules():
-            if isinstance(module, torch.nn.BatchNorm1d):
-                module.running_mean.normal_()
-                module.running_var.uniform_(0.5, 2.0)
-    return encoder.eval()
 
 
 def assert_streaming_is_exact(encoder, context, lengths):

@@ -26,11 +26,12 @@ pytest.importorskip("nemo.collections.asr")
 pytestmark = pytest.mark.nemo
 
 from nemo.collections.asr.modules import ConformerEncoder as NemoConformerEncoder  # noqa: E402
+from tiny_models import STREAMING_FEATURES as FEATURES  # noqa: E402
+from tiny_models import streaming_encoder  # noqa: E402
 
 from asr_plugin.finetune.nemo.weights import convert_state_dict  # noqa: E402
 from asr_plugin.models import ConformerEncoder  # noqa: E402
 
-FEATURES, LAYERS, D_MODEL = 20, 2, 16
 CHUNKED = [[4, 0], [4, 1], [4, 3]]
 REGULAR = [[3, 1], [3, 0]]
 LENGTHS = [100, 61]
@@ -40,8 +41,8 @@ def encoders(style: str, contexts: list[list[int]]) -> tuple[NemoConformerEncode
     torch.manual_seed(0)
     nemo = NemoConformerEncoder(
         feat_in=FEATURES,
-        n_layers=LAYERS,
-        d_model=D_MODEL,
+        n_layers=2,
+        d_model=16,
         n_heads=2,
         ff_expansion_factor=2,
         subsampling="dw_striding",
@@ -63,25 +64,7 @@ def encoders(style: str, contexts: list[list[int]]) -> tuple[NemoConformerEncode
     with torch.no_grad():
         for param in nemo.parameters():  # non-trivial biases, norm scales and pos_bias_u/v
             param.add_(0.1 * torch.randn_like(param))
-    ours = ConformerEncoder(
-        input_dim=FEATURES,
-        d_model=D_MODEL,
-        num_layers=LAYERS,
-        num_heads=2,
-        ffn_dim=2 * D_MODEL,
-        conv_kernel_size=5,
-        dropout=0.0,
-        attention="rel_pos",
-        subsampling="dw_striding",
-        subsampling_channels=8,
-        subsampling_factor=8,
-        xscaling=True,
-        att_context_size=contexts,
-        att_context_style=style,
-        conv_context_size="causal",
-        conv_norm_type="layer_norm",
-        causal_downsampling=True,
-    )
+    ours = streaming_encoder(style, contexts)  # its weights replaced by NeMo's below
     mapped, report = convert_state_dict({f"encoder.{key}": value for key, value in nemo.state_dict().items()})
     assert not report.not_imported
     ours.load_state_dict({key.removeprefix("encoder."): value for key, value in mapped.items()})
