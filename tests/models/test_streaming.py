@@ -8,14 +8,19 @@ import torch
 from tiny_models import STREAMING_FEATURES as FEATURES
 from tiny_models import streaming_encoder
 
-from asr_plugin.models import ConformerEncoder, build_transducer
+from asr_plugin.models import ConformerEncoder, Conv2dSubsampling, build_transducer
 from asr_plugin.models.context import blocked_attention, context_sizes, visible
 from asr_plugin.models.streaming import encode_in_chunks
 
+CUDA = pytest.param(
+    "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+)
 
-def assert_streaming_is_exact(encoder, context, lengths):
-    features = torch.randn(len(lengths), max(lengths), FEATURES)
-    lengths = torch.tensor(lengths)
+
+def assert_streaming_is_exact(encoder, context, lengths, device="cpu"):
+    encoder = encoder.to(device)
+    features = torch.randn(len(lengths), max(lengths), FEATURES, device=device)
+    lengths = torch.tensor(lengths, device=device)
     with torch.no_grad():
         whole, whole_lengths = encoder(features, lengths, context)
         streamed, streamed_lengths = encode_in_chunks(encoder, features, lengths, encoder.streaming_setup(context))
@@ -42,6 +47,12 @@ def test_chunked_limited_steps_equal_the_masked_forward_for_every_lookahead(cont
 def test_regular_style_steps_equal_the_masked_forward(context, options):
     encoder = streaming_encoder("regular", [context], **options)
     assert_streaming_is_exact(encoder, context, [120, 61, 9])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_streams_on_the_device_of_the_model(device):
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # fp32 convolutions: comparable to 1e-5
+        assert_streaming_is_exact(streaming_encoder(), (4, 1), [150, 97, 33], device)
 
 
 def test_batch_norm_and_striding_subsampling_stream_exactly():
@@ -214,3 +225,28 @@ def test_conv_context_pads_as_declared(conv_context_size):
     )
     expected = conv.pointwise_conv2(conv.activation(conv.batch_norm(depthwise))).transpose(1, 2)
     torch.testing.assert_close(conv(x, padding), expected)
+
+
+def test_a_limited_context_trains_under_bf16_autocast():
+    encoder = streaming_encoder(conv_norm_type="batch_norm").train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, lengths = encoder(torch.randn(2, 90, FEATURES), torch.tensor([90, 41]), [4, 1])
+    assert out.dtype == torch.bfloat16 and lengths.tolist() == [13, 6]  # L -> L // 2 + 1, three times
+    out.float().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in encoder.layers.parameters())
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_causal_subsampling_lengths_and_causality(depthwise):
+    sub = Conv2dSubsampling(FEATURES, 16, factor=8, channels=8, padding=1, depthwise=depthwise, causal=True).eval()
+    assert sub.min_input_length() == 1 and sub.out.in_features == 8 * 4  # 20 bins -> 11 -> 6 -> 4
+    for length in range(1, 40):
+        out, out_lengths = sub(torch.randn(1, length, FEATURES), torch.tensor([length]))
+        assert out.shape[1] == int(out_lengths[0]) == ((length // 2 + 1) // 2 + 1) // 2 + 1, length
+    features = torch.randn(1, 80, FEATURES)
+    changed = features.clone()
+    changed[:, 41:] += 1.0  # frame t sees features up to 8 t: frames 0..5 keep their values
+    before, _ = sub(features, torch.tensor([80]))
+    after, _ = sub(changed, torch.tensor([80]))
+    torch.testing.assert_close(after[:, :6], before[:, :6], atol=0, rtol=0)
+    assert not torch.allclose(after[:, 6], before[:, 6])
