@@ -133,3 +133,45 @@ def our_model_and_tokenizer(directory: Path) -> tuple[Transducer, dict, Tokenize
     torch.manual_seed(5)
     architecture = {**OUR_ARCHITECTURE, "vocab_size": tokenizer.vocab_size}
     return build_transducer(**architecture).eval(), architecture, tokenizer
+
+
+def nemo_parameter_counts(config: dict, vocab_size: int) -> dict[str, int]:
+    """Parameters of NeMo's own ConformerEncoder, RNNTDecoder and RNNTJoint built at the sizes of our
+    `build_transducer` arguments `config` (a preset), with `vocab_size` outputs (blank included). Needs NeMo."""
+    from nemo.collections.asr.modules import ConformerEncoder, RNNTDecoder, RNNTJoint
+
+    d_model = config["d_model"]
+    encoder = ConformerEncoder(
+        feat_in=config["input_dim"],
+        n_layers=config["num_layers"],
+        d_model=d_model,
+        subsampling=config["subsampling"],
+        subsampling_factor=config["subsampling_factor"],
+        subsampling_conv_channels=config["subsampling_channels"],
+        causal_downsampling=config.get("causal_downsampling", False),
+        ff_expansion_factor=config["ffn_dim"] // d_model,
+        self_attention_model="rel_pos",
+        n_heads=config["num_heads"],
+        att_context_size=config.get("att_context_size") or [-1, -1],
+        att_context_style=config.get("att_context_style", "regular"),
+        xscaling=config["xscaling"],
+        conv_kernel_size=config["conv_kernel_size"],
+        conv_norm_type=config.get("conv_norm_type", "batch_norm"),
+        conv_context_size=config.get("conv_context_size"),
+    )
+    decoder = RNNTDecoder(
+        prednet=dict(pred_hidden=config["predictor_dim"], pred_rnn_layers=config["predictor_layers"]),
+        vocab_size=vocab_size - 1,
+        blank_as_pad=True,
+    )
+    joint = RNNTJoint(
+        jointnet=dict(
+            encoder_hidden=d_model,
+            pred_hidden=config["predictor_dim"],
+            joint_hidden=config["joint_dim"],
+            activation=config["joint_activation"],
+        ),
+        num_classes=vocab_size - 1,
+    )
+    modules = {"encoder": encoder, "predictor": decoder, "joint": joint}
+    return {name: sum(p.numel() for p in module.parameters()) for name, module in modules.items()}

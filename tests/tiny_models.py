@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from asr_plugin.models import Transducer, build_transducer
+from asr_plugin.models import ConformerEncoder, Transducer, build_transducer
 
 TINY_SIZES = dict(
     input_dim=16,
@@ -55,3 +55,41 @@ def random_encoder_out(model: Transducer, batch: int, frames: int, seed: int) ->
     lengths = torch.randint(1, frames + 1, (batch,), generator=generator)
     lengths[0] = frames
     return encoder_out, lengths
+
+
+STREAMING_FEATURES = 20  # feature bins of `streaming_encoder`
+
+
+def streaming_encoder(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3)), **options) -> ConformerEncoder:
+    """A tiny cache-aware streaming encoder (NeMo's FastConformer layout: causal 8x dw_striding subsampling, a causal
+    kernel-5 convolution with LayerNorm, the `contexts` of `style`; `options` override) in eval mode, with random
+    weights, biases, norm scales and BatchNorm statistics."""
+    torch.manual_seed(0)
+    settings = dict(
+        input_dim=STREAMING_FEATURES,
+        d_model=16,
+        num_layers=2,
+        num_heads=2,
+        ffn_dim=32,
+        conv_kernel_size=5,
+        dropout=0.0,
+        attention="rel_pos",
+        subsampling="dw_striding",
+        subsampling_channels=8,
+        subsampling_factor=8,
+        xscaling=True,
+        att_context_size=[list(context) for context in contexts],
+        att_context_style=style,
+        conv_context_size="causal",
+        conv_norm_type="layer_norm",
+        causal_downsampling=True,
+    )
+    encoder = ConformerEncoder(**{**settings, **options})
+    with torch.no_grad():
+        for param in encoder.parameters():
+            param.add_(0.1 * torch.randn_like(param))
+        for module in encoder.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.normal_()
+                module.running_var.uniform_(0.5, 2.0)
+    return encoder.eval()

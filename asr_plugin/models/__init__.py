@@ -1,9 +1,11 @@
-"""Conformer-transducer parts: encoder, predictor, joint, the composed model, and NeMo's log-mel front end."""
+"""Conformer-transducer parts: encoder, predictor, joint, the composed model, NeMo's log-mel front end, and the
+encoder's cache-aware streaming (`asr_plugin.models.streaming`)."""
 
 from asr_plugin.models.encoder import ConformerEncoder
 from asr_plugin.models.frontend import NemoMelFrontend
 from asr_plugin.models.joint import Joint
 from asr_plugin.models.predictor import LSTMPredictor, LSTMState
+from asr_plugin.models.streaming import StreamingSetup, StreamState, encode_in_chunks
 from asr_plugin.models.subsampling import Conv2dSubsampling
 from asr_plugin.models.transducer import Transducer, build_transducer
 
@@ -14,6 +16,9 @@ __all__ = [
     "LSTMPredictor",
     "LSTMState",
     "NemoMelFrontend",
+    "StreamState",
+    "StreamingSetup",
     "Transducer",
     "build_transducer",
+    "encode_in_chunks",
 ]

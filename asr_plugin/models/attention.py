@@ -7,6 +7,9 @@ Scores between query frame i and key frame j are
 with r a fixed sinusoid of the relative distance i - j, W_pos a bias-free projection shared by the
 heads, and u, v learnt per-head biases ("pos_bias_u", "pos_bias_v"). The sinusoids are computed on the
 fly for the distances a batch needs, so nothing positional is stored in the state dict and any length works.
+
+In a cache-aware streaming step the keys are the layer's cached history (NeMo's ``cache_last_channel``: the
+attention inputs of earlier frames) followed by the chunk, and the queries are the chunk's frames only.
 """
 
 from __future__ import annotations
@@ -30,10 +33,13 @@ def relative_sinusoids(length: int, dim: int, device: torch.device | None = None
     return table
 
 
-def _distance_index(length: int, device: torch.device) -> torch.Tensor:
-    """(T, T) int64: row of `relative_sinusoids(T)` that holds the distance i - j, i.e. (T - 1) - i + j."""
-    steps = torch.arange(length, device=device)
-    return (length - 1) - steps.unsqueeze(1) + steps.unsqueeze(0)
+def _distance_index(queries: int, keys: int, device: torch.device) -> torch.Tensor:
+    """(Tq, Tk) int64: the row of `relative_sinusoids(Tk)` that holds the distance between query i and key j.
+
+    The queries are the last Tq of the Tk key frames, so query i sits at key position Tk - Tq + i and the
+    distance is d = Tk - Tq + i - j, held in row (Tk - 1) - d = (Tq - 1) - i + j.
+    """
+    return (queries - 1) - torch.arange(queries, device=device).unsqueeze(1) + torch.arange(keys, device=device)
 
 
 class RelPositionMultiHeadAttention(nn.Module):
@@ -65,24 +71,30 @@ class RelPositionMultiHeadAttention(nn.Module):
         """(B, T, D) -> (B, T, H, d_k)."""
         return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim)
 
-    def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, key_padding_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos_emb: torch.Tensor, mask: torch.Tensor, history: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Args:
-            x: (B, T, D) frames.
-            pos_emb: (2T - 1, D) `relative_sinusoids(T, D)`.
-            key_padding_mask: (B, T) bool, True on padded frames; they receive no attention. Outputs at
-                padded query frames are computed but meaningless.
+            x: (B, T, D) frames (the queries; with `history`, the last T keys).
+            pos_emb: (2Tk - 1, D) `relative_sinusoids(Tk, D)`, Tk = T (+ C with `history`).
+            mask: (B, Tk) bool, True on padded key frames (full context), or (B, T, Tk) bool, True where
+                query i may not attend to key j (`asr_plugin.models.context.blocked_attention`). Every query
+                row must keep at least one key. Outputs at padded query frames are computed but meaningless.
+            history: (B, C, D) the attention inputs of the C frames before `x` (a streaming step's cache).
         Returns:
             (B, T, D).
         """
-        length = x.shape[1]
+        keys_in = x if history is None else torch.cat([history, x], dim=1)  # (B, Tk, D)
+        queries, keys = x.shape[1], keys_in.shape[1]
         q = self._heads(self.linear_q(x))  # (B, T, H, d_k)
-        k = self._heads(self.linear_k(x)).transpose(1, 2)  # (B, H, T, d_k)
-        v = self._heads(self.linear_v(x)).transpose(1, 2)  # (B, H, T, d_k)
-        p = self.linear_pos(pos_emb).view(-1, self.num_heads, self.head_dim).transpose(0, 1)  # (H, 2T-1, d_k)
-        by_distance = torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(-2, -1))  # (B, H, T, 2T-1)
-        index = _distance_index(length, x.device).expand(*by_distance.shape[:2], length, length)
-        position = torch.gather(by_distance, -1, index)  # (B, H, T, T): entry (i, j) scores distance i - j
-        bias = (position / math.sqrt(self.head_dim)).masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        k = self._heads(self.linear_k(keys_in)).transpose(1, 2)  # (B, H, Tk, d_k)
+        v = self._heads(self.linear_v(keys_in)).transpose(1, 2)  # (B, H, Tk, d_k)
+        p = self.linear_pos(pos_emb).view(-1, self.num_heads, self.head_dim).transpose(0, 1)  # (H, 2Tk-1, d_k)
+        by_distance = torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(-2, -1))  # (B, H, T, 2Tk-1)
+        index = _distance_index(queries, keys, x.device).expand(*by_distance.shape[:2], queries, keys)
+        position = torch.gather(by_distance, -1, index)  # (B, H, T, Tk): entry (i, j) scores their distance
+        blocked = mask[:, None, None, :] if mask.dim() == 2 else mask.unsqueeze(1)  # (B, 1, 1 or T, Tk)
+        bias = (position / math.sqrt(self.head_dim)).masked_fill(blocked, float("-inf"))
         # softmax((q + u) k^T / sqrt(d_k) + bias) v, fused; every row keeps >= 1 key, so no row is all -inf
         # The float32 biases would promote bf16 activations under autocast; SDPA wants one dtype.
         out = nn.functional.scaled_dot_product_attention(

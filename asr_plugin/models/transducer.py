@@ -55,9 +55,17 @@ class Transducer(nn.Module):
         self.vocab_size = joint.vocab_size  # V token scores (a TDT joint's durations come after them)
         self.lattice = lattice
 
-    def encode(self, features: torch.Tensor, feature_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, T_feat, F), (B,) -> (B, T, H_e) encoder frames, (B,) int64 frame counts."""
-        return self.encoder(features, feature_lengths)
+    def encode(
+        self,
+        features: torch.Tensor,
+        feature_lengths: torch.Tensor,
+        att_context_size: list[int] | tuple[int, int] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, T_feat, F), (B,) -> (B, T, H_e) encoder frames, (B,) int64 frame counts.
+
+        `att_context_size`: the encoder's attention context, one of the model's (None: its default).
+        """
+        return self.encoder(features, feature_lengths, att_context_size)
 
     def forward(
         self,
@@ -114,6 +122,12 @@ def build_transducer(
     subsampling_channels: int | None = None,
     xscaling: bool = False,
     encoder_bias: bool = True,
+    att_context_size: list | None = None,
+    att_context_probs: list[float] | None = None,
+    att_context_style: str = "regular",
+    conv_context_size: str | list[int] | None = None,
+    conv_norm_type: str = "batch_norm",
+    causal_downsampling: bool = False,
     predictor_embed_dim: int = 256,
     predictor_dim: int = 320,
     predictor_layers: int = 1,
@@ -129,7 +143,10 @@ def build_transducer(
 
     The encoder options (``attention``, ``subsampling``, ``subsampling_channels``, ``xscaling``,
     ``encoder_bias`` = the encoder's ``bias``) are `ConformerEncoder`'s; their defaults are the original
-    small model (torchaudio blocks, unpadded 64-channel subsampling). ``predictor_blank_as_pad`` is the
+    small model (torchaudio blocks, unpadded 64-channel subsampling). The streaming options (``att_context_size``,
+    ``att_context_probs``, ``att_context_style``, ``conv_context_size``, ``conv_norm_type``,
+    ``causal_downsampling``: NeMo's names) are `ConformerEncoder`'s too; their defaults are the full-context model
+    (docs/streaming.md). ``predictor_blank_as_pad`` is the
     predictor's ``blank_as_pad`` (NeMo's convention: the start symbol's embedding is a zero padding row).
     ``lattice`` is the lattice's record (``asr_plugin.losses.lattice_from_record``: ``{"kind": "rnnt",
     "clamp": None, "fastemit_lambda": 0.0}``, or ``{"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.02}``,
@@ -150,6 +167,12 @@ def build_transducer(
         subsampling_channels=subsampling_channels,
         xscaling=xscaling,
         bias=encoder_bias,
+        att_context_size=att_context_size,
+        att_context_probs=att_context_probs,
+        att_context_style=att_context_style,
+        conv_context_size=conv_context_size,
+        conv_norm_type=conv_norm_type,
+        causal_downsampling=causal_downsampling,
     )
     predictor = LSTMPredictor(
         vocab_size,

@@ -14,6 +14,7 @@ from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.losses import TransducerLattice, TransducerLoss, lattice_from_record
+from asr_plugin.models.context import draw_context
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
 from asr_plugin.training.loss_reduction import LEGACY_REDUCTIONS, check_reduction, reduce_losses, reduction_parts
 from asr_plugin.training.memory import PeakMemoryMeter
@@ -86,6 +87,11 @@ class TransducerModule(L.LightningModule):
             ``mean_batch`` (per utterance), ``mean_volume`` (per token), ``mean`` or ``sum``
             (`asr_plugin.training.loss_reduction`); None: the loss node's legacy ``reduction``, else ``mean_batch``.
         ctc_reduction: the same for the auxiliary CTC loss (NeMo's ``aux_ctc.ctc_reduction``).
+        att_context_seed: seeds the draw of a multi-lookahead encoder's attention context (``model.att_context_size``
+            lists several): each training step draws one with ``model.att_context_probs`` from a generator seeded
+            with this seed and the global step (`training_context`), so every DDP rank draws the same context
+            without communicating and a resumed run draws the same sequence. Validation and test use the
+            encoder's default context (the first of the list).
     """
 
     def __init__(
@@ -99,10 +105,13 @@ class TransducerModule(L.LightningModule):
         ctc_weight: float = 0.0,
         loss_reduction: str | None = None,
         ctc_reduction: str = "mean_batch",
+        att_context_seed: int = 0,
     ) -> None:
         super().__init__()
         if not 0.0 <= ctc_weight < 1.0:
             raise ValueError(f"ctc_weight must lie in [0, 1), got {ctc_weight}")
+        if not 0 <= att_context_seed < 2**32:
+            raise ValueError(f"att_context_seed must lie in [0, 2**32), got {att_context_seed}")
         model, loss = with_model_lattice(model, loss)  # before save_hyperparameters: checkpoints store today's layout
         self.save_hyperparameters()
         self.model = build_model(model, "model")
@@ -163,12 +172,23 @@ class TransducerModule(L.LightningModule):
 
     # ---------------------------------------------------------------- steps
 
-    def utterance_losses(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def training_context(self, step: int) -> tuple[int, int] | None:
+        """The attention context of training step `step` (`asr_plugin.models.context.draw_context` seeded with
+        ``att_context_seed``); None when the encoder has one context (it is then the default anyway)."""
+        encoder = self.model.encoder
+        if len(encoder.att_context_sizes) < 2:
+            return None
+        return draw_context(encoder.att_context_sizes, encoder.att_context_probs, self.hparams.att_context_seed, step)
+
+    def utterance_losses(
+        self, batch: Batch, features: torch.Tensor, att_context_size: tuple[int, int] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T_feat, F) features -> ((B,) transducer loss per utterance, (B, T, H_e) encoder frames, (B,) lengths).
 
-        Encodes once, so evaluation reuses the frames for greedy decoding.
+        Encodes once (with `att_context_size`, None: the encoder's default), so evaluation reuses the frames
+        for greedy decoding.
         """
-        encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths)
+        encoder_out, encoder_lengths = self.model.encode(features, batch.feature_lengths, att_context_size)
         losses = self.model.loss_from_encoder(
             encoder_out, encoder_lengths, batch.targets, batch.target_lengths, self.loss_fn
         )
@@ -179,11 +199,13 @@ class TransducerModule(L.LightningModule):
         losses, encoder_out, encoder_lengths = self.utterance_losses(batch, features)
         return reduce_losses(losses, batch.target_lengths, self.loss_reduction), encoder_out, encoder_lengths
 
-    def training_loss(self, batch: Batch, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def training_loss(
+        self, batch: Batch, features: torch.Tensor, att_context_size: tuple[int, int] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The loss to minimise for (B, T_feat, F) features, and its parts to log ({} without auxiliary CTC):
         ``(1 - w) * transducer + w * ctc`` with w = ``ctc_weight``, each term reduced by its reduction over the
-        global batch (`_reduce`)."""
-        losses, encoder_out, encoder_lengths = self.utterance_losses(batch, features)
+        global batch (`_reduce`); the encoder runs with `att_context_size` (None: its default)."""
+        losses, encoder_out, encoder_lengths = self.utterance_losses(batch, features, att_context_size)
         if self.ctc is None:
             return self._reduce((losses,), (self.loss_reduction,), batch.target_lengths)[0], {}
         ctc_losses = self.ctc(encoder_out, encoder_lengths, batch.targets, batch.target_lengths)
@@ -195,7 +217,7 @@ class TransducerModule(L.LightningModule):
         features = batch.features
         if self.spec_augment is not None:
             features = self.spec_augment(features, batch.feature_lengths)
-        loss, parts = self.training_loss(batch, features)
+        loss, parts = self.training_loss(batch, features, self.training_context(self.global_step))
         size = len(batch)
         for name, value in parts.items():
             self.log(f"train/{name}", value, on_step=True, on_epoch=True, batch_size=size)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from nemo_models import nemo_parameter_counts
 from omegaconf import OmegaConf
 
 from asr_plugin.models import build_transducer
@@ -47,41 +48,5 @@ def test_preset_has_the_parakeet_rnnt_1b_architecture_and_size():
 @pytest.mark.nemo
 def test_parameter_count_equals_nemos_modules_at_the_same_sizes():
     pytest.importorskip("nemo.collections.asr")
-    from nemo.collections.asr.modules import ConformerEncoder, RNNTDecoder, RNNTJoint
-
     _, config = preset_model()
-    d_model = config["d_model"]
-    encoder = ConformerEncoder(
-        feat_in=config["input_dim"],
-        feat_out=-1,
-        n_layers=config["num_layers"],
-        d_model=d_model,
-        subsampling=config["subsampling"],
-        subsampling_factor=config["subsampling_factor"],
-        subsampling_conv_channels=config["subsampling_channels"],
-        ff_expansion_factor=config["ffn_dim"] // d_model,
-        self_attention_model="rel_pos",
-        n_heads=config["num_heads"],
-        att_context_size=[-1, -1],
-        xscaling=config["xscaling"],
-        untie_biases=True,
-        pos_emb_max_len=5000,
-        conv_kernel_size=config["conv_kernel_size"],
-        conv_norm_type="batch_norm",
-        dropout=config["dropout"],
-    )
-    decoder = RNNTDecoder(
-        prednet=dict(pred_hidden=config["predictor_dim"], pred_rnn_layers=config["predictor_layers"]),
-        vocab_size=VOCAB - 1,
-        blank_as_pad=True,
-    )
-    joint = RNNTJoint(
-        jointnet=dict(
-            encoder_hidden=d_model,
-            pred_hidden=config["predictor_dim"],
-            joint_hidden=config["joint_dim"],
-            activation=config["joint_activation"],
-        ),
-        num_classes=VOCAB - 1,
-    )
-    assert {"encoder": count(encoder), "predictor": count(decoder), "joint": count(joint)} == NEMO_PARAMETERS
+    assert nemo_parameter_counts(config, VOCAB) == NEMO_PARAMETERS
