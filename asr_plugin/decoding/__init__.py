@@ -1,8 +1,23 @@
-"""Transducer decoding: batched greedy search and modified beam search (see docs/decoding.md)."""
+"""Transducer decoding: batched greedy search, modified beam search and streaming greedy decoding (see
+docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import modified_beam_search
 from asr_plugin.decoding.greedy import greedy_search
+from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
 from asr_plugin.decoding.methods import METHODS, decode
+from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
-__all__ = ["METHODS", "Hypothesis", "attach_text", "decode", "greedy_search", "modified_beam_search"]
+__all__ = [
+    "GREEDY_STEPS",
+    "METHODS",
+    "GreedyChoice",
+    "GreedyState",
+    "Hypothesis",
+    "StreamingGreedyDecoder",
+    "attach_text",
+    "decode",
+    "greedy_search",
+    "greedy_step",
+    "modified_beam_search",
+]
