@@ -2,6 +2,7 @@
 docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
@@ -10,6 +11,9 @@ from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDec
 
 __all__ = [
     "GREEDY_STEPS",
+    "EndpointConfig",
+    "EndpointRule",
+    "Endpointing",
     "METHODS",
     "GreedyChoice",
     "GreedyState",
@@ -17,6 +21,7 @@ __all__ = [
     "StreamingGreedyDecoder",
     "attach_text",
     "decode",
+    "encoder_frame_shift",
     "greedy_search",
     "greedy_step",
     "modified_beam_search",
