@@ -2,6 +2,7 @@
 docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.buffered import BufferedState, BufferedStreaming, min_right_context, subsampling_factor
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
@@ -10,6 +11,8 @@ from asr_plugin.decoding.methods import METHODS, decode
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
 __all__ = [
+    "BufferedState",
+    "BufferedStreaming",
     "GREEDY_STEPS",
     "EndpointConfig",
     "EndpointRule",
@@ -24,5 +27,7 @@ __all__ = [
     "encoder_frame_shift",
     "greedy_search",
     "greedy_step",
+    "min_right_context",
     "modified_beam_search",
+    "subsampling_factor",
 ]
