@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from asr_plugin.data.features import SHERPA_HOP_LENGTH, SHERPA_WIN_LENGTH, SherpaFbank
+from asr_plugin.models.ragged import append_ragged, drop_front
 
 # the first sample of frame m is HOP * m - FRAME_LEAD; it is complete once HOP * m + FRAME_REACH samples arrived
 FRAME_LEAD = SHERPA_WIN_LENGTH // 2 - SHERPA_HOP_LENGTH // 2  # 120
@@ -113,16 +114,12 @@ class StreamingFbank:
         late = state.finished & (lengths > 0)
         if bool(late.any()):
             raise ValueError(f"stream {int(late.nonzero()[0])} was flushed: it takes no more audio")
+        samples, _ = append_ragged(state.samples, state.received - state.samples_start, audio.float(), lengths)
         received = state.received + lengths
-        kept = [
-            torch.cat([state.samples[b, : int(state.received[b] - state.samples_start[b])], audio[b, : lengths[b]]])
-            for b in range(state.batch_size)
-        ]
-        samples = torch.nn.utils.rnn.pad_sequence(kept, batch_first=True) if kept else state.samples
         # frames whose last sample has arrived (kaldi-native-fbank's NumFrames without flush)
         ready = torch.div(received - FRAME_REACH, SHERPA_HOP_LENGTH, rounding_mode="floor") + 1
         ready = torch.where(state.finished, state.frames_done, ready.clamp(min=0))
-        return self.frames_up_to(ready, replace(state, samples=samples.float(), received=received))
+        return self.frames_up_to(ready, replace(state, samples=samples, received=received))
 
     @torch.no_grad()
     def flush(
@@ -158,10 +155,7 @@ class StreamingFbank:
         frames_done = state.frames_done + counts
         first_needed = (frames_done * SHERPA_HOP_LENGTH - FRAME_LEAD).clamp(min=0)
         drop = (torch.minimum(first_needed, state.received) - state.samples_start).clamp(min=0)
-        kept = [
-            state.samples[b, int(drop[b]) : int(state.received[b] - state.samples_start[b])] for b in range(len(drop))
-        ]
-        samples = torch.nn.utils.rnn.pad_sequence(kept, batch_first=True) if kept else state.samples
+        samples, _ = drop_front(state.samples, state.received - state.samples_start, drop)
         return (
             features,
             counts,

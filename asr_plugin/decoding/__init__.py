@@ -2,17 +2,26 @@
 docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import modified_beam_search
-from asr_plugin.decoding.buffered import BufferedState, BufferedStreaming, min_right_context, subsampling_factor
+from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_right_context, subsampling_factor
+from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
 from asr_plugin.decoding.methods import METHODS, decode
+from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, RecognizerState, Segment, StreamingRecognizer
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
 __all__ = [
+    "BufferedEncoder",
     "BufferedState",
-    "BufferedStreaming",
+    "CacheAwareEncoder",
+    "CacheAwareState",
+    "EncoderStream",
+    "FeatureStream",
+    "RecognizerState",
+    "Segment",
+    "StreamingRecognizer",
     "GREEDY_STEPS",
     "EndpointConfig",
     "EndpointRule",
