@@ -133,7 +133,7 @@ def test_a_cache_aware_session_gives_the_transcript_of_the_masked_forward(style:
         attention="rel_pos",
         subsampling="dw_striding",
         subsampling_channels=8,
-        att_context_size=[[8, 2]],
+        att_context_size=[[6, 2]],
         att_context_style=style,
         conv_context_size="causal",
         conv_norm_type="layer_norm",
