@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from asr_plugin.data.features import SHERPA_HOP_LENGTH, SHERPA_WIN_LENGTH, SherpaFbank
-from asr_plugin.models.ragged import append_ragged, drop_front
+from asr_plugin.models.ragged import append_ragged, checked_lengths, drop_front
 
 # the first sample of frame m is HOP * m - FRAME_LEAD; it is complete once HOP * m + FRAME_REACH samples arrived
 FRAME_LEAD = SHERPA_WIN_LENGTH // 2 - SHERPA_HOP_LENGTH // 2  # 120
@@ -102,18 +102,7 @@ class StreamingFbank:
             (B, T_new, F) float32 new frames (stream b's first ``frames[b]``, the rest 0), (B,) int64 frame counts,
             the new state.
         """
-        self.check_batch(state, audio.shape[0], "audio")
-        if audio.ndim != 2 or lengths.shape != audio.shape[:1] or lengths.is_floating_point():
-            raise ValueError(
-                f"audio must be (B, S_piece) with integer lengths (B,), got {tuple(audio.shape)} and "
-                f"{lengths.dtype} {tuple(lengths.shape)}"
-            )
-        lengths = lengths.to(state.received.device).long()
-        if bool(((lengths < 0) | (lengths > audio.shape[1])).any()):
-            raise ValueError(f"lengths must lie in [0, S_piece={audio.shape[1]}], got {lengths.tolist()}")
-        late = state.finished & (lengths > 0)
-        if bool(late.any()):
-            raise ValueError(f"stream {int(late.nonzero()[0])} was flushed: it takes no more audio")
+        lengths = checked_lengths(audio, lengths, state.batch_size, state.finished, "audio", 2)
         samples, _ = append_ragged(state.samples, state.received - state.samples_start, audio.float(), lengths)
         received = state.received + lengths
         # frames whose last sample has arrived (kaldi-native-fbank's NumFrames without flush)
@@ -161,10 +150,3 @@ class StreamingFbank:
             counts,
             replace(state, samples=samples, samples_start=state.samples_start + drop, frames_done=frames_done),
         )
-
-    @staticmethod
-    def check_batch(state: FbankStreamState, batch_size: int, name: str) -> None:
-        if batch_size != state.batch_size:
-            raise ValueError(
-                f"{name} has {batch_size} streams, the state {state.batch_size} (each batch of streams has its own state)"
-            )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from asr_plugin.decoding.feature_buffer import FeatureBuffer
+from asr_plugin.decoding.validation import check_int
 from asr_plugin.models import Transducer
 
 WindowNormalizer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (B, W, F), (B,) -> (B, W, F)
@@ -105,8 +106,7 @@ class BufferedEncoder:
             ("left_frames", left_frames),
             ("right_frames", right_frames),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}={value!r} must be an int >= 0 (feature frames)")
+            check_int(name, value, 0, "feature frames")
         factor = subsampling_factor(model)
         if chunk_frames < factor or chunk_frames % factor:
             raise ValueError(

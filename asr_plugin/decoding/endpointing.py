@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from asr_plugin.decoding.streaming_greedy import GreedyState
+from asr_plugin.decoding.validation import check_int, check_seconds
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,7 @@ class EndpointRule:
 
     def __post_init__(self) -> None:
         for name in ("min_trailing_silence", "min_utterance_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"EndpointRule.{name}={value!r} must be a number of seconds >= 0")
+            check_seconds(f"EndpointRule.{name}", getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,7 @@ def encoder_frame_shift(subsampling_factor: int, hop_length: int, sample_rate: i
         ("hop_length", hop_length),
         ("sample_rate", sample_rate),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive int")
+        check_int(name, value, 1)
     return subsampling_factor * hop_length / sample_rate
 
 
@@ -74,8 +72,7 @@ class Endpointing:
     """
 
     def __init__(self, frame_shift: float, config: EndpointConfig | None = None) -> None:
-        if isinstance(frame_shift, bool) or not isinstance(frame_shift, (int, float)) or not frame_shift > 0:
-            raise ValueError(f"frame_shift={frame_shift!r} must be a positive number of seconds")
+        check_seconds("frame_shift", frame_shift, positive=True)
         self.frame_shift = float(frame_shift)
         self.config = EndpointConfig() if config is None else config
         self.thresholds = [

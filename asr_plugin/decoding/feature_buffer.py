@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from asr_plugin.models.ragged import append_ragged, drop_front
+from asr_plugin.models.ragged import append_ragged, checked_lengths, drop_front
 
 
 @dataclass(frozen=True)
@@ -47,24 +47,9 @@ class FeatureBuffer:
     def appended(self, features: torch.Tensor, lengths: torch.Tensor) -> FeatureBuffer:
         """With stream b's first ``lengths[b]`` frames of (B, T, F) `features` appended; ValueError naming the
         argument for a wrong shape, batch size, feature size or length, or frames for a finished stream."""
-        if features.ndim != 3 or lengths.shape != features.shape[:1] or lengths.is_floating_point():
-            raise ValueError(
-                f"features must be (B, T, F) with integer lengths (B,), got {tuple(features.shape)} and "
-                f"{lengths.dtype} {tuple(lengths.shape)}"
-            )
-        if features.shape[0] != self.batch_size:
-            raise ValueError(
-                f"features has {features.shape[0]} streams, the state {self.batch_size} "
-                "(each batch of streams has its own state)"
-            )
+        lengths = checked_lengths(features, lengths, self.batch_size, self.finished, "features", 3)
         if features.shape[2] != self.features.shape[2]:
             raise ValueError(f"features have F={features.shape[2]} bins, the state {self.features.shape[2]}")
-        lengths = lengths.to(self.received.device).long()
-        if bool(((lengths < 0) | (lengths > features.shape[1])).any()):
-            raise ValueError(f"lengths must lie in [0, T={features.shape[1]}], got {lengths.tolist()}")
-        late = self.finished & (lengths > 0)
-        if bool(late.any()):
-            raise ValueError(f"stream {int(late.nonzero()[0])} has ended: it takes no more features")
         kept, _ = append_ragged(self.features, self.held, features.to(self.features.device), lengths)
         return replace(self, features=kept, received=self.received + lengths)
 

@@ -27,7 +27,7 @@ import torch
 
 from asr_plugin.decoding.greedy_steps import greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
-from asr_plugin.decoding.validation import check_encoder_output
+from asr_plugin.decoding.validation import check_encoder_output, check_int
 from asr_plugin.models import Transducer
 from asr_plugin.models.predictor import LSTMState
 
@@ -103,10 +103,7 @@ class StreamingGreedyDecoder:
     """
 
     def __init__(self, model: Transducer, max_symbols_per_frame: int = 4) -> None:
-        if isinstance(max_symbols_per_frame, bool) or not isinstance(max_symbols_per_frame, int):
-            raise TypeError(f"max_symbols_per_frame must be an int, got {max_symbols_per_frame!r}")
-        if max_symbols_per_frame < 1:
-            raise ValueError(f"max_symbols_per_frame={max_symbols_per_frame} must be >= 1")
+        check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.model = model
         self.max_symbols_per_frame = max_symbols_per_frame
         self.greedy_step = greedy_step(model)
@@ -121,8 +118,7 @@ class StreamingGreedyDecoder:
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> GreedyState:
         """The state of `batch_size` streams before their first frame, on `device` (the model's)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
-            raise ValueError(f"batch_size must be an int >= 0, got {batch_size!r}")
+        check_int("batch_size", batch_size, 0)
         device = torch.device(device)
         proj, state = self.start_symbol_output(batch_size, device)
         zeros = torch.zeros(batch_size, dtype=torch.long, device=device)

@@ -25,3 +25,16 @@ def check_encoder_output(
         int(encoder_lengths.max()) > encoder_out.shape[1] or int(encoder_lengths.min()) < 0
     ):
         raise ValueError(f"{lengths} must lie in [0, T={encoder_out.shape[1]}], got {encoder_lengths.tolist()}")
+
+
+def check_int(name: str, value: object, minimum: int, unit: str = "") -> None:
+    """ValueError naming `name` unless `value` is an int (not a bool) >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an int >= {minimum}{f' ({unit})' if unit else ''}")
+
+
+def check_seconds(name: str, value: object, positive: bool = False) -> None:
+    """ValueError naming `name` unless `value` is a number of seconds >= 0 (> 0 with `positive`)."""
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not number or not (value > 0 if positive else value >= 0):
+        raise ValueError(f"{name}={value!r} must be a number of seconds {'> 0' if positive else '>= 0'}")

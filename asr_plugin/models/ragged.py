@@ -47,3 +47,27 @@ def drop_front(buffer: torch.Tensor, held: torch.Tensor, drop: torch.Tensor) -> 
         return buffer[:, :0], kept
     index = (torch.arange(width, device=buffer.device)[None, :] + drop[:, None]).clamp(max=buffer.shape[1] - 1)
     return torch.gather(buffer, 1, _expand(index, buffer)), kept
+
+
+def checked_lengths(
+    new: torch.Tensor, lengths: torch.Tensor, batch_size: int, finished: torch.Tensor, name: str, ndim: int
+) -> torch.Tensor:
+    """(B,) int64 `lengths` of the (B, T, ...) piece `new` to append to a buffer of `batch_size` streams, checked
+    (ValueError naming `name`): `ndim` dimensions, one integer length per stream in [0, T], nothing for a stream
+    that has ended (`finished`, (B,) bool)."""
+    if new.ndim != ndim or lengths.shape != new.shape[:1] or lengths.is_floating_point():
+        raise ValueError(
+            f"{name} must have {ndim} dimensions (B, T, ...) with integer lengths (B,), got {tuple(new.shape)} and "
+            f"{lengths.dtype} {tuple(lengths.shape)}"
+        )
+    if new.shape[0] != batch_size:
+        raise ValueError(
+            f"{name} has {new.shape[0]} streams, the state {batch_size} (each batch of streams has its own state)"
+        )
+    lengths = lengths.to(finished.device).long()
+    if bool(((lengths < 0) | (lengths > new.shape[1])).any()):
+        raise ValueError(f"lengths must lie in [0, {new.shape[1]}] (the width of {name}), got {lengths.tolist()}")
+    late = finished & (lengths > 0)
+    if bool(late.any()):
+        raise ValueError(f"stream {int(late.nonzero()[0])} has ended: it takes no more {name}")
+    return lengths

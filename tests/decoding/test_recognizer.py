@@ -20,7 +20,7 @@ from asr_plugin.decoding import (
     StreamingRecognizer,
     greedy_search,
 )
-from asr_plugin.models import ConformerEncoder, build_transducer
+from asr_plugin.models import ConformerEncoder
 
 BINS = 16  # tiny_transducer's input_dim
 PIECE = 1600  # 100 ms
@@ -34,6 +34,11 @@ def audio_batch(lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.
         envelope = np.repeat(rng.uniform(0, 1, n // 800 + 1) > 0.4, 800)[:n]
         audio[b, :n] = rng.normal(0, 0.2, n) * envelope
     return torch.from_numpy(audio).clamp(-1, 1), torch.tensor(lengths)
+
+
+def audio_session(model, encoder, **options) -> StreamingRecognizer:
+    """A session from audio: sherpa-onnx's online features, then `encoder`."""
+    return StreamingRecognizer(model, encoder, features=StreamingFbank(SherpaOnlineFbank(BINS).eval()), **options)
 
 
 def stream_audio(session, audio: torch.Tensor, lengths: torch.Tensor, piece: int = PIECE):
@@ -58,13 +63,7 @@ def test_a_session_without_endpoints_gives_the_offline_transcript() -> None:
     model = tiny_transducer(num_layers=1, attention="rel_pos", subsampling="striding", seed=3)
     tokenizer = CharTokenizer()
     audio, lengths = audio_batch([16000, 7000, 12345])
-    session = StreamingRecognizer(
-        model,
-        BufferedEncoder(model, 16, 400, 400),
-        features=StreamingFbank(SherpaOnlineFbank(BINS).eval()),
-        max_symbols_per_frame=3,
-        tokenizer=tokenizer,
-    )
+    session = audio_session(model, BufferedEncoder(model, 16, 400, 400), max_symbols_per_frame=3, tokenizer=tokenizer)
     state, partials = stream_audio(session, audio, lengths)
     offline = greedy_search(model, *offline_encoding(model, audio, lengths), 3, tokenizer)
     segments = session.segments(state)
@@ -85,12 +84,8 @@ def test_endpoints_cut_segments_that_each_decode_like_a_fresh_utterance() -> Non
     rules = EndpointConfig(EndpointRule(False, 0.4, 0.0), EndpointRule(True, 0.16, 0.0), EndpointRule(False, 0.0, 0.4))
     endpointing = Endpointing(0.04, rules)
     audio, lengths = audio_batch([40000, 24000], seed=2)
-    session = StreamingRecognizer(
-        model,
-        BufferedEncoder(model, 8, 1200, 1200),
-        features=StreamingFbank(SherpaOnlineFbank(BINS).eval()),
-        max_symbols_per_frame=2,
-        endpointing=endpointing,
+    session = audio_session(
+        model, BufferedEncoder(model, 8, 1200, 1200), max_symbols_per_frame=2, endpointing=endpointing
     )
     state, _ = stream_audio(session, audio, lengths, piece=2000)
     encoded, encoded_lengths = offline_encoding(model, audio, lengths)
@@ -120,14 +115,8 @@ streaming_available = pytest.mark.skipif(
 def test_a_cache_aware_session_gives_the_transcript_of_the_masked_forward(style: str) -> None:
     """A streaming model stepped chunk by chunk from audio pieces: the final text is the offline greedy search of
     the whole-utterance encoder under the same context (the step API's frames are those frames)."""
-    torch.manual_seed(0)
-    model = build_transducer(
-        7,
-        input_dim=BINS,
-        d_model=16,
+    model = tiny_transducer(
         num_layers=2,
-        num_heads=2,
-        ffn_dim=32,
         conv_kernel_size=5,
         dropout=0.0,
         attention="rel_pos",
@@ -138,20 +127,9 @@ def test_a_cache_aware_session_gives_the_transcript_of_the_masked_forward(style:
         conv_context_size="causal",
         conv_norm_type="layer_norm",
         causal_downsampling=True,
-        predictor_embed_dim=8,
-        predictor_dim=12,
-        joint_dim=10,
-    ).eval()
-    with torch.no_grad():
-        model.joint.output.weight.mul_(4.0)
-        model.joint.output.bias[0] -= 1.0
-    audio, lengths = audio_batch([16000, 9000, 3000], seed=4)
-    session = StreamingRecognizer(
-        model,
-        CacheAwareEncoder(model),
-        features=StreamingFbank(SherpaOnlineFbank(BINS).eval()),
-        max_symbols_per_frame=3,
     )
+    audio, lengths = audio_batch([16000, 9000, 3000], seed=4)
+    session = audio_session(model, CacheAwareEncoder(model), max_symbols_per_frame=3)
     state, _ = stream_audio(session, audio, lengths, piece=1000)
     offline = greedy_search(model, *offline_encoding(model, audio, lengths), 3)
     for segments, want in zip(session.segments(state), offline):
@@ -172,7 +150,7 @@ def test_refusals() -> None:
             CacheAwareEncoder(model)
     session = StreamingRecognizer(model, encoder, StreamingFbank(SherpaOnlineFbank(BINS).eval()))
     state = session.finish(session.initial_state(2), torch.tensor([True, False]))
-    with pytest.raises(ValueError, match="stream 0 was flushed"):
+    with pytest.raises(ValueError, match="stream 0 has ended: it takes no more audio"):
         session.accept(torch.zeros(2, 100), torch.tensor([100, 100]), state)
     with pytest.raises(ValueError, match=r"streams must be a \(B,\)=\(2,\) bool tensor"):
         session.finish(state, torch.tensor([1, 0]))
