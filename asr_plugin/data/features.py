@@ -129,6 +129,9 @@ SHERPA_HIGH_FREQ = SHERPA_SAMPLE_RATE / 2 - 400.0  # sherpa's high_freq = -400, 
 SHERPA_LOG_FLOOR = float(torch.finfo(torch.float32).eps)  # kaldi-native-fbank's floor before the log
 SHERPA_STD_FLOOR = 1e-5  # sherpa's per_feature normalisation: (x - mean) / (std + 1e-5)
 SHERPA_NORMALIZATIONS = ("per_feature", None)  # None: sherpa's normalize_type "" (raw log filterbank)
+# sherpa-onnx's OnlineRecognizer sets other options for a NeMo transducer
+# (online-recognizer-transducer-nemo-impl.h, PostInit): a Hann window and mel filters up to Nyquist
+SHERPA_ONLINE_HIGH_FREQ = SHERPA_SAMPLE_RATE / 2
 
 
 def povey_window(length: int = SHERPA_WIN_LENGTH) -> torch.Tensor:
@@ -137,13 +140,22 @@ def povey_window(length: int = SHERPA_WIN_LENGTH) -> torch.Tensor:
     return (0.5 - 0.5 * torch.cos(2 * torch.pi * n / (length - 1))).pow(0.85)
 
 
-def sherpa_mel_filters(num_bins: int, frequencies: int = SHERPA_N_FFT // 2 + 1) -> torch.Tensor:
+def hann_window(length: int = SHERPA_WIN_LENGTH) -> torch.Tensor:
+    """(length,) float64 kaldi-native-fbank's "hann" window, the periodic one: 0.5 - 0.5 cos(2 pi n / length)."""
+    n = torch.arange(length, dtype=torch.float64)
+    return 0.5 - 0.5 * torch.cos(2 * torch.pi * n / length)
+
+
+def sherpa_mel_filters(
+    num_bins: int, frequencies: int = SHERPA_N_FFT // 2 + 1, high_freq: float = SHERPA_HIGH_FREQ
+) -> torch.Tensor:
     """(frequencies, num_bins) float64 sherpa's mel filters (kaldi-native-fbank's ``is_librosa``: librosa's
-    slaney scale and area normalisation, 0 Hz to 7600 Hz) sampled at `frequencies` points from 0 Hz to Nyquist."""
+    slaney scale and area normalisation, 0 Hz to `high_freq`: 7600 Hz offline, 8000 Hz in sherpa's online
+    recogniser) sampled at `frequencies` points from 0 Hz to Nyquist."""
     return torchaudio.functional.melscale_fbanks(
         frequencies,
         SHERPA_LOW_FREQ,
-        SHERPA_HIGH_FREQ,
+        high_freq,
         num_bins,
         SHERPA_SAMPLE_RATE,
         norm="slaney",
@@ -235,22 +247,70 @@ class SherpaFbank(nn.Module):
         x = audio.float()
         if self.training and self.dither > 0:
             x = x + self.dither * torch.randn_like(x)
-        batch, num_frames = x.shape[0], int(frames.max())
-        # (T, W) sample indices, reflected into each utterance: Kaldi's repeated reflection -1 -> 0, S -> S - 1
-        # is the mirror image with period 2 S
-        index = torch.arange(num_frames, device=x.device)[:, None] * SHERPA_HOP_LENGTH + self.offsets
-        period = 2 * lengths[:, None, None]  # (B, 1, 1)
-        index = torch.remainder(index[None], period)  # (B, T, W), in [0, 2 S)
-        index = torch.where(index >= lengths[:, None, None], period - 1 - index, index)
-        windows = torch.gather(x, 1, index.reshape(batch, -1)).reshape(batch, num_frames, SHERPA_WIN_LENGTH)
-        windows = torch.cat(
-            [windows[..., :1] * (1 - SHERPA_PREEMPHASIS), windows[..., 1:] - SHERPA_PREEMPHASIS * windows[..., :-1]],
-            dim=-1,
-        )
-        spectrum = torch.fft.rfft(windows * self.window, n=SHERPA_N_FFT)  # (B, T, 257)
-        power = spectrum.real.square() + spectrum.imag.square()
-        features = torch.matmul(power, self.fbank).clamp_min(SHERPA_LOG_FLOOR).log()  # (B, T, F)
+        num_frames = int(frames.max())
+        zeros = torch.zeros_like(lengths)
+        features = self.log_fbank(self.frame_windows(x, zeros, zeros, num_frames, lengths))  # (B, T, F)
         if self.normalize == "per_feature":
             return normalize_per_feature(features, frames), frames
         keep = (torch.arange(num_frames, device=x.device) < frames[:, None]).unsqueeze(-1)  # (B, T, 1)
         return features.masked_fill(~keep, 0.0), frames
+
+    def frame_windows(
+        self,
+        samples: torch.Tensor,
+        samples_start: torch.Tensor,
+        first_frame: torch.Tensor,
+        num_frames: int,
+        total_samples: torch.Tensor,
+    ) -> torch.Tensor:
+        """(B, T, W) the samples of frames ``first_frame[b] + j`` (j < T = `num_frames`) of utterances of
+        ``total_samples[b]`` samples, read from `samples` (B, L), whose column 0 is sample ``samples_start[b]``.
+
+        Kaldi's reflection at the utterance's ends (repeated: -1 -> 0, S -> S - 1) is the mirror image with
+        period 2 S; a frame must lie in what `samples` holds after reflection (the caller asks for frames
+        that do; frames past an utterance's last one read clamped garbage, to be masked)."""
+        frame = first_frame[:, None, None] + torch.arange(num_frames, device=samples.device)[None, :, None]
+        index = frame * SHERPA_HOP_LENGTH + self.offsets  # (B, T, W) absolute sample indices
+        period = 2 * total_samples.clamp(min=1)[:, None, None]  # (B, 1, 1)
+        index = torch.remainder(index, period)  # in [0, 2 S)
+        index = torch.where(index >= total_samples[:, None, None], period - 1 - index, index)
+        index = (index - samples_start[:, None, None]).clamp(0, max(samples.shape[1] - 1, 0))
+        if samples.shape[1] == 0:
+            return samples.new_zeros(*index.shape)
+        batch = samples.shape[0]
+        return torch.gather(samples, 1, index.reshape(batch, -1)).reshape(batch, num_frames, SHERPA_WIN_LENGTH)
+
+    def log_fbank(self, windows: torch.Tensor) -> torch.Tensor:
+        """(..., W) frames of samples -> (..., F) float32 log mel energies: pre-emphasis inside each frame,
+        the window, a 512-point power spectrum, the mel filters, log(max(energy, float32 eps))."""
+        windows = torch.cat(
+            [windows[..., :1] * (1 - SHERPA_PREEMPHASIS), windows[..., 1:] - SHERPA_PREEMPHASIS * windows[..., :-1]],
+            dim=-1,
+        )
+        spectrum = torch.fft.rfft(windows * self.window, n=SHERPA_N_FFT)  # (..., 257)
+        power = spectrum.real.square() + spectrum.imag.square()
+        return torch.matmul(power, self.fbank).clamp_min(SHERPA_LOG_FLOOR).log()
+
+
+class SherpaOnlineFbank(SherpaFbank):
+    """The features sherpa-onnx's *online* recogniser computes for a NeMo transducer (a cache-aware streaming
+    model): (B, S) 16 kHz audio in [-1, 1], (B,) sample counts -> (B, T, F) float32 raw log filterbank (padded
+    frames 0) and (B,) frame counts.
+
+    `SherpaFbank`'s algorithm and framing ((S + 80) // 160 frames, edges reflected, pre-emphasis 0.97 inside
+    each frame, no DC removal, no dither, 512-point power spectrum, librosa's slaney mel filters, log floored at
+    float32 eps) with the options ``OnlineRecognizerTransducerNeMoImpl::PostInit`` sets instead of the offline
+    ones: kaldi-native-fbank's periodic Hann window (`hann_window`) and filters from 0 Hz to 8000 Hz (Nyquist),
+    and no normalisation at all (sherpa-onnx's online stream never applies the model's ``normalize_type``).
+    With no per-utterance statistics these features can be computed as audio arrives
+    (`asr_plugin.data.streaming_fbank.StreamingFbank` gives exactly these frames piece by piece).
+
+    Args:
+        num_mel_bins: F, the model's ``feat_dim``.
+        dither: std of Gaussian noise added to the audio in training mode only (sherpa adds none).
+    """
+
+    def __init__(self, num_mel_bins: int = 80, dither: float = 0.0):
+        super().__init__(num_mel_bins=num_mel_bins, normalize=None, dither=dither)
+        self.window = hann_window().float()
+        self.fbank = sherpa_mel_filters(num_mel_bins, high_freq=SHERPA_ONLINE_HIGH_FREQ).float()

@@ -10,6 +10,9 @@ A spec is a dict a checkpoint can store (str, float, int, bool, None and lists o
 * ``{"kind": "sherpa", "options": {SherpaFbank keyword arguments}}``: the features sherpa-onnx computes for a
   NeMo transducer (kaldi-native-fbank with sherpa's options, then its "per_feature" normalisation or none).
   A model trained on them deploys to sherpa-onnx without any feature adapter (docs/decoding.md).
+* ``{"kind": "sherpa_online", "options": {SherpaOnlineFbank keyword arguments}}``: the features sherpa-onnx's
+  online recogniser computes for a NeMo transducer (Hann window, 0-8000 Hz, no normalisation), which can be
+  computed as audio arrives (`asr_plugin.data.streaming_fbank.StreamingFbank`; docs/streaming.md).
 
 `complete_frontend_spec` checks a spec and fills every option's default, so a stored spec does not depend
 on this project's defaults at the time it is read. Every built front end maps (B, S) audio and (B,) sample
@@ -32,15 +35,22 @@ from asr_plugin.data.features import (
     GlobalNormalize,
     LogMelFeatures,
     SherpaFbank,
+    SherpaOnlineFbank,
 )
 from asr_plugin.models import NemoMelFrontend
 
-FRONTEND_KINDS = ("logmel", "nemo", "sherpa")
-_CLASSES: dict[str, type[nn.Module]] = {"logmel": LogMelFeatures, "nemo": NemoMelFrontend, "sherpa": SherpaFbank}
+FRONTEND_KINDS = ("logmel", "nemo", "sherpa", "sherpa_online")
+_CLASSES: dict[str, type[nn.Module]] = {
+    "logmel": LogMelFeatures,
+    "nemo": NemoMelFrontend,
+    "sherpa": SherpaFbank,
+    "sherpa_online": SherpaOnlineFbank,
+}
 _SPEC_KEYS = {
     "logmel": {"kind", "options", "mean", "std"},
     "nemo": {"kind", "options"},
     "sherpa": {"kind", "options"},
+    "sherpa_online": {"kind", "options"},
 }
 
 
@@ -133,12 +143,13 @@ def complete_frontend_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
                 f"front-end spec of kind 'sherpa': option normalize={normalize!r}; "
                 f'sherpa-onnx implements {SHERPA_NORMALIZATIONS} (None: its normalize_type "")'
             )
+    if kind in ("sherpa", "sherpa_online"):
         bins = complete["options"]["num_mel_bins"]
         if isinstance(bins, float) and bins.is_integer():
             complete["options"]["num_mel_bins"] = int(bins)  # YAML/JSON may hand over 80.0
         if not (isinstance(complete["options"]["num_mel_bins"], int) and complete["options"]["num_mel_bins"] > 0):
             raise ValueError(
-                f"front-end spec of kind 'sherpa': option num_mel_bins={bins!r} must be a positive integer"
+                f"front-end spec of kind {kind!r}: option num_mel_bins={bins!r} must be a positive integer"
             )
     if kind == "logmel":
         mean, std = spec.get("mean"), spec.get("std")
@@ -181,6 +192,8 @@ def build_frontend(spec: Mapping[str, Any]) -> nn.Module:
         return NemoMelFrontend(**spec["options"])
     if spec["kind"] == "sherpa":
         return SherpaFbank(**spec["options"])
+    if spec["kind"] == "sherpa_online":
+        return SherpaOnlineFbank(**spec["options"])
     if frontend_needs_stats(spec):
         raise ValueError(
             "front-end spec of kind 'logmel' has no mean/std: compute the feature statistics "

@@ -1,8 +1,42 @@
-"""Transducer decoding: batched greedy search and modified beam search (see docs/decoding.md)."""
+"""Transducer decoding: batched greedy search, modified beam search and streaming greedy decoding (see
+docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_right_context, subsampling_factor
+from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
+from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
+from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
 from asr_plugin.decoding.methods import METHODS, decode
+from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, RecognizerState, Segment, StreamingRecognizer
+from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
-__all__ = ["METHODS", "Hypothesis", "attach_text", "decode", "greedy_search", "modified_beam_search"]
+__all__ = [
+    "GREEDY_STEPS",
+    "METHODS",
+    "BufferedEncoder",
+    "BufferedState",
+    "CacheAwareEncoder",
+    "CacheAwareState",
+    "EncoderStream",
+    "EndpointConfig",
+    "EndpointRule",
+    "Endpointing",
+    "FeatureStream",
+    "GreedyChoice",
+    "GreedyState",
+    "Hypothesis",
+    "RecognizerState",
+    "Segment",
+    "StreamingGreedyDecoder",
+    "StreamingRecognizer",
+    "attach_text",
+    "decode",
+    "encoder_frame_shift",
+    "greedy_search",
+    "greedy_step",
+    "min_right_context",
+    "modified_beam_search",
+    "subsampling_factor",
+]

@@ -54,7 +54,7 @@ from asr_plugin.models.history import append_history
 if TYPE_CHECKING:
     from asr_plugin.models.encoder import ConformerEncoder
 
-BUFFERED = "use buffered streaming instead (asr_plugin.decoding, buffered mode)"
+BUFFERED = "use buffered streaming instead (asr_plugin.decoding.BufferedEncoder)"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from frontend_audio import audio_batch, speechlike
 
 from asr_plugin.data import build_frontend, complete_frontend_spec, frontend_feature_dim, frontend_needs_stats
 from asr_plugin.data.features import SherpaFbank
@@ -19,29 +20,11 @@ from asr_plugin.export.sherpa_decode import sherpa_features  # noqa: E402 - need
 LENGTHS = (80, 159, 250, 401, 16000)
 
 
-def _speechlike(length: int, seed: int) -> np.ndarray:
-    """Noise through a resonance with a loud and a quiet half, in [-1, 1]: energies over many decades."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(0.0, 0.1, length)
-    for i in range(2, length):
-        x[i] += 1.6 * x[i - 1] * 0.9 - 0.81 * x[i - 2]
-    x *= np.where(np.arange(length) < length // 2, 1.0, 1e-3)
-    return (x / np.abs(x).max() * 0.9).astype(np.float32)
-
-
-def _batch(waveforms):
-    lengths = torch.tensor([len(w) for w in waveforms])
-    audio = torch.zeros(len(waveforms), int(lengths.max()))
-    for i, w in enumerate(waveforms):
-        audio[i, : len(w)] = torch.from_numpy(w)
-    return audio, lengths
-
-
 @pytest.mark.parametrize("normalize", [None, "per_feature"])
 def test_features_equal_kaldi_native_fbank_with_sherpa_options(normalize):
-    waveforms = [_speechlike(n, seed) for seed, n in enumerate(LENGTHS)]
+    waveforms = [speechlike(n, seed) for seed, n in enumerate(LENGTHS)]
     frontend = build_frontend({"kind": "sherpa", "options": {"normalize": normalize}}).eval()
-    features, frames = frontend(*_batch(waveforms))
+    features, frames = frontend(*audio_batch(waveforms))
     for i, waveform in enumerate(waveforms):
         reference = sherpa_features(waveform, 80, normalize or "")  # (T, F)
         assert int(frames[i]) == reference.shape[0] == (len(waveform) + 80) // 160
@@ -54,29 +37,29 @@ def test_features_equal_kaldi_native_fbank_with_sherpa_options(normalize):
 
 def test_digital_silence_gets_the_float32_floor_and_stays_finite():
     silence = np.zeros(1600, dtype=np.float32)
-    raw, _ = build_frontend({"kind": "sherpa", "options": {"normalize": None}}).eval()(*_batch([silence]))
+    raw, _ = build_frontend({"kind": "sherpa", "options": {"normalize": None}}).eval()(*audio_batch([silence]))
     assert torch.allclose(raw, sherpa_features(silence, 80)[None])
     assert torch.allclose(raw, torch.full_like(raw, float(np.log(np.finfo(np.float32).eps))))
-    normalised, _ = build_frontend({"kind": "sherpa"}).eval()(*_batch([silence]))
+    normalised, _ = build_frontend({"kind": "sherpa"}).eval()(*audio_batch([silence]))
     assert bool((normalised == 0).all())  # (x - mean) / (0 + 1e-5), as sherpa
 
 
 def test_a_batch_gives_each_utterance_its_own_features():
-    waveforms = [_speechlike(n, 7 + n) for n in (3000, 12345, 801)]
+    waveforms = [speechlike(n, 7 + n) for n in (3000, 12345, 801)]
     frontend = SherpaFbank(num_mel_bins=40).eval()
-    batched, frames = frontend(*_batch(waveforms))
+    batched, frames = frontend(*audio_batch(waveforms))
     for i, waveform in enumerate(waveforms):
-        alone, alone_frames = frontend(*_batch([waveform]))
+        alone, alone_frames = frontend(*audio_batch([waveform]))
         assert int(alone_frames) == int(frames[i])
         assert torch.allclose(batched[i, : int(frames[i])], alone[0], atol=1e-5)
 
 
 def test_dither_only_in_training_mode():
-    waveform = _speechlike(4000, 3)
+    waveform = speechlike(4000, 3)
     frontend = SherpaFbank(dither=1e-3)
-    eval_features, _ = frontend.eval()(*_batch([waveform]))
-    assert torch.equal(eval_features, frontend(*_batch([waveform]))[0])
-    assert not torch.allclose(frontend.train()(*_batch([waveform]))[0], eval_features)
+    eval_features, _ = frontend.eval()(*audio_batch([waveform]))
+    assert torch.equal(eval_features, frontend(*audio_batch([waveform]))[0])
+    assert not torch.allclose(frontend.train()(*audio_batch([waveform]))[0], eval_features)
 
 
 def test_spec_completion_and_refusals_name_the_option():

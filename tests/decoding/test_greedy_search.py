@@ -6,28 +6,10 @@ import math
 
 import pytest
 import torch
+from greedy_references import reference_greedy
 from tiny_models import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import greedy_search
-
-
-def reference_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple[list[int], list[int], float]:
-    """Unbatched textbook greedy search of one utterance: (T, H_e) -> tokens, timestamps, score."""
-    tokens, stamps, score = [], [], 0.0
-    last = torch.tensor([model.blank_id])
-    out, state = model.predictor.step(last)
-    for t in range(frames.shape[0]):
-        for _ in range(max_symbols):
-            logits = model.joint(frames[t][None, None], out[:, None])[0, 0, 0]  # (V,)
-            logp = logits.log_softmax(-1)
-            k = int(logp.argmax())
-            score += float(logp[k])
-            if k == model.blank_id:
-                break
-            tokens.append(k)
-            stamps.append(t)
-            out, state = model.predictor.step(torch.tensor([k]), state)
-    return tokens, stamps, score
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -4,61 +4,10 @@ greedy_batch rules; beam search refuses TDT models."""
 from __future__ import annotations
 
 import pytest
-import torch
-from tiny_models import random_encoder_out, tiny_transducer
+from greedy_references import reference_tdt_greedy, tdt_model
+from tiny_models import random_encoder_out
 
 from asr_plugin.decoding import decode, greedy_search, modified_beam_search
-
-DURATIONS = [0, 1, 2, 3, 4]
-
-
-def tdt_model(seed: int):
-    """A tiny TDT model whose joint often predicts duration 0 for tokens (several tokens per frame)."""
-    model = tiny_transducer(seed=seed, lattice={"kind": "tdt", "durations": DURATIONS})
-    with torch.no_grad():
-        vocab = model.vocab_size
-        model.joint.output.bias[vocab:] = torch.tensor([0.8, 0.5, 0.0, -0.2, -0.4])  # duration scores
-    return model
-
-
-@torch.no_grad()
-def reference_tdt_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple[list[int], list[int], float]:
-    """One utterance, one step at a time, as NeMo's TDT greedy_batch does: (T, H_e) -> tokens, timestamps, score.
-
-    At frame t the best token k and best duration d (a blank with d = 0 takes 1); t += d; after a blank,
-    read again at the new frame with the same predictor state until a token or the end; a token is emitted
-    at the frame it was read at; max_symbols tokens at one frame with t still there move t on by one."""
-    vocab, blank = model.vocab_size, model.blank_id
-    out, state = model.predictor.step(torch.tensor([blank]))
-    tokens, stamps, score = [], [], 0.0
-    t, last_frame, count = 0, -1, 0
-    num_frames = frames.shape[0]
-
-    def read(t: int) -> tuple[int, int, float]:
-        logits = model.joint(frames[t][None, None], out[:, None])[0, 0, 0].double()  # (V + D,)
-        token_logp, duration_logp = logits[:vocab].log_softmax(-1), logits[vocab:].log_softmax(-1)
-        k, i = int(token_logp.argmax()), int(duration_logp.argmax())
-        if k == blank and DURATIONS[i] == 0:
-            i = DURATIONS.index(1)
-        return k, DURATIONS[i], float(token_logp[k] + duration_logp[i])
-
-    while t < num_frames:
-        found_at = t
-        k, d, s = read(t)
-        score, t = score + s, t + d
-        while k == blank and t < num_frames:
-            found_at = t
-            k, d, s = read(t)
-            score, t = score + s, t + d
-        if k != blank:
-            tokens.append(k)
-            stamps.append(found_at)
-            out, state = model.predictor.step(torch.tensor([k]), state)
-            count = count + 1 if found_at == last_frame else 1
-            last_frame = found_at
-            if t < num_frames and count >= max_symbols and last_frame == t:
-                t += 1
-    return tokens, stamps, score
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

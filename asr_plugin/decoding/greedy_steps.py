@@ -1,0 +1,85 @@
+"""The greedy step of each lattice: what the search does with the joint's output at one (frame, predictor state).
+
+A step reads the joint's raw scores of a batch of hypotheses and returns the best token, how many frames the
+search moves on, and the step's log-probability. `asr_plugin.decoding.streaming_greedy` runs the one search loop
+over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import torch
+
+from asr_plugin.losses import RNNT, TDT
+from asr_plugin.models import Transducer
+
+
+class GreedyChoice(NamedTuple):
+    """The greedy decision of a step, each (B,).
+
+    Attributes:
+        token: int64 best token id (blank included).
+        advance: int64 frames the search moves on after this step (0: the next step reads the same frame).
+        score: float64 log-probability of the choice.
+    """
+
+    token: torch.Tensor
+    advance: torch.Tensor
+    score: torch.Tensor
+
+
+class GreedyStep(Protocol):
+    """(B, V + D) raw joint scores -> the greedy choice of each row."""
+
+    def __call__(self, logits: torch.Tensor) -> GreedyChoice: ...
+
+
+class RnntGreedyStep:
+    """RNN-T: the argmax of the V token scores; a blank moves to the next frame, a token stays at its frame.
+    The score is the chosen symbol's log-probability."""
+
+    def __init__(self, model: Transducer) -> None:
+        self.blank = model.blank_id
+
+    def __call__(self, logits: torch.Tensor) -> GreedyChoice:
+        score, token = logits.float().log_softmax(dim=-1).max(dim=-1)  # (B,), (B,)
+        return GreedyChoice(token, (token == self.blank).long(), score.double())
+
+
+class TdtGreedyStep:
+    """TDT, as NeMo's TDT ``greedy_batch``: the best token (argmax of the V token scores) and the best duration d
+    (argmax of the D duration scores); the search moves on d frames, except that a blank whose best duration is 0
+    moves on 1 and is scored with duration 1's log-probability. Score: log softmax(tokens)[token] +
+    log softmax(durations)[duration taken]."""
+
+    def __init__(self, model: Transducer) -> None:
+        self.blank = model.blank_id
+        self.vocab = model.vocab_size
+        self.durations = tuple(model.lattice.durations)  # contain 0 and 1 (the lattice checks it)
+
+    def __call__(self, logits: torch.Tensor) -> GreedyChoice:
+        durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
+        logits = logits.float()
+        token_logp, token = logits[:, : self.vocab].log_softmax(-1).max(-1)  # (B,), (B,)
+        duration_logp = logits[:, self.vocab :].log_softmax(-1)  # (B, D)
+        index = duration_logp.argmax(-1)
+        stays = (token == self.blank) & (durations[index] == 0)
+        index = torch.where(stays, self.durations.index(1), index)
+        score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
+        return GreedyChoice(token, durations[index], score.double())
+
+
+# The greedy step of each lattice the models use (adding a lattice adds its step here).
+GREEDY_STEPS: dict[type, type] = {RNNT: RnntGreedyStep, TDT: TdtGreedyStep}
+
+
+def greedy_step(model: Transducer) -> GreedyStep:
+    """The greedy step of `model`'s lattice; ValueError naming the lattice when it has none."""
+    step = GREEDY_STEPS.get(type(model.lattice))
+    if step is None:
+        raise ValueError(
+            f"greedy search has no step for the lattice {model.lattice!r} (it decodes "
+            f"{sorted(kind.__name__ for kind in GREEDY_STEPS)})"
+        )
+    return step(model)
