@@ -7,7 +7,8 @@ from torch import nn
 
 from asr_plugin.losses import StandardJoint, plan_samplewise, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses.planning import cell_bytes
-from asr_plugin.losses.runners import FusedRunner, GraphRunner, make_runner
+from asr_plugin.losses.runner_choice import make_runner
+from asr_plugin.losses.runners import FusedRunner, GraphRunner
 from asr_plugin.models import Joint
 
 
