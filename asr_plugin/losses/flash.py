@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import Sequences, check_finite, check_sequences, check_vocabulary
+from ._validation import Sequences, check_finite, check_joint_inputs, check_vocabulary
 from .backends import resolve_backend
 from .batched import reduce_losses
 from .lattices import RNNT, LatticeStats
@@ -187,17 +187,7 @@ def flash_transducer_loss(
     reason = flash_declines(joint)
     if reason is not None:
         raise ValueError(f"flash joint: cannot run this joint: {reason}")
-    sequences = check_sequences(
-        targets,
-        logit_lengths,
-        target_lengths,
-        batch=encoder_out.shape[0],
-        frames=encoder_out.shape[1],
-        labels_plus_one=predictor_out.shape[1],
-        device=encoder_out.device,
-        source="encoder_out",
-        labels_source="predictor_out",
-    )
+    sequences = check_joint_inputs(encoder_out, predictor_out, targets, logit_lengths, target_lengths)
     check_vocabulary(sequences, joint.output.out_features, blank, 0)
     enc_proj = joint.project_encoder(encoder_out).contiguous()  # (B, T, H)
     pred_proj = joint.project_predictor(predictor_out).contiguous()  # (B, U+1, H)

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import Sequences, check_float_input, check_same_device, check_sequences, check_vocabulary
+from ._validation import Sequences, check_joint_inputs, check_vocabulary
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
 from .lattices import TransducerLattice, accumulation_dtype
@@ -153,26 +153,8 @@ def _set_up(
     target_lengths: torch.Tensor,
     options: SamplewiseOptions,
 ) -> _Setup:
-    check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
-    check_float_input("predictor_out", predictor_out, 3, "(B, U+1, H_p)")
-    if predictor_out.shape[0] != encoder_out.shape[0]:
-        raise ValueError(
-            f"predictor_out has batch size {predictor_out.shape[0]} but encoder_out has B = {encoder_out.shape[0]}"
-        )
-    device = encoder_out.device
-    check_same_device(device, "encoder_out", predictor_out=predictor_out)
-    sequences = check_sequences(
-        targets,
-        logit_lengths,
-        target_lengths,
-        batch=encoder_out.shape[0],
-        frames=encoder_out.shape[1],
-        labels_plus_one=predictor_out.shape[1],
-        device=device,
-        source="encoder_out",
-        labels_source="predictor_out",
-    )
-    lattice = options.lattice
+    sequences = check_joint_inputs(encoder_out, predictor_out, targets, logit_lengths, target_lengths)
+    device, lattice = encoder_out.device, options.lattice
     check_joint(joint)  # before the probe calls it
     check_extra_outputs(joint, lattice)
     probe = _probe_joint(joint, encoder_out, predictor_out)
