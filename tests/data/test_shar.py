@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_models import MICRO_MODEL
 from two_nodes import run_two_nodes
 
 from asr_plugin.data import TransducerDataModule, load_audio, prepare_corpus
@@ -187,11 +188,7 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
         "data.num_buckets=2",
         "data.num_workers=2",
         "data.prepare_num_workers=1",
-        *[f"model.{key}" for key in ("d_model=32", "num_layers=1", "num_heads=2", "ffn_dim=64")],
-        "model.conv_kernel_size=3",
-        "model.predictor_embed_dim=16",
-        "model.predictor_dim=32",
-        "model.joint_dim=32",
+        *MICRO_MODEL,
         "optim.scheduler.warmup_steps=1",
         "trainer.max_epochs=2",
         "trainer.limit_val_batches=1",

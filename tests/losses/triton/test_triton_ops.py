@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from loss_lattices import logits_grad_args
 from triton_cases import DTYPES, cpp_ops, random_inputs, tolerance, triton_ops
 
 RNNT_SHAPES = [  # (B, T, U, V, blank)
@@ -34,23 +35,10 @@ def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
+        stats = (log_probs, denominators, alphas, betas, nll)
+        lattice = (targets, T_len, U_len)
         ops.transducer_logits_grad(
-            chunk,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            T_len,
-            U_len,
-            blank,
-            vocab,
-            t0,
-            weights,
-            clamp,
-            grad,
-            fastemit,
+            *logits_grad_args(chunk, stats, lattice, blank, vocab, t0, weights, clamp, grad, fastemit)
         )
         grads.append(grad)
     return dict(
@@ -77,23 +65,9 @@ def run_tdt(ops, logits, targets, T_len, U_len, blank, durations, sigma, weights
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
-        ops.tdt_logits_grad(
-            chunk,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            T_len,
-            U_len,
-            blank,
-            durations,
-            t0,
-            weights,
-            clamp,
-            grad,
-        )
+        stats = (log_probs, denominators, alphas, betas, nll)
+        lattice = (targets, T_len, U_len)
+        ops.tdt_logits_grad(*logits_grad_args(chunk, stats, lattice, blank, durations, t0, weights, clamp, grad))
         grads.append(grad)
     return dict(
         log_probs=log_probs,
