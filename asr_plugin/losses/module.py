@@ -27,18 +27,15 @@ class TransducerLoss(nn.Module):
     """Transducer loss over (encoder_out, predictor_out, joint) on `lattice`: ``RNNT(...)`` (None: ``RNNT()``) or
     ``TDT(durations, ...)``, whose parameters (clamp, FastEmit, durations, sigma) are the lattice's own.
 
-    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and calls
-    ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
-    (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
-    ``max_samples_per_group`` (both ignored in batched mode). ``omega`` (TDT only: the probability of a call
-    computing the RNN-T loss instead) is as in ``transducer_loss``. A model's loss takes the model's lattice
-    (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it). ``backend`` (the kernels:
-    "auto", "cpp", "triton", "cuda") is as in ``transducer_loss``; ``flash_joint`` ("auto", "always", "never":
-    whether a standard joint runs as the flash joint, with no logits tensor; "auto" does on CUDA when it can) is
-    as in ``samplewise_transducer_loss`` (sample-wise mode only).
+    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and computes
+    ``batched_loss`` over it; mode="samplewise" computes ``samplewise_loss``, group by group within the memory
+    budget. A model's loss takes the model's lattice (``TransducerLoss(mode, lattice=model.lattice)``; the
+    training module does it).
 
-    The options are checked once, here, into one value (``options``: ``SamplewiseOptions``, read back as the
-    module's attributes too: ``loss_fn.lattice``, ``loss_fn.memory_budget``, ...) that every call passes down.
+    The other arguments are the options of ``SamplewiseOptions`` (documented there: blank, reduction, omega,
+    backend, and the sample-wise loss's memory_budget, max_samples_per_group and flash_joint, which batched mode
+    ignores), checked once, here, into one value (``options``) that every call passes down; they read back as
+    the module's attributes too (``loss_fn.lattice``, ``loss_fn.memory_budget``, ...).
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on

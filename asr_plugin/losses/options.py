@@ -9,7 +9,9 @@ runner choice and the NeMo integration read it and never check it again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ._validation import check_options
 from .backends import check_backend
@@ -37,7 +39,7 @@ class LossOptions:
             (``backends``); not part of the lattice: the same lattice on any kernels.
     """
 
-    lattice: TransducerLattice = None  # type: ignore[assignment] - None (or a record) becomes a lattice here
+    lattice: TransducerLattice | Mapping[str, Any] | None = None  # a lattice once built
     blank: int = 0
     reduction: str = "mean"
     omega: float = 0.0
@@ -67,7 +69,7 @@ class SamplewiseOptions(LossOptions):
             ``TRITON_INTERPRET=1``), "never".
     """
 
-    memory_budget: int | None = None
+    memory_budget: int | str | None = None  # bytes once built
     max_samples_per_group: int | None = None
     flash_joint: str = "auto"
 
