@@ -69,7 +69,8 @@ from asr_plugin.data import (
     write_manifest,
 )
 from asr_plugin.data.audio import mix_down
-from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, shar_shards, survey
+from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
+from asr_plugin.data.sources.shar_directory import shar_shards
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()

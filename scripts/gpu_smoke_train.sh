@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The first training steps on a GPU: does the LibriSpeech recipe train at full utterance length, and how large
 # a batch fits? Synthesises a LibriSpeech-layout corpus of 35-40 s utterances (make_synthetic_librispeech.py),
-# then runs asr_plugin.training.smoke: experiment=librispeech_medium with the Parakeet-RNNT-1.1B-sized preset
+# then runs scripts/gpucheck/smoke.py: experiment=librispeech_medium with the Parakeet-RNNT-1.1B-sized preset
 # (1024 pieces) and the medium preset (500), bf16-mixed, both loss modes (sample-wise at a 2 GiB budget), a
 # handful of steps each (utterances/s, audio-seconds/s, peak memory, loss finite), then the largest batch that
 # trains per model and mode (a bounded search). Results: <out>/smoke.json, rewritten after every run.
 #
 #   bash scripts/gpu_smoke_train.sh [--out DIR] [--work-dir DIR] [--utterances 256] [--time-limit 540]
-#        [--quick] [--dry-run] [more asr_plugin.training.smoke options, e.g. --models medium:500 --steps 10]
+#        [--quick] [--dry-run] [more gpucheck.smoke options, e.g. --models medium:500 --steps 10]
 #
 # --quick: the throughput runs only, 4 steps on 64 utterances (the GPU check's stage). --dry-run: the same code path
 # sized for a CPU (micro model, 3-4 s utterances, batches of 4, 3 steps, a 3-try search), no GPU needed.
@@ -17,7 +17,7 @@ set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
-export PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="$repo_root:$repo_root/scripts${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
 
 out=${OUT:-$repo_root/benchmarks/results/gpu_smoke}
@@ -54,5 +54,5 @@ corpus="$work_dir/corpus_${utterances}x${min_s}-${max_s}s/LibriSpeech"
 "$python" scripts/make_synthetic_librispeech.py --root "$corpus" --split "train-clean-100:$utterances" \
   --min-seconds "$min_s" --max-seconds "$max_s"
 # the time the corpus took is the smoke's no longer
-exec "$python" -m asr_plugin.training.smoke --corpus "$corpus" --out "$out" --work-dir "$work_dir/$mode" \
+exec "$python" -m gpucheck.smoke --corpus "$corpus" --out "$out" --work-dir "$work_dir/$mode" \
   --max-seconds "$max_s" --time-limit "$(( time_limit > SECONDS ? time_limit - SECONDS : 1 ))" "${args[@]}" "${extra[@]}"

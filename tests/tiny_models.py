@@ -1,4 +1,5 @@
-"""Tiny models shared by the decoding, fine-tuning, evaluation and export tests (tests/ is on sys.path: see tests/conftest.py).
+"""Tiny models shared by the tests (tests/ is on sys.path: see tests/conftest.py): in Python
+(`tiny_transducer`) and as the recipe's Hydra overrides (`MICRO_MODEL`).
 
 A module of its own (not conftest.py) so that test files can import it by a name no other test directory
 uses."""
@@ -20,6 +21,19 @@ TINY_SIZES = dict(
     predictor_dim=12,
     joint_dim=10,
 )
+
+
+# Smaller than conf/model/tiny.yaml, as overrides of a recipe's model node: a few seconds per step on one CPU core.
+MICRO_MODEL = [
+    "model.d_model=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.ffn_dim=64",
+    "model.conv_kernel_size=3",
+    "model.predictor_embed_dim=16",
+    "model.predictor_dim=32",
+    "model.joint_dim=32",
+]
 
 
 def tiny_transducer(vocab_size: int = 7, seed: int = 0, **overrides) -> Transducer:

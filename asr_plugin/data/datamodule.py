@@ -38,15 +38,8 @@ from asr_plugin.data.loader import ResumableDataLoader
 from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
 from asr_plugin.data.pipeline import CorpusPlan, prepare_corpus
 from asr_plugin.data.sampler import DurationBatchSampler, world
-from asr_plugin.data.shar import (
-    SharLoader,
-    SharPlan,
-    SharStream,
-    SharTrainingDataset,
-    buffer_size,
-    prepare_shar,
-    survey,
-)
+from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
+from asr_plugin.data.shar_preparation import SharPlan, prepare_shar
 from asr_plugin.data.sources import build_source
 from asr_plugin.data.text import NormalizationCounts
 from asr_plugin.data.tokenizer import Tokenizer

@@ -1,9 +1,10 @@
 """Lhotse Shar training data, streamed: ``data=lhotse data.train_shar=<dir>`` (docs/data.md, "Lhotse Shar").
 
 A Shar directory (lhotse's `SharWriter` / `CutSet.to_shar`: ``cuts.NNNNNN.jsonl.gz`` with the metadata of
-each shard and ``recording.NNNNNN.tar`` with its audio) is read where it is, shard after shard, never copied:
-our sampler needs random access to every utterance, so Shar has a loader of its own, built from lhotse's
-pieces (`CutSet.from_shar`, `DynamicBucketingSampler`) inside an iterable dataset.
+each shard and ``recording.NNNNNN.tar`` with its audio; listed by `asr_plugin.data.sources.shar_directory`) is
+read where it is, shard after shard, never copied: our sampler needs random access to every utterance, so
+Shar has a loader of its own, built from lhotse's pieces (the checked cuts of
+`asr_plugin.data.sources.shar_cuts`, `DynamicBucketingSampler`) inside an iterable dataset.
 
 An epoch, with R ranks of K loader workers each:
 
@@ -23,8 +24,7 @@ An epoch, with R ranks of K loader workers each:
 3. a worker checks that its stream gave the batches the plan counted, so a Shar that changes under a run
    fails loudly instead of hanging the other ranks.
 
-The tokenizer is trained on the transcripts of the metadata (no audio read); the feature statistics are
-computed on the first `max_utterances` cuts of the shards in a seeded order (whole shards read in turn).
+The tokenizer and the feature statistics of a Shar are made by `asr_plugin.data.shar_preparation`.
 """
 
 from __future__ import annotations
@@ -38,71 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from asr_plugin.data.audio import to_mono_at_rate
 from asr_plugin.data.batch import Batch
 from asr_plugin.data.dataset import collate_utterances, make_utterance
-from asr_plugin.data.features import FeatureStats, LogMelFeatures
-from asr_plugin.data.pipeline import CorpusPlan
-from asr_plugin.data.tokenizer import Tokenizer, train_tokenizer
-from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
+from asr_plugin.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-AUDIO_FIELD = "recording"  # the Shar field holding the audio (what SharWriter(fields={"recording": ...}) writes)
 BINS_SAMPLE = 20000  # cuts whose durations fix the bucket bins (lhotse's own estimate reads 10000)
-
-
-def shard_number(path: Path) -> str:
-    """ "000003" of ``cuts.000003.jsonl.gz`` / ``recording.000003.tar`` ("" for an unnumbered shard)."""
-    parts = path.name.split(".")
-    return parts[1] if len(parts) > 2 and parts[1].isdigit() else ""
-
-
-def shar_shards(directory: str | Path, key: str = "data.train_shar") -> list[dict[str, Path]]:
-    """The shards of a Shar directory, [{"cuts": path, "recording": path}, ...] in shard order.
-
-    Raises FileNotFoundError for a missing directory, ValueError naming the directory and the shard for no
-    cut manifest, a shard without its audio tar (``recording.NNNNNN.tar``), or no cut at all.
-    """
-    from lhotse.shar import LazySharIterator  # an optional dependency
-
-    directory = Path(directory).absolute()
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{key}={directory}: no such directory (a Lhotse Shar directory is needed)")
-    cuts = sorted(p for p in directory.iterdir() if p.name.startswith("cuts.") and ".jsonl" in p.name)
-    if not cuts:
-        raise ValueError(
-            f"{key}={directory}: no cuts.NNNNNN.jsonl.gz in it; a Lhotse Shar directory is written by lhotse's "
-            "SharWriter or CutSet.to_shar(dir, fields={'recording': 'flac'})"
-        )
-    audio = {shard_number(p): p for p in directory.iterdir() if p.name.startswith(f"{AUDIO_FIELD}.")}
-    missing = [p for p in cuts if shard_number(p) not in audio]
-    if missing:
-        listed = ", ".join(p.name for p in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise ValueError(
-            f"{key}={directory}: shard(s) {listed} have no {AUDIO_FIELD}.NNNNNN.tar (the audio): training needs "
-            f"the '{AUDIO_FIELD}' field; write the Shar with fields={{'{AUDIO_FIELD}': 'flac'}}"
-        )
-    reader = LazySharIterator(fields={"cuts": cuts, AUDIO_FIELD: [audio[shard_number(p)] for p in cuts]})
-    if len(reader) == 0:  # counts the manifests' lines (no audio read)
-        raise ValueError(f"{key}={directory}: its {len(cuts)} shard(s) hold no cut")
-    return [{"cuts": shard["cuts"], AUDIO_FIELD: shard[AUDIO_FIELD]} for shard in reader.shards]
-
-
-def cut_text(cut: Any) -> str:
-    """A cut's transcript: its supervisions' texts joined (as the lhotse cut-manifest source reads it)."""
-    return " ".join(" ".join((s.text or "").split()) for s in cut.supervisions).strip()
-
-
-def shar_cut_audio(cut: Any, sample_rate: int) -> torch.Tensor:
-    """(N,) float32 audio of a Shar cut at `sample_rate`: lhotse decodes the in-memory audio (all channels),
-    averaged and resampled as every other source's (`asr_plugin.data.audio`)."""
-    samples = cut.load_audio()  # (C, N) at the recording's rate
-    return to_mono_at_rate(samples.T, cut.sampling_rate, sample_rate)
 
 
 def cost(duration: float, quadratic_duration: float | None) -> float:
@@ -153,12 +99,7 @@ class SharStream:
 
     def cuts(self, shards: Sequence[dict[str, Path]], with_audio: bool):
         """The lazy CutSet of `shards` (metadata only unless `with_audio`), usable cuts only."""
-        from lhotse import CutSet
-
-        fields = {"cuts": [s["cuts"] for s in shards]}
-        if with_audio:
-            fields[AUDIO_FIELD] = [s[AUDIO_FIELD] for s in shards]
-        return CutSet.from_shar(fields=fields).filter(self.usable)
+        return read_shar_cuts(shards, with_audio).filter(self.usable)
 
     def sampler(self, cuts: Any, epoch: int):
         """lhotse's sampler over one stream: rank 0 of 1, since the shards are already split."""
@@ -208,7 +149,7 @@ def survey(stream: SharStream, num_buckets: int) -> SharSurvey:
     total = usable = 0
     seconds = 0.0
     sample = []
-    for cut in CutSet.from_shar(fields={"cuts": [s["cuts"] for s in stream.shards]}):
+    for cut in read_shar_cuts(stream.shards, with_audio=False):
         total += 1
         if stream.usable(cut):
             usable += 1
@@ -464,72 +405,3 @@ def worker_skips(plan: list[list[int]], consumed: int) -> list[int]:
                 skips[worker] += 1
                 consumed -= 1
     return skips
-
-
-def shar_texts(shards: Sequence[dict[str, Path]]) -> Iterator[str]:
-    """Every transcript of the Shar's metadata (no audio read), for the tokenizer."""
-    from lhotse import CutSet
-
-    for cut in CutSet.from_shar(fields={"cuts": [s["cuts"] for s in shards]}):
-        text = cut_text(cut)
-        if text:
-            yield text
-
-
-def shar_feature_stats(
-    shards: Sequence[dict[str, Path]], featurizer: LogMelFeatures, max_utterances: int | None, seed: int = 0
-) -> FeatureStats:
-    """Mean/std per mel bin over the first `max_utterances` cuts with a transcript (None: all) of the shards
-    in a seeded order: whole shards are read in turn, never the rest of the directory."""
-    from lhotse import CutSet
-
-    order = list(shards)
-    random.Random(seed).shuffle(order)
-    cuts = CutSet.from_shar(fields={"cuts": [s["cuts"] for s in order], AUDIO_FIELD: [s[AUDIO_FIELD] for s in order]})
-    total = torch.zeros(featurizer.num_mel_bins, dtype=torch.float64)
-    total_sq = torch.zeros_like(total)
-    frames = used = 0
-    for cut in cuts:
-        if max_utterances is not None and used >= max_utterances:
-            break
-        if not cut_text(cut):
-            continue
-        with torch.no_grad():
-            features = featurizer(shar_cut_audio(cut, featurizer.sample_rate)).double()
-        total += features.sum(0)
-        total_sq += features.square().sum(0)
-        frames += features.shape[0]
-        used += 1
-    return FeatureStats.from_sums(total, total_sq, frames)
-
-
-@dataclass(frozen=True)
-class SharPlan(CorpusPlan):
-    """The preparation plan of a configuration that trains on a Shar directory: its manifests are those of the
-    validation and test sets; the tokenizer and statistics come from the Shar (`prepare_shar`), not from a
-    training manifest, so the pipeline's steps that read one say where they are made instead."""
-
-    def read_training_entries(self) -> list:
-        raise ValueError(
-            f"{self.source!r}: the training set is a Shar directory, streamed, with no manifest: its tokenizer "
-            "and feature statistics are made by the data module's prepare_data() (train.py runs it on rank 0); "
-            "scripts/prepare_data.py makes only --steps manifests (the validation and test sets)"
-        )
-
-
-def prepare_shar(plan: CorpusPlan, shards: Sequence[dict[str, Path]], max_utterances: int | None) -> list[Path]:
-    """Makes what is missing of the tokenizer (trained on every transcript of the Shar's metadata) and the
-    feature statistics (`shar_feature_stats`) of `plan`, under the work directory's lock, each file written
-    atomically; returns the files written."""
-    written = []
-    with preparation_lock(plan.layout.work_dir):
-        if plan.tokenizer_path is not None and not plan.tokenizer_path.exists():
-            tokenizer = train_tokenizer(shar_texts(shards), plan.tokenizer_path, plan.vocab_size, plan.tokenizer_type)
-            print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids) from the Shar's transcripts")
-            written.append(plan.tokenizer_path)
-        if plan.stats_path is not None and not plan.stats_path.exists():
-            stats = shar_feature_stats(shards, LogMelFeatures(**plan.stats_features), max_utterances, plan.seed)
-            stats.save(plan.stats_path)
-            print(f"feature stats: wrote {plan.stats_path} from {stats.num_frames} frames of the Shar")
-            written.append(plan.stats_path)
-    return written

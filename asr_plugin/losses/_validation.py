@@ -129,6 +129,29 @@ def check_sequences(
     )
 
 
+def check_joint_inputs(encoder_out, predictor_out, targets, logit_lengths, target_lengths) -> Sequences:
+    """The inputs of a loss that calls the joint itself: encoder_out (B, T, H_e) and predictor_out (B, U+1, H_p),
+    floating, of one batch size, on one device, and the targets and lengths of their (B, T, U+1) lattice."""
+    check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
+    check_float_input("predictor_out", predictor_out, 3, "(B, U+1, H_p)")
+    if predictor_out.shape[0] != encoder_out.shape[0]:
+        raise ValueError(
+            f"predictor_out has batch size {predictor_out.shape[0]} but encoder_out has B = {encoder_out.shape[0]}"
+        )
+    check_same_device(encoder_out.device, "encoder_out", predictor_out=predictor_out)
+    return check_sequences(
+        targets,
+        logit_lengths,
+        target_lengths,
+        batch=encoder_out.shape[0],
+        frames=encoder_out.shape[1],
+        labels_plus_one=predictor_out.shape[1],
+        device=encoder_out.device,
+        source="encoder_out",
+        labels_source="predictor_out",
+    )
+
+
 def check_vocabulary(sequences: Sequences, width: int, blank: int, num_durations: int = 0) -> None:
     """V = width - num_durations >= 2, blank in [0, V), and every target id within its sample's length in
     [0, V) and != blank. `width` is the size of the scores' last dimension."""

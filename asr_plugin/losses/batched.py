@@ -8,16 +8,9 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import (
-    Sequences,
-    check_finite,
-    check_float_input,
-    check_options,
-    check_sequences,
-    check_vocabulary,
-)
-from .backends import check_backend
-from .lattices import LatticeStats, TransducerLattice, check_omega, loss_lattice
+from ._validation import Sequences, check_finite, check_float_input, check_sequences, check_vocabulary
+from .lattices import LatticeStats, TransducerLattice
+from .options import LossOptions
 
 
 def reduce_losses(nll: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -72,18 +65,14 @@ class _BatchedTransducerLoss(torch.autograd.Function):
 
 
 @torch.compiler.disable
-def transducer_loss(
+def batched_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
-    lattice: TransducerLattice | Mapping[str, Any] | None = None,
-    blank: int = 0,
-    reduction: str = "mean",
-    omega: float = 0.0,
-    backend: str = "auto",
+    options: LossOptions,
 ) -> torch.Tensor:
-    """Transducer negative log-likelihood from full joint-network scores over `lattice` (RNN-T, or TDT).
+    """Transducer negative log-likelihood from full joint-network scores over `options.lattice` (RNN-T, or TDT).
 
     Args:
         logits: (B, T, U+1, V) raw scores (TDT: (B, T, U+1, V + D), V token scores then D duration scores),
@@ -92,20 +81,29 @@ def transducer_loss(
         targets: (B, U) label ids, any integer dtype; positions past ``target_lengths[b]`` are ignored.
         logit_lengths: (B,) frames T_b per sample, 1 <= T_b <= T.
         target_lengths: (B,) labels U_b per sample, 0 <= U_b <= U.
-        lattice: ``RNNT(clamp=None, fastemit_lambda=0.0)`` (None: ``RNNT()``) or ``TDT(durations, sigma=0.0,
-            clamp=None)``, or its record (``lattice_from_record``); the last dimension of `logits` holds V token scores, then the lattice's
-            ``num_extra_outputs`` (TDT: D duration scores).
-        blank: blank token id.
-        reduction: "none" -> (B,) float32 losses; "sum"; "mean" (over the batch, as torchaudio).
-        omega: TDT only: the probability that this call computes the standard RNN-T loss over the token
-            scores instead (``TDT.for_call``); 0 makes the loss deterministic.
-        backend: the kernels, "auto" (C++ on CPU tensors, Triton on CUDA tensors), "cpp", "triton" or "cuda"
-            (``backends``); not part of the lattice: the same lattice on any kernels.
+        options: the lattice (the last dimension of `logits` holds V token scores, then its
+            ``num_extra_outputs``: TDT's D duration scores), blank, reduction ("none" -> (B,) float32 losses),
+            omega and kernels (``LossOptions``, checked when built).
     """
-    check_options(blank, reduction)
-    backend = check_backend(backend)
-    lattice = loss_lattice(lattice)
-    omega = check_omega(lattice, omega)
+    lattice, blank = options.lattice, options.blank
     sequences = check_logits_inputs(logits, targets, logit_lengths, target_lengths, blank, lattice.num_extra_outputs)
-    nll = _BatchedTransducerLoss.apply(logits, sequences, lattice.for_call(omega).on_backend(backend), blank)
-    return reduce_losses(nll, reduction)
+    call_lattice = lattice.for_call(options.omega).on_backend(options.backend)
+    nll = _BatchedTransducerLoss.apply(logits, sequences, call_lattice, blank)
+    return reduce_losses(nll, options.reduction)
+
+
+@torch.compiler.disable
+def transducer_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    lattice: TransducerLattice | Mapping[str, Any] | None = None,
+    **options: Any,
+) -> torch.Tensor:
+    """``batched_loss`` for direct callers: `lattice` (``RNNT(clamp=None, fastemit_lambda=0.0)``, None:
+    ``RNNT()``, or ``TDT(durations, sigma=0.0, clamp=None)``, or its record) and the keyword `options` are
+    ``LossOptions``'s (blank, reduction, omega, backend), checked here, e.g. ``transducer_loss(logits, targets,
+    logit_lengths, target_lengths, TDT([0, 1, 2, 3, 4]), reduction="sum")``."""
+    checked = LossOptions(lattice=lattice, **options)
+    return batched_loss(logits, targets, logit_lengths, target_lengths, checked)

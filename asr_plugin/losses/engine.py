@@ -6,7 +6,7 @@ per-cell values its recursions need, the recursions give the group's losses, and
 lattice's logits gradient, weighted per sample, goes back through the runner into encoder, predictor and joint
 parameter gradients before the next group's logits exist. T-chunked groups (``planning.Group.chunks``) run
 pass 1 chunk by chunk keeping the last chunk's logits, then backpropagate it and recompute the others. The flash
-runner (``runners.FlashRunner``, never chunked) has no logits: its group forms the log-probs and, from the
+runner (``flash.FlashRunner``, never chunked) has no logits: its group forms the log-probs and, from the
 recursions' statistics, every gradient itself (``_run_flash_group``).
 
 Host syncs: none inside the loop; one check of the per-sample non-finite flags after all groups (shared, for

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 import torch
 from torch import nn
 
-from ._validation import check_options
-from .backends import check_backend
-from .batched import transducer_loss
+from .batched import batched_loss
 from .engine import SamplewiseState
-from .lattices import TransducerLattice, check_omega, loss_lattice
-from .planning import Plan, parse_max_samples, parse_memory_budget
+from .lattices import TransducerLattice
+from .options import SamplewiseOptions
+from .planning import Plan
 from .runners import Joint, check_extra_outputs
-from .samplewise import check_flash_joint, plan_samplewise, samplewise_transducer_loss
+from .samplewise import samplewise_loss, samplewise_plan
 
 MODES = ("batched", "samplewise")
+OPTION_NAMES = frozenset(field.name for field in fields(SamplewiseOptions))
 _logger = logging.getLogger(__name__)
 
 
@@ -26,15 +27,15 @@ class TransducerLoss(nn.Module):
     """Transducer loss over (encoder_out, predictor_out, joint) on `lattice`: ``RNNT(...)`` (None: ``RNNT()``) or
     ``TDT(durations, ...)``, whose parameters (clamp, FastEmit, durations, sigma) are the lattice's own.
 
-    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and calls
-    ``transducer_loss``; mode="samplewise" calls ``samplewise_transducer_loss`` with ``memory_budget``
-    (bytes or a string like "512MiB"/"2GB"; None: 1 GiB on CUDA, 256 MiB on CPU) and
-    ``max_samples_per_group`` (both ignored in batched mode). ``omega`` (TDT only: the probability of a call
-    computing the RNN-T loss instead) is as in ``transducer_loss``. A model's loss takes the model's lattice
-    (``TransducerLoss(mode, lattice=model.lattice)``; the training module does it). ``backend`` (the kernels:
-    "auto", "cpp", "triton", "cuda") is as in ``transducer_loss``; ``flash_joint`` ("auto", "always", "never":
-    whether a standard joint runs as the flash joint, with no logits tensor; "auto" does on CUDA when it can) is
-    as in ``samplewise_transducer_loss`` (sample-wise mode only).
+    mode="batched" materialises ``joint(encoder_out, predictor_out)`` (B, T, U+1, V) (TDT: V + D) and computes
+    ``batched_loss`` over it; mode="samplewise" computes ``samplewise_loss``, group by group within the memory
+    budget. A model's loss takes the model's lattice (``TransducerLoss(mode, lattice=model.lattice)``; the
+    training module does it).
+
+    The other arguments are the options of ``SamplewiseOptions`` (documented there: blank, reduction, omega,
+    backend, and the sample-wise loss's memory_budget, max_samples_per_group and flash_joint, which batched mode
+    ignores), checked once, here, into one value (``options``) that every call passes down; they read back as
+    the module's attributes too (``loss_fn.lattice``, ``loss_fn.memory_budget``, ...).
 
     Sample-wise, the module keeps its state across calls: the fp16 gradient scale (lowered after an overflow,
     then kept) and the plan of the last call (``last_plan``; its first plan is logged at INFO on
@@ -54,17 +55,27 @@ class TransducerLoss(nn.Module):
         flash_joint: str = "auto",
     ) -> None:
         super().__init__()
-        self.backend = check_backend(backend)
-        self.flash_joint = check_flash_joint(flash_joint)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        check_options(blank, reduction)
-        self.lattice = loss_lattice(lattice)
-        self.omega = check_omega(self.lattice, omega)
-        self.mode, self.blank, self.reduction = mode, blank, reduction
-        self.memory_budget = parse_memory_budget(memory_budget)
-        self.max_samples_per_group = parse_max_samples(max_samples_per_group)
+        self.mode = mode
+        self.options = SamplewiseOptions(
+            lattice=lattice,
+            blank=blank,
+            reduction=reduction,
+            omega=omega,
+            backend=backend,
+            memory_budget=memory_budget,
+            max_samples_per_group=max_samples_per_group,
+            flash_joint=flash_joint,
+        )
         self.samplewise_state = SamplewiseState()
+
+    def __getattr__(self, name: str) -> Any:
+        """An option read as an attribute (``loss_fn.lattice``), else ``nn.Module``'s own lookup."""
+        options = self.__dict__.get("options")
+        if options is not None and name in OPTION_NAMES:
+            return getattr(options, name)
+        return super().__getattr__(name)
 
     @property
     def last_plan(self) -> Plan | None:
@@ -72,11 +83,8 @@ class TransducerLoss(nn.Module):
         return self.samplewise_state.last_plan
 
     def extra_repr(self) -> str:
-        return (
-            f"mode={self.mode!r}, lattice={self.lattice!r}, blank={self.blank}, reduction={self.reduction!r}, "
-            f"omega={self.omega}, memory_budget={self.memory_budget}, max_samples_per_group={self.max_samples_per_group}, "
-            f"backend={self.backend!r}, flash_joint={self.flash_joint!r}"
-        )
+        options = ", ".join(f"{name}={value!r}" for name, value in self.options.arguments().items())
+        return f"mode={self.mode!r}, {options}"
 
     def plan(
         self,
@@ -88,20 +96,7 @@ class TransducerLoss(nn.Module):
         target_lengths: torch.Tensor,  # (B,)
     ) -> Plan:
         """The plan a sample-wise call with these inputs would run (whatever the module's mode), not running it."""
-        return plan_samplewise(
-            encoder_out,
-            predictor_out,
-            joint,
-            targets,
-            logit_lengths,
-            target_lengths,
-            lattice=self.lattice,
-            blank=self.blank,
-            memory_budget=self.memory_budget,
-            max_samples_per_group=self.max_samples_per_group,
-            flash_joint=self.flash_joint,
-            backend=self.backend,
-        )
+        return samplewise_plan(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, self.options)
 
     def forward(
         self,
@@ -112,26 +107,20 @@ class TransducerLoss(nn.Module):
         logit_lengths: torch.Tensor,  # (B,)
         target_lengths: torch.Tensor,  # (B,)
     ) -> torch.Tensor:
-        options = dict(
-            lattice=self.lattice, blank=self.blank, reduction=self.reduction, omega=self.omega, backend=self.backend
-        )
         if self.mode == "batched":
-            check_extra_outputs(joint, self.lattice)
+            check_extra_outputs(joint, self.options.lattice)
             logits = joint(encoder_out, predictor_out)
-            return transducer_loss(logits, targets, logit_lengths, target_lengths, **options)
+            return batched_loss(logits, targets, logit_lengths, target_lengths, self.options)
         first = self.last_plan is None
-        loss = samplewise_transducer_loss(
+        loss = samplewise_loss(
             encoder_out,
             predictor_out,
             joint,
             targets,
             logit_lengths,
             target_lengths,
-            memory_budget=self.memory_budget,
-            max_samples_per_group=self.max_samples_per_group,
-            state=self.samplewise_state,
-            flash_joint=self.flash_joint,
-            **options,
+            self.options,
+            self.samplewise_state,
         )
         level = logging.INFO if first else logging.DEBUG  # the first plan: a training run's typical step
         if _logger.isEnabledFor(level):

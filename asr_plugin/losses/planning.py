@@ -18,7 +18,7 @@ H is the joint's hidden size (``hidden_dim`` of a joint declaring ``runners.Join
 ``StandardJoint``; else max(H_e, H_p)); ``logits_bytes`` is the element size the joint actually returns
 (autocast aware).
 
-For the flash joint (``runners.FLASH``: no logits and no hidden activation exist outside the kernels' registers,
+For the flash joint (``flash.FlashRunner``: no logits and no hidden activation exist outside the kernels' registers,
 see ``flash_cell_bytes``) nothing per cell grows with V or H: ``step_bytes = 0``, ``lattice_bytes`` as above
 (24 for RNN-T), and what grows with H is per padded *row* of the group (each of its T_g frames and U_g+1 label
 positions): ``n * (T_g + U_g+1) * row_bytes``, the projections and their gradients. Since no step memory
@@ -113,7 +113,7 @@ def flash_cell_bytes(
     input_dtype: torch.dtype,
     values_per_cell: int = 5,
 ) -> CellBytes:
-    """The flash joint's estimate (``runners.FlashRunner``): V appears nowhere, since no logits tile leaves the
+    """The flash joint's estimate (``flash.FlashRunner``): V appears nowhere, since no logits tile leaves the
     kernels' registers.
 
     Per lattice cell (``lattice``; ``step`` is 0): what the flash kernels and the recursions keep, the RNN-T

@@ -13,10 +13,12 @@ lattice's log-probs and gradient itself:
   the lattice, and writes its backward by hand: the output layer's gradients per step, the projections'
   gradients summed over the lattice into group buffers, and one autograd call through the projections in
   ``finish``. Only the logits and two hidden-sized tensors per cell are alive at once (the graph keeps four);
-* ``triton.flash.FlashRunner`` (a standard joint the flash joint can compute, ``flash_declines``): the fused
+* ``flash.FlashRunner`` (a standard joint the flash joint can compute, ``flash_declines``): the fused
   runner's projections, then the flash kernels form the group's log-probs and, from the recursions'
   statistics, every gradient, with no logits and no hidden tensor outside registers; its groups have no
   ``step`` (``flash`` is True: the engine calls ``log_probs`` and ``backprop_lattice`` instead).
+
+Which one runs a call is ``runner_choice.make_runner``'s choice.
 
 A ``nn.Module`` joint runs on detached copies of its parameters, swapped in once per pass with
 ``torch.func.functional_call`` (``Runner.with_leaves``), so hooks registered on the parameters
@@ -42,10 +44,6 @@ _Result = TypeVar("_Result")
 # Activations the fused runner implements, and those the flash joint's kernels implement.
 FUSED_ACTIVATIONS = ("tanh", "relu", "gelu")
 FLASH_ACTIVATIONS = ("tanh", "relu")
-# The sample-wise loss's `flash_joint` option: "auto" runs the flash joint when it can (CUDA tensors, see
-# ``samplewise.choose_flash``), "always" requires it (a ValueError naming why it cannot run), "never" runs the
-# fused or graph runner.
-FLASH_JOINT_CHOICES = ("auto", "always", "never")
 
 
 @runtime_checkable
@@ -92,9 +90,9 @@ def flash_declines(joint: Joint, lattice: TransducerLattice | None = None) -> st
     """Why the flash joint cannot compute `joint` over `lattice` (None: it can), as a phrase naming the cause.
 
     It computes ``output(act(project_encoder(enc) + project_predictor(pred)))`` of a ``StandardJoint`` (detected
-    by its interface, like ``make_runner``; this package never imports ``asr_plugin.models``) with tanh or relu,
-    no dropout on the activations (the recomputing backward has no mask to replay), no extra outputs, over the
-    RNN-T lattice without FastEmit."""
+    by its interface, like ``runner_choice.make_runner``; this package never imports ``asr_plugin.models``) with
+    tanh or relu, no dropout on the activations (the recomputing backward has no mask to replay), no extra
+    outputs, over the RNN-T lattice without FastEmit."""
     if not (isinstance(joint, nn.Module) and isinstance(joint, StandardJoint) and isinstance(joint.output, nn.Linear)):
         return f"{type(joint).__name__} is not a standard joint (runners.StandardJoint with an nn.Linear output)"
     if joint.fused_activation not in FLASH_ACTIVATIONS:
@@ -489,18 +487,3 @@ def _leaf_name(joint: nn.Module, parameter: torch.Tensor) -> str:
 def check_joint(joint: Joint) -> None:
     if not callable(joint):
         raise TypeError(f"joint must be an nn.Module or a callable, got {type(joint).__name__}")
-
-
-def make_runner(joint: Joint, flash: bool = False) -> GraphRunner | FusedRunner:
-    """With `flash` (the caller checked ``flash_declines``), the flash runner; else the fused runner for a standard
-    joint that can be fused now, else the graph runner."""
-    check_joint(joint)
-    if flash:
-        from .triton.flash import FlashRunner  # imports triton: only when the flash joint runs
-
-        return FlashRunner(joint)
-    if isinstance(joint, nn.Module) and isinstance(joint, StandardJoint) and isinstance(joint.output, nn.Linear):
-        activation, dropout = joint.fused_activation, float(joint.fused_dropout)
-        if activation in FUSED_ACTIVATIONS and 0.0 <= dropout < 1.0:
-            return FusedRunner(joint, activation, dropout)
-    return GraphRunner(joint)

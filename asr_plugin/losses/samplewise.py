@@ -9,8 +9,10 @@ lattice alone exceeds the budget is split over T: pass 1 keeps only the lattice'
 (T, U+1, 2) blank/label) and the last chunk's logits with their graph, pass 2 backpropagates that chunk and
 recomputes the others.
 A standard joint (``runners.StandardJoint``) runs fused, with half the per-cell memory of its autograd graph,
-or, where the flash joint can run it (``flash_joint``, ``choose_flash``: on CUDA by default), by the flash
-kernels, with no logits at all (``planning.flash_cell_bytes``: per cell 24 bytes, whatever V).
+or, where the flash joint can run it (``flash_joint``, ``runner_choice.choose_flash``: on CUDA by default), by
+the flash kernels, with no logits at all (``planning.flash_cell_bytes``: per cell 24 bytes, whatever V).
+The options (``options.SamplewiseOptions``) are one value, checked when built: ``TransducerLoss`` builds it
+once, the functional entries below for their callers; ``samplewise_loss`` and ``samplewise_plan`` take it.
 The group loop itself is ``engine.run``; it computes over the RNN-T or the TDT lattice (``lattices``) alike.
 
 Gradients are computed in forward for an upstream gradient of 1 and weighted by it in backward: exactly per sample
@@ -33,40 +35,14 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._validation import (
-    Sequences,
-    check_float_input,
-    check_options,
-    check_same_device,
-    check_sequences,
-    check_vocabulary,
-)
-from .backends import check_backend, resolve_backend
+from ._validation import Sequences, check_joint_inputs, check_vocabulary
 from .batched import reduce_losses
 from .engine import Grads, Problem, SamplewiseState, run
-from .lattices import TransducerLattice, accumulation_dtype, check_omega, loss_lattice
-from .planning import (
-    CellBytes,
-    Plan,
-    cell_bytes,
-    default_budget,
-    flash_cell_bytes,
-    parse_max_samples,
-    parse_memory_budget,
-    plan_groups,
-)
-from .runners import (
-    FLASH_JOINT_CHOICES,
-    FusedRunner,
-    GraphRunner,
-    Joint,
-    Needs,
-    check_extra_outputs,
-    check_joint,
-    flash_declines,
-    joint_hidden_size,
-    make_runner,
-)
+from .lattices import TransducerLattice, accumulation_dtype
+from .options import SamplewiseOptions
+from .planning import CellBytes, Plan, cell_bytes, default_budget, flash_cell_bytes, plan_groups
+from .runner_choice import choose_flash, make_runner
+from .runners import FusedRunner, GraphRunner, Joint, Needs, check_extra_outputs, check_joint, joint_hidden_size
 
 
 @dataclass(frozen=True)
@@ -138,47 +114,6 @@ def _probe_joint(joint: Joint, encoder_out: torch.Tensor, predictor_out: torch.T
     return logits
 
 
-def check_flash_joint(flash_joint: str) -> str:
-    if flash_joint not in FLASH_JOINT_CHOICES:
-        raise ValueError(f"flash_joint must be one of {FLASH_JOINT_CHOICES}, got {flash_joint!r}")
-    return flash_joint
-
-
-def flash_unavailable(
-    joint: Joint, lattice: TransducerLattice, device: torch.device, dtype: torch.dtype, backend: str
-) -> str | None:
-    """Why the flash joint cannot compute this call (None: it can): the joint and lattice
-    (``runners.flash_declines``), float64 (its kernels compute in float32), the kernels (it is Triton code:
-    `backend` "auto" or "triton") and the device (CUDA, or CPU under Triton's interpreter)."""
-    reason = flash_declines(joint, lattice)
-    if reason is not None:
-        return reason
-    if dtype == torch.float64:
-        return "float64 joint outputs (the flash kernels compute in float32; float64 runs unfused)"
-    if backend not in ("auto", "triton"):
-        return f"backend={backend!r} (the flash joint's kernels are Triton's: use backend='auto' or 'triton')"
-    try:
-        resolve_backend(device, "triton")
-    except (TypeError, ValueError) as err:
-        return f"the Triton kernels cannot run here: {err}"
-    return None
-
-
-def choose_flash(
-    flash_joint: str, joint: Joint, lattice: TransducerLattice, device: torch.device, dtype: torch.dtype, backend: str
-) -> bool:
-    """Whether a call runs the flash joint: "never" no; "auto" on CUDA tensors when it can (on the CPU the C++
-    kernels with the fused runner are faster than the Triton interpreter); "always" yes, or a ValueError naming
-    why it cannot."""
-    check_flash_joint(flash_joint)
-    if flash_joint == "never" or (flash_joint == "auto" and device.type != "cuda"):
-        return False
-    reason = flash_unavailable(joint, lattice, device, dtype, backend)
-    if reason is not None and flash_joint == "always":
-        raise ValueError(f"flash_joint='always': the flash joint cannot run this call: {reason}")
-    return reason is None
-
-
 def _bytes_per_cell(
     runner: GraphRunner | FusedRunner,
     joint: Joint,
@@ -207,57 +142,24 @@ class _Setup:
     runner: GraphRunner | FusedRunner
     probe: torch.Tensor  # (1, 1, 1, W) the joint's output for one cell
     plan: Plan
-    lattice: TransducerLattice
-    omega: float
 
 
 def _set_up(
-    encoder_out,
-    predictor_out,
-    joint,
-    targets,
-    logit_lengths,
-    target_lengths,
-    lattice,
-    blank,
-    reduction,
-    omega,
-    memory_budget,
-    max_samples_per_group,
-    flash_joint,
-    backend,
+    encoder_out: torch.Tensor,
+    predictor_out: torch.Tensor,
+    joint: Joint,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    options: SamplewiseOptions,
 ) -> _Setup:
-    check_options(blank, reduction)
-    check_backend(backend)
-    check_flash_joint(flash_joint)
-    lattice = loss_lattice(lattice)
-    omega = check_omega(lattice, omega)
-    budget = parse_memory_budget(memory_budget)
-    max_samples = parse_max_samples(max_samples_per_group)
-    check_float_input("encoder_out", encoder_out, 3, "(B, T, H_e)")
-    check_float_input("predictor_out", predictor_out, 3, "(B, U+1, H_p)")
-    if predictor_out.shape[0] != encoder_out.shape[0]:
-        raise ValueError(
-            f"predictor_out has batch size {predictor_out.shape[0]} but encoder_out has B = {encoder_out.shape[0]}"
-        )
-    device = encoder_out.device
-    check_same_device(device, "encoder_out", predictor_out=predictor_out)
-    sequences = check_sequences(
-        targets,
-        logit_lengths,
-        target_lengths,
-        batch=encoder_out.shape[0],
-        frames=encoder_out.shape[1],
-        labels_plus_one=predictor_out.shape[1],
-        device=device,
-        source="encoder_out",
-        labels_source="predictor_out",
-    )
+    sequences = check_joint_inputs(encoder_out, predictor_out, targets, logit_lengths, target_lengths)
+    device, lattice = encoder_out.device, options.lattice
     check_joint(joint)  # before the probe calls it
     check_extra_outputs(joint, lattice)
     probe = _probe_joint(joint, encoder_out, predictor_out)
-    check_vocabulary(sequences, probe.shape[-1], blank, lattice.num_extra_outputs)
-    runner = make_runner(joint, choose_flash(flash_joint, joint, lattice, device, probe.dtype, backend))
+    check_vocabulary(sequences, probe.shape[-1], options.blank, lattice.num_extra_outputs)
+    runner = make_runner(joint, choose_flash(joint, options, device, probe.dtype))
     # the configured lattice's statistics, also for a call that omega turns into RNN-T: the plan does not depend on
     # the draw
     values_per_cell = lattice.values_per_cell()
@@ -267,13 +169,28 @@ def _set_up(
     plan = plan_groups(
         sequences.frames,
         sequences.labels,
-        budget or default_budget(device),
+        options.memory_budget or default_budget(device),
         _bytes_per_cell(runner, joint, probe, encoder_out, predictor_out, values_per_cell),
-        max_samples,
+        options.max_samples_per_group,
         fixed,
         runner.name,
     )
-    return _Setup(sequences, runner, probe, plan, lattice, omega)
+    return _Setup(sequences, runner, probe, plan)
+
+
+def samplewise_plan(
+    encoder_out: torch.Tensor,
+    predictor_out: torch.Tensor,
+    joint: Joint,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    options: SamplewiseOptions,
+) -> Plan:
+    """The plan ``samplewise_loss`` would run with these inputs and `options` (groups, T-chunks, the estimated
+    bytes, ``Plan.runner``: how the joint runs), after the same checks; computes nothing but the joint on one
+    lattice cell."""
+    return _set_up(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, options).plan
 
 
 def plan_samplewise(
@@ -284,31 +201,70 @@ def plan_samplewise(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     lattice: TransducerLattice | Mapping[str, Any] | None = None,
-    blank: int = 0,
-    memory_budget: int | str | None = None,
-    max_samples_per_group: int | None = None,
-    flash_joint: str = "auto",
-    backend: str = "auto",
+    **options: Any,
 ) -> Plan:
-    """The plan ``samplewise_transducer_loss`` would run with these arguments (groups, T-chunks, the estimated
-    bytes, ``Plan.runner``: how the joint runs), after the same checks; computes nothing but the joint on one
-    lattice cell."""
-    return _set_up(
-        encoder_out,
-        predictor_out,
-        joint,
-        targets,
-        logit_lengths,
-        target_lengths,
-        lattice,
-        blank,
-        "mean",
-        0.0,
-        memory_budget,
-        max_samples_per_group,
-        flash_joint,
-        backend,
-    ).plan
+    """``samplewise_plan`` for the options of a ``samplewise_transducer_loss`` call (`lattice` and the keyword
+    `options` of ``SamplewiseOptions``: blank, memory_budget, max_samples_per_group, flash_joint, backend)."""
+    checked = SamplewiseOptions(lattice=lattice, **options)
+    return samplewise_plan(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, checked)
+
+
+@torch.compiler.disable
+def samplewise_loss(
+    encoder_out: torch.Tensor,
+    predictor_out: torch.Tensor,
+    joint: Joint,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    options: SamplewiseOptions,
+    state: SamplewiseState | None = None,
+) -> torch.Tensor:
+    """Transducer loss over `options.lattice` (RNN-T, or TDT) computed sample-group by sample-group; same values
+    and gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
+
+    Args:
+        encoder_out: (B, T, H_e) encoder output.
+        predictor_out: (B, U+1, H_p) prediction-network output.
+        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits (TDT: V + D, the duration scores
+            last), independently per sample (no batch statistics). A joint satisfying ``StandardJoint`` (e.g.
+            ``asr_plugin.models.Joint``) is run fused. Recomputations (T-chunks, non-uniform "none" upstream)
+            replay the RNG state, so dropout masks match between passes. Gradients reach every parameter of an
+            ``nn.Module`` joint; tensors captured by a plain callable get none.
+        targets, logit_lengths, target_lengths: as in ``transducer_loss``.
+        options: the lattice, blank, reduction, omega, kernels, memory budget, group size and flash joint
+            (``SamplewiseOptions``, checked when built). The flash joint (``losses.flash``: no logits tensor; per
+            lattice cell 24 bytes whatever V, so far larger groups fit a budget) runs under "auto" on CUDA
+            tensors when it can (``runner_choice.flash_unavailable``: tanh/relu, no active joint dropout, RNN-T
+            without FastEmit, not float64, backend "auto" or "triton"), else the fused or graph runner, and never
+            on the CPU. ``last_plan.runner`` says which ran.
+        state: what the loss carries across calls (``engine.SamplewiseState``: the fp16 gradient scale, lowered
+            after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
+            own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
+    """
+    state = SamplewiseState() if state is None else state
+    setup = _set_up(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, options)
+    plan, runner = setup.plan, setup.runner
+    state.last_plan = plan
+    order = torch.tensor(plan.order, dtype=torch.int64, device=encoder_out.device)  # the step's one host-to-device copy
+    problem = Problem(
+        encoder_out=encoder_out.detach(),
+        predictor_out=predictor_out.detach(),
+        runner=runner,
+        sequences=setup.sequences.permuted(order, plan.order),
+        order=order,
+        plan=plan,
+        lattice=options.lattice.for_call(options.omega).on_backend(options.backend),
+        blank=options.blank,
+        acc_dtype=accumulation_dtype(setup.probe.dtype),
+        logits_dtype=setup.probe.dtype,
+        state=state,
+    )
+    if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or runner.params):
+        nll = _SamplewiseTransducerLoss.apply(problem, encoder_out, predictor_out, *runner.params)
+    else:
+        nll, _ = run(problem, None, Needs())
+    return reduce_losses(nll, options.reduction)
 
 
 @torch.compiler.disable
@@ -320,76 +276,12 @@ def samplewise_transducer_loss(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     lattice: TransducerLattice | Mapping[str, Any] | None = None,
-    blank: int = 0,
-    reduction: str = "mean",
-    omega: float = 0.0,
-    memory_budget: int | str | None = None,
-    max_samples_per_group: int | None = None,
     state: SamplewiseState | None = None,
-    backend: str = "auto",
-    flash_joint: str = "auto",
+    **options: Any,
 ) -> torch.Tensor:
-    """Transducer loss over `lattice` (RNN-T, or TDT) computed sample-group by sample-group; same values and
-    gradients as ``transducer_loss(joint(encoder_out, predictor_out), ...)`` with bounded transient memory.
-
-    Args:
-        encoder_out: (B, T, H_e) encoder output.
-        predictor_out: (B, U+1, H_p) prediction-network output.
-        joint: maps (N, T, H_e), (N, U+1, H_p) to (N, T, U+1, V) logits (TDT: V + D, the duration scores
-            last), independently per sample (no batch statistics). A joint satisfying ``StandardJoint`` (e.g.
-            ``asr_plugin.models.Joint``) is run fused. Recomputations (T-chunks, non-uniform "none" upstream)
-            replay the RNG state, so dropout masks match between passes. Gradients reach every parameter of an
-            ``nn.Module`` joint; tensors captured by a plain callable get none.
-        targets, logit_lengths, target_lengths, lattice, blank, reduction, omega: as in ``transducer_loss``.
-        memory_budget: bytes (int) or a string like "512MiB"/"2GB" bounding the transient memory of one step;
-            None: 1 GiB on CUDA, 256 MiB on CPU (fixed, so every step and DDP rank plans alike).
-        max_samples_per_group: at most this many samples per step (None: as many as fit the budget).
-        state: what the loss carries across calls (``engine.SamplewiseState``: the fp16 gradient scale, lowered
-            after an overflow, and this call's plan, left in ``state.last_plan``); ``TransducerLoss`` passes its
-            own. None: a fresh one (the fp16 gradient scale starts at 2^12 on every call).
-        backend: the kernels, as in ``transducer_loss``.
-        flash_joint: whether a standard joint runs as the flash joint (``losses.triton.flash``: no logits tensor;
-            per lattice cell 24 bytes whatever V, so far larger groups fit a budget): "auto" (default) on CUDA
-            tensors when it can (``flash_unavailable``: tanh/relu, no active joint dropout, RNN-T without
-            FastEmit, not float64, backend "auto" or "triton"), else the fused or graph runner, and never on the
-            CPU; "always": it must (a ValueError naming why it cannot; on the CPU only under
-            ``TRITON_INTERPRET=1``); "never": it does not. ``last_plan.runner`` says which ran.
-    """
-    state = SamplewiseState() if state is None else state
-    setup = _set_up(
-        encoder_out,
-        predictor_out,
-        joint,
-        targets,
-        logit_lengths,
-        target_lengths,
-        lattice,
-        blank,
-        reduction,
-        omega,
-        memory_budget,
-        max_samples_per_group,
-        flash_joint,
-        backend,
-    )
-    plan, runner = setup.plan, setup.runner
-    state.last_plan = plan
-    order = torch.tensor(plan.order, dtype=torch.int64, device=encoder_out.device)  # the step's one host-to-device copy
-    problem = Problem(
-        encoder_out=encoder_out.detach(),
-        predictor_out=predictor_out.detach(),
-        runner=runner,
-        sequences=setup.sequences.permuted(order, plan.order),
-        order=order,
-        plan=plan,
-        lattice=setup.lattice.for_call(setup.omega).on_backend(backend),
-        blank=blank,
-        acc_dtype=accumulation_dtype(setup.probe.dtype),
-        logits_dtype=setup.probe.dtype,
-        state=state,
-    )
-    if torch.is_grad_enabled() and (encoder_out.requires_grad or predictor_out.requires_grad or runner.params):
-        nll = _SamplewiseTransducerLoss.apply(problem, encoder_out, predictor_out, *runner.params)
-    else:
-        nll, _ = run(problem, None, Needs())
-    return reduce_losses(nll, reduction)
+    """``samplewise_loss`` for direct callers: `lattice` and the keyword `options` are ``SamplewiseOptions``'s
+    (blank, reduction, omega, memory_budget, max_samples_per_group, backend, flash_joint), checked here, e.g.
+    ``samplewise_transducer_loss(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths,
+    TDT([0, 1, 2, 3, 4], sigma=0.02), memory_budget="512MiB")``; `state` as in ``samplewise_loss``."""
+    checked = SamplewiseOptions(lattice=lattice, **options)
+    return samplewise_loss(encoder_out, predictor_out, joint, targets, logit_lengths, target_lengths, checked, state)

@@ -4,7 +4,7 @@
 - ``scripts/benchmark_loss.py``: its ``loss_<device>_<preset>_<dtype>_<stamp>.json`` (``rows``), with the
   paper-scale targets judged per row;
 - ``scripts/profile_loss.py``: its ``profile_*.json`` summaries;
-- the training smoke: its ``smoke.json`` (``asr_plugin.training.smoke``).
+- the training smoke: its ``smoke.json`` (``gpucheck.smoke``).
 """
 
 from __future__ import annotations
@@ -131,6 +131,6 @@ def profile_table(stage_dir: Path) -> str:
 
 def smoke_table(stage_dir: Path) -> str:
     """The training smoke's throughput runs and batch searches, from ``smoke.json``."""
-    from asr_plugin.training.smoke import render_results  # the smoke owns its result format
+    from gpucheck.smoke_results import render_results  # the smoke owns its result format
 
     return render_results(json.loads(_one(stage_dir, "smoke.json").read_text()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from data_helpers import SMALL
+from data_helpers import SMALL, SMALL_LOADER
 from own_corpora import lhotse_cuts, write_long_recordings, write_nemo_manifest, write_shar
 
 from asr_plugin.data import TransducerDataModule, make_mini_librispeech
@@ -29,11 +29,7 @@ def prepared_module(mini_root, tmp_path_factory) -> TransducerDataModule:
         train_splits=["train"],
         valid_splits=["dev"],
         test_splits=["dev", "test-piper"],
-        vocab_size=48,
-        max_duration=10.0,
-        num_buckets=3,
-        num_workers=0,
-        prepare_num_workers=1,
+        **SMALL_LOADER,
         mini_corpus=SMALL,
     )
     dm.prepare_data()

@@ -8,6 +8,9 @@ import numpy as np
 import soundfile as sf
 
 SMALL = dict(n_train=24, n_dev=8, n_test=8, seed=0)
+# The data module's keys for these small corpora: a 48-piece tokenizer, 10 s batches in 3 buckets, no worker
+# processes (loading or preparing).
+SMALL_LOADER = dict(vocab_size=48, max_duration=10.0, num_buckets=3, num_workers=0, prepare_num_workers=1)
 
 
 def write_flac(path: Path, seconds: float, sample_rate: int = 16000, seed: int = 0) -> Path:

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from data_helpers import SMALL
+from data_helpers import SMALL, SMALL_LOADER
 
 from asr_plugin.data import CorpusLayout, LhotseCutsSource, TransducerDataModule, prepare_split, read_manifest
 
@@ -55,11 +55,7 @@ def test_the_audio_we_load_is_lhotses_own(cut_corpus, tmp_path):
         corpus="lhotse",
         train_cuts=[str(manifests["train"])],
         valid_cuts=str(manifests["dev"]),
-        vocab_size=48,
-        max_duration=10.0,
-        num_buckets=3,
-        num_workers=0,
-        prepare_num_workers=1,
+        **SMALL_LOADER,
     )
     dm.prepare_data()
     dm.setup("fit")

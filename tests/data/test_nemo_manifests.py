@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from data_helpers import SMALL, write_flac
+from data_helpers import SMALL, SMALL_LOADER, write_flac
 
 from asr_plugin.data import CorpusLayout, NemoManifestSource, TransducerDataModule, prepare_split, read_manifest
 
@@ -108,11 +108,7 @@ def test_the_data_module_trains_on_segments_of_48khz_stereo_recordings(nemo_corp
         train_manifests=[str(manifests["train"])],
         valid_manifests=str(manifests["dev"]),
         test_manifests={"mine": str(manifests["test"])},
-        vocab_size=48,
-        max_duration=10.0,
-        num_buckets=3,
-        num_workers=0,
-        prepare_num_workers=1,
+        **SMALL_LOADER,
     )
     dm.prepare_data()
     dm.setup("fit")

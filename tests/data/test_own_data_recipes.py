@@ -11,22 +11,13 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from nemo_models import write_synthetic_nemo
+from tiny_models import MICRO_MODEL
 
 from asr_plugin.evaluation import evaluate
 from asr_plugin.finetune import export_nemo, import_nemo
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-MICRO_MODEL = [
-    "model.d_model=32",
-    "model.num_layers=1",
-    "model.num_heads=2",
-    "model.ffn_dim=64",
-    "model.conv_kernel_size=3",
-    "model.predictor_embed_dim=16",
-    "model.predictor_dim=32",
-    "model.joint_dim=32",
-]
 LOADER = ["data.max_duration=10", "data.num_buckets=2", "data.num_workers=0", "data.prepare_num_workers=1"]
 RUN = [  # the fine-tuning preset's warmup is a ratio of the run; from scratch it is a step count
     "trainer.max_steps=3",

@@ -1,21 +1,30 @@
 """Lhotse Shar training data streamed (`data=lhotse data.train_shar=<dir>`): a Shar directory written by
 lhotse's SharWriter (48 kHz stereo flac, 5 shards), split over 2 simulated DDP ranks x 2 loader workers:
 every cut once per epoch, the same batch count on every rank; lhotse's audio is the segment's; bad
-directories are refused naming the path."""
+directories are refused naming the path; a cut whose audio would be a command is refused and never run; a
+damaged shard is named with its cut and what to rebuild."""
 
 from __future__ import annotations
 
 import gzip
+import io
+import json
+import re
+import shutil
+import tarfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tiny_models import MICRO_MODEL
 from two_nodes import run_two_nodes
 
 from asr_plugin.data import TransducerDataModule, load_audio, prepare_corpus
-from asr_plugin.data.shar import equalise, shar_cut_audio, shar_shards
+from asr_plugin.data.shar import equalise
+from asr_plugin.data.sources.shar_cuts import read_shar_cuts, shar_cut_audio, unsafe_source
+from asr_plugin.data.sources.shar_directory import shar_shards
 
 lhotse = pytest.importorskip("lhotse")
 
@@ -179,11 +188,7 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
         "data.num_buckets=2",
         "data.num_workers=2",
         "data.prepare_num_workers=1",
-        *[f"model.{key}" for key in ("d_model=32", "num_layers=1", "num_heads=2", "ffn_dim=64")],
-        "model.conv_kernel_size=3",
-        "model.predictor_embed_dim=16",
-        "model.predictor_dim=32",
-        "model.joint_dim=32",
+        *MICRO_MODEL,
         "optim.scheduler.warmup_steps=1",
         "trainer.max_epochs=2",
         "trainer.limit_val_batches=1",
@@ -202,3 +207,114 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     # max_epochs=2 ended the run: two epochs of the planned steps each (Lightning's last.ckpt counts 2 done)
     assert (checkpoint["epoch"], checkpoint["global_step"]) == (2, 2 * per_epoch)
+
+
+def _rewrite_tar(path: Path, change) -> None:
+    """Rewrites a tar member by member: `change(name, data)` gives the (name, data) written instead."""
+    with tarfile.open(path) as tar:
+        members = [(member, tar.extractfile(member).read()) for member in tar.getmembers()]
+    with tarfile.open(path, "w") as tar:
+        for member, data in members:
+            member.name, data = change(member.name, data)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+
+
+def _audio_member(path: Path, number: int) -> tarfile.TarInfo:
+    """The `number`-th audio member (0: the first cut's) of a recording tar: data and metadata alternate."""
+    with tarfile.open(path) as tar:
+        return tar.getmembers()[2 * number]
+
+
+def test_a_cut_whose_audio_is_a_command_is_refused_and_the_command_never_runs(shar_corpus, shar_work_dir, tmp_path):
+    """lhotse's "no data" placeholder in the tar leaves the cut manifest's recording in place: here a shell
+    command that would create a marker file. Preparation, the loader and the reader refuse it by name."""
+    shar, manifests, _ = shar_corpus
+    bad = shutil.copytree(shar, tmp_path / "shar")
+    marker = tmp_path / "marker"
+    with gzip.open(bad / "cuts.000002.jsonl.gz", "rt") as lines:
+        cuts = [json.loads(line) for line in lines]
+    cut = cuts[1]["id"]
+    cuts[1]["recording"]["sources"] = [{"type": "command", "channels": [0, 1], "source": f"touch {marker}"}]
+    with gzip.open(bad / "cuts.000002.jsonl.gz", "wt") as out:
+        out.write("".join(json.dumps(c) + "\n" for c in cuts))
+    _rewrite_tar(
+        bad / "recording.000002.tar",
+        lambda name, data: (
+            (f"{cut}.nodata", b"")
+            if name == f"{cut}.flac"
+            else ((f"{cut}.nometa", b"") if name == f"{cut}.json" else (name, data))
+        ),
+    )
+    refused = re.escape(f"{bad}: cut {cut} of cuts.000002.jsonl.gz names an audio source of type 'command'")
+    with pytest.raises(ValueError, match=refused):
+        _module(bad, manifests, tmp_path / "work").prepare_data()  # the tokenizer reads the metadata
+    with pytest.raises(ValueError, match=refused):
+        _module(bad, manifests, shar_work_dir, num_workers=0).train_dataloader()  # the survey reads the metadata
+    with pytest.raises(ValueError, match=refused):
+        for read in read_shar_cuts(shar_shards(bad), with_audio=True):  # what the loader's workers read
+            shar_cut_audio(read, 16000)
+    assert not marker.exists()
+    for read in lhotse.CutSet.from_shar(in_dir=bad):  # lhotse alone runs it
+        if read.id == cut:
+            with pytest.raises(Exception):  # noqa: B017 - `touch` writes no audio, whatever lhotse then raises
+                read.load_audio()
+    assert marker.exists()
+
+
+def test_every_audio_source_of_a_cut_is_checked():
+    from lhotse import AudioSource, Recording
+
+    def recording(kind: str, source, **fields) -> Recording:
+        sources = [AudioSource(kind, [0], source)]
+        return Recording("r", sources, sampling_rate=16000, num_samples=16000, duration=1.0, **fields)
+
+    assert unsafe_source(recording("memory", b"RIFF").to_cut()) is None
+    assert unsafe_source(recording("file", "/data/a.flac").to_cut()) is None
+    assert "'url'" in unsafe_source(recording("url", "https://example.org/a.wav").to_cut())
+    assert "shell" in unsafe_source(recording("file", "/data/a';touch x;'.OPUS").to_cut())
+    impulse = recording("command", "touch x").to_dict()
+    reverb = {"name": "ReverbWithImpulseResponse", "kwargs": {"rir_recording": impulse}}
+    assert "'command'" in unsafe_source(recording("memory", b"RIFF", transforms=[reverb]).to_cut())
+
+
+def _truncate_in_a_member(shar: Path) -> str:
+    member = _audio_member(shar / "recording.000001.tar", 1)
+    data = (shar / "recording.000001.tar").read_bytes()
+    (shar / "recording.000001.tar").write_bytes(data[: member.offset_data + member.size // 2])
+    cut = Path(member.name).stem
+    return rf"recording.000001.tar cannot be read at cut {cut} \(line 2 of cuts.000001.jsonl.gz\): ReadError"
+
+
+def _corrupt_flac(shar: Path) -> str:
+    member = _audio_member(shar / "recording.000001.tar", 1)
+    data = bytearray((shar / "recording.000001.tar").read_bytes())
+    data[member.offset_data : member.offset_data + member.size] = bytes(member.size)
+    (shar / "recording.000001.tar").write_bytes(bytes(data))
+    cut = Path(member.name).stem
+    return rf"the audio of cut {cut} in recording.000001.tar does not decode \(AudioLoadingError"
+
+
+def _truncate_cuts(shar: Path) -> str:
+    data = (shar / "cuts.000001.jsonl.gz").read_bytes()
+    (shar / "cuts.000001.jsonl.gz").write_bytes(data[: len(data) - 12])  # the trailer and the last bytes
+    return r"cuts.000001.jsonl.gz cannot be read from line \d on \(after cut \S+\): EOFError"
+
+
+def _swap_tars(shar: Path) -> str:
+    first, second = shar / "recording.000000.tar", shar / "recording.000001.tar"
+    data = first.read_bytes()
+    first.write_bytes(second.read_bytes())
+    second.write_bytes(data)
+    cuts = "|".join(Path(_audio_member(tar, 0).name).stem for tar in (first, second))  # each the other's first cut
+    return rf"recording.(00000[01]).tar cannot be read at cut ({cuts}) \(line 1 of cuts.\1.jsonl.gz\): AssertionError"
+
+
+@pytest.mark.parametrize("damage", [_truncate_in_a_member, _corrupt_flac, _truncate_cuts, _swap_tars])
+def test_a_damaged_shard_is_named_with_its_cut_and_what_to_rebuild(shar_corpus, shar_work_dir, tmp_path, damage):
+    shar, manifests, _ = shar_corpus
+    bad = shutil.copytree(shar, tmp_path / "shar")
+    expected = damage(bad)
+    with pytest.raises(ValueError, match=re.escape(f"{bad}: ") + expected) as error:
+        list(_module(bad, manifests, shar_work_dir, num_workers=0).train_dataloader())
+    assert "rebuild shard 00000" in str(error.value) and "CutSet.to_shar" in str(error.value)

@@ -11,7 +11,6 @@ import torch
 from tiny_models import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import greedy_search, modified_beam_search
-from asr_plugin.models import build_transducer
 
 
 def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], float]:
@@ -51,19 +50,16 @@ def table_model(table: dict[tuple[int, int], list[float]], frames: int, vocab: i
     meets context u, and the output layer writes the log-probabilities of that cell.
     Returns the model and its (1, T, T) one-hot encoder output.
     """
-    model = build_transducer(
+    model = tiny_transducer(
         vocab,
-        input_dim=16,
         d_model=frames,
-        num_layers=1,
         num_heads=1,
         ffn_dim=4,
-        conv_kernel_size=3,
         predictor_embed_dim=vocab,
         predictor_dim=vocab,
         joint_dim=frames * vocab,
         joint_activation="relu",
-    ).eval()
+    )
     sat = 20.0
     pred, joint = model.predictor, model.joint
     with torch.no_grad():

@@ -31,7 +31,7 @@ from nemo_plugin_models import (  # noqa: E402
 from asr_plugin.integrations.nemo import SampleWiseRNNTJoint, allow_in_nemo_configs, use_samplewise  # noqa: E402
 from asr_plugin.integrations.nemo.joint import TARGET  # noqa: E402
 from asr_plugin.integrations.nemo.network import JointNetwork  # noqa: E402
-from asr_plugin.losses import RNNT, TDT, StandardJoint, TransducerLoss  # noqa: E402
+from asr_plugin.losses import RNNT, TDT, SamplewiseOptions, StandardJoint, TransducerLoss  # noqa: E402
 from benchmarks.nemo_examples import train_nemo_style_tokenizer  # noqa: E402
 
 SMALL_BUDGET = "32KiB"  # a few hundred lattice cells: several groups, longer samples split over T
@@ -263,7 +263,7 @@ def test_config_way_in_saves_and_restores(tokenizer_dir, allowed, tmp_path, monk
     model.save_to(str(path))
     restored = EncDecRNNTBPEModel.restore_from(str(path), map_location="cpu")
     assert type(restored.joint) is SampleWiseRNNTJoint
-    assert (restored.joint.memory_budget, restored.joint.max_samples_per_group) == ("2MiB", 3)
+    assert restored.joint.samplewise_options == SamplewiseOptions(memory_budget="2MiB", max_samples_per_group=3)
     assert_same_weights(restored, model)
     from nemo.core.classes import common
 

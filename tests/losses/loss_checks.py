@@ -17,3 +17,21 @@ def assert_gradient_is_the_finite_difference(loss_fn, weight: torch.Tensor, eps:
         minus = loss_fn()
         weight += eps * direction
     torch.testing.assert_close((plus - minus) / (2 * eps), (grad * direction).sum(), rtol=1e-6, atol=1e-6)
+
+
+def assert_seeded_loss_gradient(loss_fn, weight: torch.Tensor, reduction: str):
+    """`assert_gradient_is_the_finite_difference` of `loss_fn()` (a loss over 4 samples, of `reduction`) under seed
+    0, weighted by an upstream gradient (for "none" a different weight per sample, so the backward recomputes);
+    returns that seeded, weighted loss."""
+    upstream = (
+        torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64)
+        if reduction == "none"
+        else torch.tensor(1.0, dtype=torch.float64)
+    )
+
+    def seeded_loss():
+        torch.manual_seed(0)
+        return (loss_fn() * upstream).sum()
+
+    assert_gradient_is_the_finite_difference(seeded_loss, weight)
+    return seeded_loss

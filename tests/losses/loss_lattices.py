@@ -1,5 +1,5 @@
-"""Random lattices shared by the loss tests (a module of its own, not conftest.py, so test files can import it
-by a name no other test directory uses)."""
+"""Random lattices shared by the loss tests, and the gradient ops' argument list (a module of its own, not
+conftest.py, so test files can import it by a name no other test directory uses)."""
 
 import torch
 
@@ -26,3 +26,33 @@ def make_tdt_problem(batch, frames, labels, vocab, durations, blank=0, dtype=tor
         batch, frames, labels, vocab, blank, generator, full_lengths
     )
     return logits.requires_grad_(), targets, logit_lengths, target_lengths
+
+
+def logits_grad_args(logits, stats, lattice, blank, row, t_offset, weights, clamp, grad, *trailing) -> tuple:
+    """The arguments of a logits-gradient op (``transducer_logits_grad``, ``tdt_logits_grad``) in its schema's
+    order (``csrc/transducer.cpp``, ``csrc/tdt.cpp``).
+
+    Args:
+        stats: (log_probs, denominators, alphas, betas, nll), as the log-probs and recursion ops return them
+            (``LatticeStats``'s order).
+        lattice: (targets, logit_lengths, target_lengths).
+        row: V (RNN-T) or the durations (TDT).
+        trailing: RNN-T's fastemit_lambda.
+    """
+    log_probs, denominators, alphas, betas, nll = stats
+    return (
+        logits,
+        denominators,
+        log_probs,
+        alphas,
+        betas,
+        nll,
+        *lattice,
+        blank,
+        row,
+        t_offset,
+        weights,
+        clamp,
+        grad,
+        *trailing,
+    )

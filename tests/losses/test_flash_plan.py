@@ -1,6 +1,6 @@
 """The flash joint in the sample-wise planner, without running a kernel: its memory model
 (``planning.flash_cell_bytes``: nothing per cell grows with V or H, the rows carry H), the groups a budget gives
-with it, and when the sample-wise loss chooses it (``samplewise.choose_flash``). The runs themselves are in
+with it, and when the sample-wise loss chooses it (``runner_choice.choose_flash``). The runs themselves are in
 tests/losses/triton/test_flash_samplewise.py (Triton's interpreter)."""
 
 from __future__ import annotations
@@ -8,12 +8,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asr_plugin.losses import RNNT, TDT, TransducerLoss
+from asr_plugin.losses import RNNT, TDT, SamplewiseOptions, TransducerLoss, runner_choice
 from asr_plugin.losses.planning import CellBytes, cell_bytes, flash_cell_bytes, plan_groups
-from asr_plugin.losses.samplewise import choose_flash
 from asr_plugin.models import Joint
 
 CUDA = torch.device("cuda")  # choose_flash only reads the device's type: no GPU is needed to ask it
+
+
+def choose_flash(flash_joint, joint, lattice, device, dtype, backend) -> bool:
+    """The runner choice of a call with these options on `device`, the joint's output in `dtype`."""
+    options = SamplewiseOptions(lattice, flash_joint=flash_joint, backend=backend)
+    return runner_choice.choose_flash(joint, options, device, dtype)
 
 
 def test_flash_cell_bytes_are_the_lattice_statistics_and_the_rows():

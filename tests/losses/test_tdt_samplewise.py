@@ -4,7 +4,7 @@ dropout and omega."""
 
 import pytest
 import torch
-from loss_checks import assert_gradient_is_the_finite_difference
+from loss_checks import assert_seeded_loss_gradient
 from loss_joints import TanhJoint
 
 from asr_plugin.losses import TDT, TransducerLoss, plan_samplewise, samplewise_transducer_loss, transducer_loss
@@ -146,26 +146,12 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
     joint, encoder_out, predictor_out, lattice = case
     joint.train()
     budget = budget_for(case, 8)
-    upstream = (
-        torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64)
-        if reduction == "none"
-        else torch.tensor(1.0, dtype=torch.float64)
+    options = dict(reduction=reduction, memory_budget=budget, lattice=TDT(DURATIONS, 0.05))
+    seeded_loss = assert_seeded_loss_gradient(
+        lambda: samplewise_transducer_loss(encoder_out, predictor_out, joint, *lattice, **options),
+        joint.output.weight,
+        reduction,
     )
-
-    def seeded_loss():
-        torch.manual_seed(0)
-        loss = samplewise_transducer_loss(
-            encoder_out,
-            predictor_out,
-            joint,
-            *lattice,
-            reduction=reduction,
-            memory_budget=budget,
-            lattice=TDT(DURATIONS, 0.05),
-        )
-        return (loss * upstream).sum()
-
-    assert_gradient_is_the_finite_difference(seeded_loss, joint.output.weight)
     with_dropout = seeded_loss()
     joint.eval()
     assert not torch.allclose(with_dropout, seeded_loss())  # the masks were applied

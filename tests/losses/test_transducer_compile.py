@@ -3,6 +3,7 @@ agree with the real ones (torch.library.opcheck)."""
 
 import pytest
 import torch
+from loss_lattices import logits_grad_args
 from torch import nn
 
 from asr_plugin.losses import TransducerLoss
@@ -71,22 +72,8 @@ def test_fake_kernels_match_the_ops(make_problem):
     log_probs, denominators = ops.transducer_log_probs(logits, *lengths, 0, 5, 0, bad)
     torch.library.opcheck(ops.transducer_alphas_betas.default, (log_probs, *lengths[1:]), test_utils=checks)
     alphas, betas, nll = ops.transducer_alphas_betas(log_probs, *lengths[1:])
-    grad_args = (
-        logits,
-        denominators,
-        log_probs,
-        alphas,
-        betas,
-        nll,
-        *lengths,
-        0,
-        5,
-        0,
-        torch.ones(2),
-        0.0,
-        torch.empty_like(logits),
-        0.01,
-    )
+    stats = (log_probs, denominators, alphas, betas, nll)
+    grad_args = logits_grad_args(logits, stats, lengths, 0, 5, 0, torch.ones(2), 0.0, torch.empty_like(logits), 0.01)
     torch.library.opcheck(ops.transducer_logits_grad.default, grad_args, test_utils=checks)
 
 
@@ -102,21 +89,8 @@ def test_tdt_fake_kernels_match_the_ops(make_problem):
     assert log_probs.shape == (2, 4, 4, 5) and denominators.shape == (2, 4, 4, 2)
     torch.library.opcheck(ops.tdt_alphas_betas.default, (log_probs, *lengths[1:], durations), test_utils=checks)
     alphas, betas, nll = ops.tdt_alphas_betas(log_probs, *lengths[1:], durations)
-    grad_args = (
-        logits,
-        denominators,
-        log_probs,
-        alphas,
-        betas,
-        nll,
-        *lengths,
-        0,
-        durations,
-        0,
-        torch.ones(2),
-        0.0,
-        torch.empty_like(logits),
-    )
+    stats = (log_probs, denominators, alphas, betas, nll)
+    grad_args = logits_grad_args(logits, stats, lengths, 0, durations, 0, torch.ones(2), 0.0, torch.empty_like(logits))
     torch.library.opcheck(ops.tdt_logits_grad.default, grad_args, test_utils=checks)
 
 

@@ -2,12 +2,13 @@
 
 import pytest
 import torch
-from loss_checks import assert_gradient_is_the_finite_difference
+from loss_checks import assert_seeded_loss_gradient
 from torch import nn
 
 from asr_plugin.losses import StandardJoint, plan_samplewise, samplewise_transducer_loss, transducer_loss
 from asr_plugin.losses.planning import cell_bytes
-from asr_plugin.losses.runners import FusedRunner, GraphRunner, make_runner
+from asr_plugin.losses.runner_choice import make_runner
+from asr_plugin.losses.runners import FusedRunner, GraphRunner
 from asr_plugin.models import Joint
 
 
@@ -207,20 +208,13 @@ def test_fused_dropout_gradient_is_that_of_the_seeded_loss(reduction):
     """Several groups and T-chunks (and, for "none", the backward's recomputation): every pass sees the masks of
     the first, so the gradient matches a finite difference of the loss under the same seed."""
     joint, encoder_out, predictor_out, lattice = _dropout_problem("tanh", batch=4, seed=8)
-    upstream = (
-        torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=torch.float64)
-        if reduction == "none"
-        else torch.tensor(1.0, dtype=torch.float64)
-    )
-
-    def seeded_loss():
-        torch.manual_seed(0)
-        loss = samplewise_transducer_loss(
+    assert_seeded_loss_gradient(
+        lambda: samplewise_transducer_loss(
             encoder_out, predictor_out, joint, *lattice, reduction=reduction, memory_budget="3KiB"
-        )
-        return (loss * upstream).sum()
-
-    assert_gradient_is_the_finite_difference(seeded_loss, joint.output.weight)
+        ),
+        joint.output.weight,
+        reduction,
+    )
 
 
 def test_fused_dropout_is_random_in_training_and_off_in_eval():

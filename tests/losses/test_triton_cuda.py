@@ -99,7 +99,7 @@ def test_flash_joint_peak_memory_is_far_below_the_logits():
     """At a lattice whose float32 logits would take 2.1 GB, the flash joint's forward and backward allocate less
     than a tenth of that beyond their inputs (five floats per cell, no (T, U+1, V) tensor), with the unfused
     loss's value."""
-    from asr_plugin.losses.triton.flash import flash_transducer_loss
+    from asr_plugin.losses.flash import flash_transducer_loss
 
     torch.manual_seed(64)
     joint = Joint(256, 256, 256, 1024).cuda()

@@ -2,8 +2,9 @@
 
 import pytest
 import torch
+from tiny_models import tiny_transducer
 
-from asr_plugin.models import ConformerEncoder, Conv2dSubsampling, Joint, LSTMPredictor, build_transducer
+from asr_plugin.models import ConformerEncoder, Conv2dSubsampling, Joint, LSTMPredictor
 
 
 @pytest.mark.parametrize("factor", [2, 4, 8])
@@ -64,9 +65,7 @@ def test_joint_rejects_unknown_activation():
 
 
 def test_transducer_passes_encoder_lengths_to_loss():
-    model = build_transducer(
-        vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8
-    )
+    model = tiny_transducer(input_dim=80, predictor_dim=8)
     seen = {}
 
     def loss_fn(enc, pred, joint, targets, enc_lengths, target_lengths):
@@ -108,17 +107,7 @@ def test_unpadded_subsampling_masking_leaves_valid_frames_as_before():
 
 def test_blank_as_pad_keeps_the_start_embedding_zero():
     """NeMo's blank_as_pad: the start symbol's input is a zero vector that training never changes."""
-    model = build_transducer(
-        vocab_size=7,
-        d_model=16,
-        num_layers=1,
-        num_heads=2,
-        ffn_dim=32,
-        predictor_dim=8,
-        joint_dim=8,
-        predictor_blank_as_pad=True,
-        predictor_dropout=0.0,
-    )
+    model = tiny_transducer(predictor_blank_as_pad=True, predictor_dropout=0.0)
     assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
     optimizer = torch.optim.AdamW(model.predictor.parameters(), lr=0.1, weight_decay=0.1)
     targets = torch.tensor([[1, 2, 0], [3, 0, 0]])
@@ -127,7 +116,5 @@ def test_blank_as_pad_keeps_the_start_embedding_zero():
     assert torch.equal(model.predictor.embedding.weight[0], torch.zeros(model.predictor.embedding.embedding_dim))
     zero_start, _ = model.predictor.lstm(torch.zeros(1, 1, model.predictor.embedding.embedding_dim))
     torch.testing.assert_close(model.predictor(targets[:1, :0]), zero_start)  # U = 0: the start alone
-    default = build_transducer(
-        vocab_size=7, d_model=16, num_layers=1, num_heads=2, ffn_dim=32, predictor_dim=8, joint_dim=8
-    )
+    default = tiny_transducer()
     assert default.predictor.embedding.padding_idx is None

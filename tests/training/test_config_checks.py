@@ -58,8 +58,18 @@ def test_wrong_values_are_refused_before_anything_runs(tiny_run, tmp_path, overr
     ],
 )
 def test_every_shipped_composition_passes_the_checks(tmp_path, overrides):
+    """The composition passes, and the check reads each node it will build: the same composition with any one
+    of them naming a callable that does not take its arguments is refused, naming the node."""
+    from omegaconf import OmegaConf, open_dict
     from train_configs import compose_train
 
     from asr_plugin.training.train import check_config
 
-    check_config(compose_train(overrides, tmp_path=tmp_path))
+    cfg = compose_train(overrides, tmp_path=tmp_path)
+    check_config(cfg)  # raises ConfigError naming what is wrong
+    for node in ("model", "loss", "optim.optimizer", "optim.scheduler", "trainer", "data"):
+        broken = cfg.copy()
+        with open_dict(broken):
+            OmegaConf.update(broken, f"{node}._target_", "builtins.len")
+        with pytest.raises(ConfigError, match=rf"^{node}(\._target_='builtins.len'|: builtins.len has no argument)"):
+            check_config(broken)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from train_configs import compose_train
 
+from asr_plugin.training import distributed
 from asr_plugin.training.distributed import launch_rank, prepare_data_once, run_id
 from asr_plugin.training.train import check_schedule_fits_corpus
 
@@ -96,13 +98,31 @@ def test_a_rank_that_never_sees_the_data_says_what_is_missing(tmp_path):
     assert data.calls == 0 and "data.work_dir" in str(error.value)
 
 
-def test_waiting_ranks_say_what_they_wait_for(tmp_path, caplog):
-    data = _FakeData([tmp_path / "train.jsonl", tmp_path / "feature_stats.json"], timeout_s=0.3)
+class FakeClock:
+    """The ``time`` of `prepare_data_once`: sleeping moves the clock on by exactly that long, at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)  # the rest of the module, as it is
+
+
+def test_waiting_ranks_say_what_they_wait_for(tmp_path, caplog, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(distributed, "time", clock)
+    data = _FakeData([tmp_path / "train.jsonl", tmp_path / "feature_stats.json"], timeout_s=0.75)
     with caplog.at_level(logging.INFO, logger="asr_plugin.training.distributed"), pytest.raises(RuntimeError):
-        prepare_data_once(data, rank=1, poll_s=0.01, report_s=0.1)
+        prepare_data_once(data, rank=1, poll_s=0.0625, report_s=0.25)  # binary fractions: exact sums
     reports = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
-    assert 2 <= len(reports) <= 5  # every report_s, not every poll
-    assert "rank 1: waiting 0 s of 0.3 s for rank 0 to prepare 2 file(s)" in reports[0]
+    assert len(reports) == 3 and clock.now == 0.75  # at 0, 0.25 and 0.5 s: every report_s, not every poll
+    assert "rank 1: waiting 0 s of 0.75 s for rank 0 to prepare 2 file(s)" in reports[0]
     assert str(tmp_path / "train.jsonl") in reports[0] and str(tmp_path / "feature_stats.json") in reports[0]
 
 

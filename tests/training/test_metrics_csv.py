@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from train_configs import REPO_ROOT, TINY_RUN
+from train_configs import REPO_ROOT, TINY_RUN, job_free_env
 
 from asr_plugin.training import train
 from asr_plugin.training.csv_logger import DurableMetricsWriter
@@ -59,8 +58,7 @@ def test_a_run_stopped_by_non_finite_logits_leaves_its_metrics(tiny_run, tmp_pat
 
 @pytest.mark.slow
 def test_a_killed_run_leaves_the_metrics_it_logged(data_dir, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("ASR_RUN_ID", "SLURM_JOB_ID")}
-    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env = job_free_env()
     run_dir = tmp_path / "run"
     command = [
         sys.executable,

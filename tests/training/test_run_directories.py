@@ -4,19 +4,17 @@ own configs and results."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from train_configs import REPO_ROOT, TINY_RUN
+from train_configs import JOB_VARIABLES, REPO_ROOT, TINY_RUN, job_free_env
 
 from asr_plugin.training.distributed import reserve_run_dir, run_id
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
-JOB_VARIABLES = ("ASR_RUN_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_RANK")
 
 
 def _reserve_many(parent: str, name: str, count: int, queue) -> None:
@@ -61,8 +59,7 @@ def test_processes_of_one_job_without_a_shared_id_are_refused(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_two_runs_started_together_keep_their_own_configs_and_results(data_dir, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
-    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env = job_free_env()
     runs = {}
     for seed in (1, 2):
         command = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, train_steps
+from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, job_free_env, train_steps
 
 from asr_plugin.training.signal_stop import StepBoundaryStop, StoppedBySignal
 
@@ -88,12 +88,7 @@ def test_run_sh_forwards_sigterm_to_training_and_stops(tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(data_dir, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(
-        ASR_RUN_ID="stopped",
-        OMP_NUM_THREADS="1",
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]),
-    )
+    env = job_free_env(ASR_RUN_ID="stopped")
     overrides = [
         *TINY_RUN,
         "trainer.max_epochs=1000",

@@ -11,10 +11,9 @@ length checks need; under DDP 1 all-reduce (the utterance count) and no barrier.
 
 from __future__ import annotations
 
-import lightning as L
 import pytest
 import torch
-from train_configs import micro_module_kwargs
+from train_configs import micro_module_kwargs, quiet_cpu_trainer
 from training_synthetic import CloseProcessGroup, CountStepSyncs, SyntheticDataModule
 
 from asr_plugin.training import TransducerModule
@@ -30,14 +29,9 @@ def _count(mode: str, batch_size: int, steps: int = 3, **trainer_kwargs) -> Coun
     torch.manual_seed(0)
     module = TransducerModule(**{**micro_module_kwargs(mode), "ctc_weight": 0.3})
     counter = CountStepSyncs(trainer_kwargs.pop("path", None))
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_cpu_trainer(
         max_steps=steps + 1,
         limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         gradient_clip_val=5.0,
         use_distributed_sampler=False,
         callbacks=[counter, CloseProcessGroup()],

@@ -3,10 +3,9 @@ different sizes on the ranks weigh every utterance alike (loss normalised by the
 
 from __future__ import annotations
 
-import lightning as L
 import pytest
 import torch
-from train_configs import micro_module_kwargs
+from train_configs import micro_module_kwargs, quiet_cpu_trainer
 from training_synthetic import (
     CloseProcessGroup,
     RankBatchesDataModule,
@@ -24,14 +23,9 @@ pytestmark = pytest.mark.slow  # subprocess launches of training runs
 def _first_step_gradients(path, datamodule: SyntheticDataModule, **trainer_kwargs) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     module = TransducerModule(**micro_module_kwargs("samplewise"))
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_cpu_trainer(
         max_steps=1,
         limit_val_batches=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         callbacks=[SaveGradients(path), CloseProcessGroup()],
         use_distributed_sampler=False,
         **trainer_kwargs,

@@ -5,23 +5,10 @@ from __future__ import annotations
 import lightning as L
 import pytest
 import torch
-from train_configs import micro_module_kwargs
+from train_configs import micro_module_kwargs, quiet_cpu_trainer
 from training_synthetic import SyntheticDataModule, SyntheticUtterances, collate
 
 from asr_plugin.training import TransducerModule
-
-
-def _trainer(**kwargs) -> L.Trainer:
-    defaults = dict(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-    )
-    return L.Trainer(**{**defaults, **kwargs})
 
 
 def test_batched_and_samplewise_give_the_same_loss_and_gradients():
@@ -63,7 +50,7 @@ def test_overfits_a_handful_of_utterances():
     kwargs["optim"]["scheduler"]["warmup_steps"] = 10
     module = TransducerModule(**kwargs)
     record = _RecordLoss()
-    trainer = _trainer(max_steps=60, callbacks=[record], limit_val_batches=0)
+    trainer = quiet_cpu_trainer(max_steps=60, callbacks=[record], limit_val_batches=0)
     trainer.fit(module, datamodule=SyntheticDataModule(n=4, batch_size=4))
     first, last = record.losses[0], sum(record.losses[-5:]) / 5
     assert last < 0.2 * first, f"loss went from {first:.3f} to {last:.3f}"
@@ -84,7 +71,7 @@ def test_pretrained_parameters_get_their_own_lr_and_frozen_ones_none():
     frozen = module.model.encoder.subsampling.out.weight
     frozen.requires_grad_(False)
     hook = _FitWithFinetuneGroups()
-    _trainer(max_steps=1, limit_val_batches=0, callbacks=[hook]).fit(
+    quiet_cpu_trainer(max_steps=1, limit_val_batches=0, callbacks=[hook]).fit(
         module, datamodule=SyntheticDataModule(n=2, batch_size=2)
     )
 
@@ -101,7 +88,7 @@ def test_pretrained_parameters_get_their_own_lr_and_frozen_ones_none():
 def test_fast_dev_run_logs_loss_and_wer(precision):
     torch.manual_seed(0)
     module = TransducerModule(**micro_module_kwargs("samplewise"))
-    trainer = _trainer(fast_dev_run=2, precision=precision)
+    trainer = quiet_cpu_trainer(fast_dev_run=2, precision=precision)
     trainer.fit(module, datamodule=SyntheticDataModule(n=4, batch_size=2))
     metrics = trainer.callback_metrics
     for key in ("train/loss_step", "train/loss_epoch", "train/grad_norm", "val/loss", "val/wer"):
@@ -143,7 +130,7 @@ def test_logged_grad_norm_is_the_norm_before_clipping_and_clipping_still_applies
     torch.manual_seed(0)
     module = TransducerModule(**micro_module_kwargs())
     norms = _GradientNorms()
-    trainer = _trainer(
+    trainer = quiet_cpu_trainer(
         max_steps=1, limit_val_batches=0, callbacks=[norms], gradient_clip_val=clip, gradient_clip_algorithm=algorithm
     )
     trainer.fit(module, datamodule=SyntheticDataModule(n=4, batch_size=4))

@@ -6,35 +6,53 @@ uses: `pytest tests/training tests/data` collects both directories' conftest mod
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import lightning as L
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
+from tiny_models import MICRO_MODEL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
-
-# Smaller than conf/model/tiny.yaml: a few seconds per step on one CPU core.
-MICRO_MODEL = [
-    "model.d_model=32",
-    "model.num_layers=1",
-    "model.num_heads=2",
-    "model.ffn_dim=64",
-    "model.conv_kernel_size=3",
-    "model.predictor_embed_dim=16",
-    "model.predictor_dim=32",
-    "model.joint_dim=32",
-]
+# What a job's launcher sets (SLURM, torchrun, Lightning) and this project's run id.
+JOB_VARIABLES = ("ASR_RUN_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_RANK")
 
 
-def compose_train(overrides: list[str] = (), tmp_path: Path | None = None) -> DictConfig:
-    """conf/train.yaml composed as the recipe would, with run paths under `tmp_path` (no Hydra runtime)."""
+def compose_train(overrides: list[str] = (), tmp_path: Path | None = None, with_hydra: bool = False) -> DictConfig:
+    """conf/train.yaml composed as the recipe would, with run paths under `tmp_path` (no Hydra runtime; its
+    ``hydra`` node too `with_hydra`)."""
     paths = []
     if tmp_path is not None:
         paths = [f"paths.root_dir={tmp_path}", f"paths.output_dir={tmp_path}/run"]  # log_dir: root_dir/logs
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides) + paths)
+        return compose(config_name="train", overrides=list(overrides) + paths, return_hydra_config=with_hydra)
+
+
+def job_free_env(**extra: str) -> dict[str, str]:
+    """The environment of a recipe process a test starts: this one's without any job's variables (SLURM's,
+    torchrun's, ASR_RUN_ID: the test's own job and run directory), one thread, this checkout first on
+    PYTHONPATH; `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in JOB_VARIABLES}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    return {**env, **extra}
+
+
+def quiet_cpu_trainer(**kwargs) -> L.Trainer:
+    """A Lightning Trainer on one CPU device with no logger, checkpoints, progress bar, model summary or sanity
+    validation; `kwargs` add to or replace those."""
+    quiet = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    return L.Trainer(**{**quiet, **kwargs})
 
 
 def micro_module_kwargs(mode: str = "batched", dropout: float = 0.0, vocab_size: int = 12, **optim) -> dict:

@@ -18,6 +18,8 @@ from typing import Any
 
 from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.sources.manifest_sets import ManifestSetSource
+from asr_plugin.data.sources.shar_cuts import cut_text
+from asr_plugin.data.sources.shar_directory import shar_shards
 
 
 def cut_candidate(cut: Any, where: str) -> tuple[Candidate | None, str | None]:
@@ -32,7 +34,7 @@ def cut_candidate(cut: Any, where: str) -> tuple[Candidate | None, str | None]:
             f"cut {cut.id}: its audio is not one file (sources: {kinds}); write such cuts as a Shar "
             "directory or with one file per recording"
         )
-    text = " ".join(" ".join((supervision.text or "").split()) for supervision in cut.supervisions).strip()
+    text = cut_text(cut)
     if not text:
         return None, f"cut {cut.id} has no transcript (no supervision with text)"
     speaker = next((s.speaker for s in cut.supervisions if s.speaker), None)
@@ -69,7 +71,7 @@ def read_cut_manifest(manifest: Path) -> tuple[list[Candidate], list[Skipped]]:
 class LhotseCutsSource(ManifestSetSource):
     """lhotse cuts: ``data=lhotse data.train_cuts=[a.jsonl.gz] data.valid_cuts=[b.jsonl.gz]
     data.test_cuts={name: c.jsonl.gz}``, or a training set streamed from a Shar directory,
-    ``data.train_shar=<dir>`` (`asr_plugin.data.shar`).
+    ``data.train_shar=<dir>`` (`asr_plugin.data.sources.shar_directory`, streamed by `asr_plugin.data.shar`).
 
     Args:
         train_cuts: the training cut manifests (one split, "train").
@@ -99,8 +101,6 @@ class LhotseCutsSource(ManifestSetSource):
                     f"data.train_shar={train_shar} and data.train_cuts={[str(p) for p in self.sets['train']]}: "
                     "give one training set (set data.train_cuts=[] to stream the Shar directory)"
                 )
-            from asr_plugin.data.shar import shar_shards
-
             self.train_shar = Path(train_shar).absolute()
             self.shards = shar_shards(self.train_shar)
 

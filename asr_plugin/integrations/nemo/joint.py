@@ -9,11 +9,13 @@ gradients run group by group within ``memory_budget``, and the (B, T, U+1, V) sc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from nemo.collections.asr.modules import RNNTJoint
 from nemo.core.classes import typecheck
 
-from asr_plugin.losses import TransducerLoss
+from asr_plugin.losses import SamplewiseOptions, TransducerLoss
 
 from .network import JointNetwork
 from .objective import LossSettings, loss_settings
@@ -32,11 +34,6 @@ def allow_in_nemo_configs() -> None:
 
     if TARGET not in common.ALLOWED_TARGET_PREFIXES:
         common.ALLOWED_TARGET_PREFIXES.append(TARGET)
-
-
-def check_samplewise_options(memory_budget: int | str | None, max_samples_per_group: int | None) -> None:
-    """ValueError/TypeError for a memory budget or group size the sample-wise loss does not accept."""
-    TransducerLoss(mode="samplewise", memory_budget=memory_budget, max_samples_per_group=max_samples_per_group)
 
 
 class SampleWiseRNNTJoint(RNNTJoint):
@@ -69,27 +66,28 @@ class SampleWiseRNNTJoint(RNNTJoint):
         **nemo_arguments,
     ) -> None:
         super().__init__(jointnet=jointnet, num_classes=num_classes, fuse_loss_wer=fuse_loss_wer, **nemo_arguments)
-        self.configure_samplewise(memory_budget, max_samples_per_group)
+        self.configure_samplewise(
+            SamplewiseOptions(memory_budget=memory_budget, max_samples_per_group=max_samples_per_group)
+        )
 
-    def configure_samplewise(self, memory_budget: int | str | None, max_samples_per_group: int | None) -> None:
-        """Set the sample-wise loss's budget and group size (checked here, before any training step)."""
-        check_samplewise_options(memory_budget, max_samples_per_group)
-        self.memory_budget, self.max_samples_per_group = memory_budget, max_samples_per_group
+    def configure_samplewise(self, options: SamplewiseOptions) -> None:
+        """Set the sample-wise loss's budget and group size (`options`, checked when built, before any training
+        step; its lattice, blank, reduction and omega are NeMo's loss's, set when the loss is built)."""
+        self.samplewise_options = options
         self.samplewise_loss: TransducerLoss | None = None  # built for NeMo's loss settings on first use
         self.samplewise_settings: LossSettings | None = None
 
     def _samplewise_loss(self, settings: LossSettings) -> TransducerLoss:
         """The sample-wise loss for NeMo's current loss settings (rebuilt when the model sets another loss)."""
         if self.samplewise_loss is None or settings != self.samplewise_settings:
-            self.samplewise_loss = TransducerLoss(
-                mode="samplewise",
+            options = replace(
+                self.samplewise_options,
                 lattice=settings.lattice,
                 blank=settings.blank,
                 reduction="none",  # NeMo's own reduction follows
                 omega=settings.omega,
-                memory_budget=self.memory_budget,
-                max_samples_per_group=self.max_samples_per_group,
             )
+            self.samplewise_loss = TransducerLoss("samplewise", **options.arguments())
             self.samplewise_settings = settings
         return self.samplewise_loss
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from nemo.collections.asr.models import EncDecRNNTModel
 from nemo.collections.asr.modules import RNNTJoint
 
-from .joint import SampleWiseRNNTJoint, check_samplewise_options
+from asr_plugin.losses import SamplewiseOptions
+
+from .joint import SampleWiseRNNTJoint
 from .objective import loss_settings
 
 # Sub-batch of NeMo's training WER when the joint has no fused_batch_size (the value of NeMo's example configs).
@@ -44,9 +46,9 @@ def use_samplewise(
         )
     # refuse before changing anything
     loss_settings(model.loss, joint)
-    check_samplewise_options(memory_budget, max_samples_per_group)
+    options = SamplewiseOptions(memory_budget=memory_budget, max_samples_per_group=max_samples_per_group)
     joint.__class__ = SampleWiseRNNTJoint
-    joint.configure_samplewise(memory_budget, max_samples_per_group)
+    joint.configure_samplewise(options)
     if joint.fused_batch_size is None:
         joint.set_fused_batch_size(DEFAULT_WER_BATCH)
     joint.set_fuse_loss_wer(True, model.loss, model.wer)

@@ -1,4 +1,4 @@
-"""The flash joint (``losses.triton.flash``): the unfused loss's value and every gradient (inputs, projections,
+"""The flash joint (``losses.flash``): the unfused loss's value and every gradient (inputs, projections,
 output layer), and what it declines by name."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asr_plugin.losses import RNNT, transducer_loss
-from asr_plugin.losses.triton.flash import flash_transducer_loss
+from asr_plugin.losses.flash import flash_transducer_loss
 from asr_plugin.models import Joint
 
 

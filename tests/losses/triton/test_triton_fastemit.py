@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from loss_lattices import logits_grad_args
 from triton_cases import random_inputs, triton_ops
 
 
@@ -47,23 +48,9 @@ def test_fastemit_gradient_matches_nemo_definition(fastemit_lambda):
     alphas, betas, nll = ops.transducer_alphas_betas(log_probs, T_len, U_len)
     grad = torch.empty_like(logits)
     weights = torch.ones(3, dtype=torch.float64)
+    stats = (log_probs, denominators, alphas, betas, nll)
     ops.transducer_logits_grad(
-        logits,
-        denominators,
-        log_probs,
-        alphas,
-        betas,
-        nll,
-        targets,
-        T_len,
-        U_len,
-        0,
-        6,
-        0,
-        weights,
-        0.0,
-        grad,
-        fastemit_lambda,
+        *logits_grad_args(logits, stats, (targets, T_len, U_len), 0, 6, 0, weights, 0.0, grad, fastemit_lambda)
     )
     # lambda as a float32 constant under the interpreter
     torch.testing.assert_close(

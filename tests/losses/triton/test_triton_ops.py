@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from loss_lattices import logits_grad_args
 from triton_cases import DTYPES, cpp_ops, random_inputs, tolerance, triton_ops
 
 RNNT_SHAPES = [  # (B, T, U, V, blank)
@@ -21,89 +22,37 @@ TDT_CASES = [  # (B, T, U, V, durations, sigma, blank)
 ]
 
 
-def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t_chunks, inplace, fastemit=0.0):
-    """All three ops over T-chunks of the logits, as the sample-wise engine calls them."""
+def run_ops(ops, family, logits, lattice, blank, row, arcs, grad_row, weights, clamp, t_chunks, inplace, trailing=()):
+    """All three ops of `family` ("transducer": RNN-T, or "tdt") over T-chunks of the logits, as the sample-wise
+    engine calls them: `row` the log-probs op's row arguments, `arcs` the recursions', `grad_row` and `trailing`
+    the gradient op's (``logits_grad_args``)."""
     bad = torch.zeros(logits.shape[0], dtype=torch.bool)
-    pieces = [
-        ops.transducer_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, vocab, t0, bad)
-        for t0, t1 in t_chunks
-    ]
+    log_probs_op = getattr(ops, f"{family}_log_probs")
+    pieces = [log_probs_op(logits[:, t0:t1].contiguous(), *lattice, blank, *row, t0, bad) for t0, t1 in t_chunks]
     log_probs, denominators = (torch.cat(part, 1) for part in zip(*pieces))
-    alphas, betas, nll = ops.transducer_alphas_betas(log_probs, T_len, U_len)
+    alphas, betas, nll = getattr(ops, f"{family}_alphas_betas")(log_probs, *lattice[1:], *arcs)
+    stats = (log_probs, denominators, alphas, betas, nll)
     grads = []
     for t0, t1 in t_chunks:
         chunk = logits[:, t0:t1].contiguous()
         grad = chunk if inplace else torch.empty_like(chunk)
-        ops.transducer_logits_grad(
-            chunk,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            T_len,
-            U_len,
-            blank,
-            vocab,
-            t0,
-            weights,
-            clamp,
-            grad,
-            fastemit,
-        )
+        args = logits_grad_args(chunk, stats, lattice, blank, grad_row, t0, weights, clamp, grad, *trailing)
+        getattr(ops, f"{family}_logits_grad")(*args)
         grads.append(grad)
-    return dict(
-        log_probs=log_probs,
-        denominators=denominators,
-        alphas=alphas,
-        betas=betas,
-        nll=nll,
-        grad=torch.cat(grads, 1),
-        bad=bad,
+    return dict(zip(("log_probs", "denominators", "alphas", "betas", "nll"), stats), grad=torch.cat(grads, 1), bad=bad)
+
+
+def run_rnnt(ops, logits, targets, T_len, U_len, blank, vocab, weights, clamp, t_chunks, inplace, fastemit=0.0):
+    lattice = (targets, T_len, U_len)
+    return run_ops(
+        ops, "transducer", logits, lattice, blank, (vocab,), (), vocab, weights, clamp, t_chunks, inplace, (fastemit,)
     )
 
 
 def run_tdt(ops, logits, targets, T_len, U_len, blank, durations, sigma, weights, clamp, t_chunks, inplace):
-    bad = torch.zeros(logits.shape[0], dtype=torch.bool)
-    D = len(durations)
-    pieces = [
-        ops.tdt_log_probs(logits[:, t0:t1].contiguous(), targets, T_len, U_len, blank, D, sigma, t0, bad)
-        for t0, t1 in t_chunks
-    ]
-    log_probs, denominators = (torch.cat(part, 1) for part in zip(*pieces))
-    alphas, betas, nll = ops.tdt_alphas_betas(log_probs, T_len, U_len, durations)
-    grads = []
-    for t0, t1 in t_chunks:
-        chunk = logits[:, t0:t1].contiguous()
-        grad = chunk if inplace else torch.empty_like(chunk)
-        ops.tdt_logits_grad(
-            chunk,
-            denominators,
-            log_probs,
-            alphas,
-            betas,
-            nll,
-            targets,
-            T_len,
-            U_len,
-            blank,
-            durations,
-            t0,
-            weights,
-            clamp,
-            grad,
-        )
-        grads.append(grad)
-    return dict(
-        log_probs=log_probs,
-        denominators=denominators,
-        alphas=alphas,
-        betas=betas,
-        nll=nll,
-        grad=torch.cat(grads, 1),
-        bad=bad,
-    )
+    row = (len(durations), sigma)
+    lattice = (targets, T_len, U_len)
+    return run_ops(ops, "tdt", logits, lattice, blank, row, (durations,), durations, weights, clamp, t_chunks, inplace)
 
 
 def assert_same(ours: dict, expected: dict, dtype: torch.dtype) -> None:

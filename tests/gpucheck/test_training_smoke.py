@@ -1,4 +1,4 @@
-"""The training smoke (asr_plugin.training.smoke): the bounded largest-batch search against a known
+"""The training smoke (scripts/gpucheck/smoke.py): the bounded largest-batch search against a known
 threshold, out-of-memory handling, its options, and its CPU dry run end to end (scripts/gpu_smoke_train.sh)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from asr_plugin.training.smoke import ModelSpec, fits_in_memory, largest_fitting
-from asr_plugin.training.smoke_results import render_results
+from gpucheck.smoke import ModelSpec, fits_in_memory, largest_fitting
+from gpucheck.smoke_results import render_results
 
 REPO = Path(__file__).resolve().parents[2]
 

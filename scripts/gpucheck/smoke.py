@@ -17,11 +17,11 @@ For each model (``conf/model/<preset>.yaml`` with its vocabulary size) and loss 
    doubling from `search_start`, then bisecting until the gap is at most an eighth of the batch, within
    `max_trials` tries, capped at the corpus size (a cap that fits is reported as such).
 
-``smoke.json`` (``asr_plugin.training.smoke_results``) is rewritten
+``smoke.json`` (``gpucheck.smoke_results``) is rewritten
 atomically after every run, so a smoke cut short keeps what finished; a run that would start with less than
 `min_run_s` of `time_limit_s` left is reported skipped.
 
-    python -m asr_plugin.training.smoke --corpus /tmp/smoke/LibriSpeech --out /tmp/smoke/results --search
+    PYTHONPATH=scripts python -m gpucheck.smoke --corpus /tmp/smoke/LibriSpeech --out /tmp/smoke/results --search
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from omegaconf import DictConfig, open_dict
 
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.manifest import read_manifest
-from asr_plugin.training.smoke_results import render_results
 from asr_plugin.training.train import build_module
+from gpucheck.smoke_results import render_results
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 SPLIT = "train-clean-100"
@@ -400,7 +400,7 @@ def run_smoke(
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m asr_plugin.training.smoke", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpucheck.smoke", description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help=f"LibriSpeech-layout folder holding {SPLIT}/")
     parser.add_argument("--out", type=Path, required=True, help="where smoke.json goes")
     parser.add_argument("--work-dir", type=Path, help="manifests, tokenizers, stats and run logs (default: <out>/work)")
