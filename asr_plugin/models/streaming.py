@@ -1,5 +1,8 @@
 """Cache-aware streaming of a ConformerEncoder: the step API (NeMo's ``cache_aware_stream_step``).
 
+The functions take the `ConformerEncoder` as ``encoder`` (annotated ``nn.Module``: encoder.py imports this
+module, so this one does not import it back).
+
 A model trained with a limited attention context (`asr_plugin.models.context`), causal subsampling and a
 causal depthwise convolution computes each encoder frame from a bounded past and a fixed lookahead. A step
 takes the next chunk of feature frames of each stream and the state the previous step left, and returns the
@@ -43,16 +46,13 @@ than P features precede a chunk: with a right context of 0, at the second chunk)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
 from asr_plugin.models.attention import relative_sinusoids
 from asr_plugin.models.context import blocked_attention
 from asr_plugin.models.history import append_history
-
-if TYPE_CHECKING:
-    from asr_plugin.models.encoder import ConformerEncoder
 
 BUFFERED = "use buffered streaming instead (asr_plugin.decoding.BufferedEncoder)"
 
@@ -132,7 +132,7 @@ class StreamState:
 
 
 def streaming_setup(
-    encoder: ConformerEncoder, att_context_size: list[int] | tuple[int, int] | None, max_context: int = 10000
+    encoder: nn.Module, att_context_size: list[int] | tuple[int, int] | None, max_context: int = 10000
 ) -> StreamingSetup:
     """The `StreamingSetup` of `encoder` with `att_context_size` (None: its default context).
 
@@ -186,7 +186,7 @@ def streaming_setup(
 
 
 def initial_state(
-    encoder: ConformerEncoder,
+    encoder: nn.Module,
     batch_size: int,
     setup: StreamingSetup,
     device: torch.device | None = None,
@@ -206,7 +206,7 @@ def initial_state(
 
 
 def step(
-    encoder: ConformerEncoder,
+    encoder: nn.Module,
     features: torch.Tensor,
     lengths: torch.Tensor,
     state: StreamState,
@@ -267,7 +267,7 @@ def step(
 
 
 def _subsample(
-    encoder: ConformerEncoder,
+    encoder: nn.Module,
     features: torch.Tensor,
     lengths: torch.Tensor,
     state: StreamState,
@@ -295,7 +295,7 @@ def _subsample(
 
 
 def _check_step(
-    encoder: ConformerEncoder,
+    encoder: nn.Module,
     features: torch.Tensor,
     lengths: torch.Tensor,
     state: StreamState,
@@ -340,7 +340,7 @@ def _check_step(
 
 
 def encode_in_chunks(
-    encoder: ConformerEncoder, features: torch.Tensor, lengths: torch.Tensor, setup: StreamingSetup
+    encoder: nn.Module, features: torch.Tensor, lengths: torch.Tensor, setup: StreamingSetup
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Whole utterances streamed chunk by chunk through `step`: (B, T, F), (B,) -> (B, T', D) frames, (B,) int64.
 
