@@ -22,7 +22,7 @@ RANKS = {
     "integrations": 1,
     "data": 2,
     "decoding": 2,
-    "transducer_checkpoint": 3,
+    "formats": 3,
     "finetune": 4,
     "training": 5,
     "evaluation": 6,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from asr_plugin.data import Tokenizer
-from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
 from asr_plugin.finetune import import_nemo
 from asr_plugin.finetune.nemo import is_nemo_archive
+from asr_plugin.formats import read_model
 from asr_plugin.models import Transducer
 
 
@@ -32,5 +32,5 @@ def load_export_source(path: str | os.PathLike, avg: int = 1) -> ExportSource:
             raise ValueError(f"avg={avg}: a .nemo file holds one model")
         imported = import_nemo(path)
         return ExportSource(imported.model, imported.frontend_spec, imported.tokenizer)
-    model, info = load_model(select_checkpoints(path, avg))
-    return ExportSource(model, info.frontend_spec(), info.tokenizer())
+    loaded = read_model(path, avg)
+    return ExportSource(loaded.model, loaded.require_frontend_spec(), loaded.require_tokenizer())

@@ -24,9 +24,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from asr_plugin.formats.checkpoint import read_checkpoint
 from asr_plugin.training.distributed import job_run_id
 from asr_plugin.training.resume_checks import config_differences
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
         return None
     if ckpt_path != "last":
         try:
-            peek_checkpoint(ckpt_path)  # missing, empty, truncated, not a checkpoint: say which and why
+            read_checkpoint(ckpt_path)  # missing, empty, truncated, not a checkpoint: say which and why
         except ValueError as err:
             raise ValueError(f"ckpt_path: {err}") from None
         return str(ckpt_path)
@@ -62,7 +62,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            peek_checkpoint(path)
+            read_checkpoint(path)
         except ValueError as err:
             log.warning("ckpt_path=last: skipping %s", err)
             continue
@@ -119,7 +119,7 @@ def previous_run_checkpoint(
         differences = run_config_differences(here, run)
         if not differences:
             try:
-                checkpoint = peek_checkpoint(path)
+                checkpoint = read_checkpoint(path)
             except ValueError as err:
                 log.warning("ckpt_path=last: skipping %s", err)
                 differences = [str(err)]

@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from asr_plugin.finetune.apply import AUGMENTATION_SOURCES
 from asr_plugin.finetune.nemo import is_nemo_archive, read_nemo_training_options
+from asr_plugin.formats import read_settings
 from asr_plugin.training.lightning_module import TransducerModule, training_reduction
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 # Module arguments a config may leave null ("the checkpoint's").
 INHERITED = ("max_symbols_per_frame", "loss_reduction", "ctc_reduction", "ctc_weight")
@@ -41,9 +41,7 @@ def source_settings(finetune: Mapping[str, Any] | None, resumed: Mapping[str, An
         path, fmt = finetune["path"], finetune.get("format", "auto")
         if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
             return read_nemo_training_options(path)
-        if fmt not in ("auto", "lightning"):
-            return {}
-        hparams = peek_checkpoint(path).get("hyper_parameters") or {}
+        return read_settings(path, fmt)
     else:
         return {}
     if not isinstance(hparams, Mapping):

@@ -13,13 +13,13 @@ from asr_plugin.data import SpecAugment
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.formats.checkpoint import RECORDS_KEY, build_model, checkpoint_records, with_model_lattice
 from asr_plugin.losses import TransducerLattice, TransducerLoss, lattice_from_record
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
 from asr_plugin.training.loss_reduction import LEGACY_REDUCTIONS, check_reduction, reduce_losses, reduction_parts
 from asr_plugin.training.memory import PeakMemoryMeter
 from asr_plugin.training.resume_checks import check_resumable
 from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
-from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoint_records, with_model_lattice
 
 # What the module builds from its (checkpointed) config nodes: the project's own classes, torch's optimizers.
 LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
@@ -67,7 +67,7 @@ class TransducerModule(L.LightningModule):
         loss: ``asr_plugin.losses.TransducerLoss`` node; its ``mode`` (batched or samplewise) changes
             memory, never the loss value. Its lattice is the model's (``model.lattice``; a ``loss.lattice``
             that differs is an error). Nodes of checkpoints written before the model owned its lattice are
-            converted (``transducer_checkpoint.with_model_lattice``).
+            converted (``asr_plugin.formats.checkpoint.with_model_lattice``).
             It is built with ``reduction="none"``: the module reduces the per-utterance losses itself
             (`loss_reduction`); a node's own ``reduction`` ("mean" or "sum", as checkpoints of earlier versions
             hold) is read as ``mean_batch`` or ``sum``.

@@ -15,8 +15,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from asr_plugin.config_nodes import TARGET, ConfigError, check_arguments, check_config_node
 from asr_plugin.data import Tokenizer
 from asr_plugin.finetune import apply_finetune
-from asr_plugin.finetune.checkpoint import extract_model_state
 from asr_plugin.finetune.nemo import nemo_loss_kwargs, nemo_transducer_kwargs
+from asr_plugin.formats.checkpoint import (
+    BUILD_TRANSDUCER,
+    check_model_node,
+    checkpoint_records,
+    model_node,
+    read_checkpoint,
+)
+from asr_plugin.formats.state_dict import extract_model_state
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
 from asr_plugin.training.ckpt_path import resolve_ckpt_path
 from asr_plugin.training.distributed import prepare_data_once, slurm_layout
@@ -25,13 +32,6 @@ from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
 from asr_plugin.training.signal_stop import StepBoundaryStop, fit_or_stop
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
-from asr_plugin.transducer_checkpoint import (
-    BUILD_TRANSDUCER,
-    check_model_node,
-    checkpoint_records,
-    model_node,
-    peek_checkpoint,
-)
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         callbacks = [callback for callback in callbacks if not isinstance(callback, LearningRateMonitor)]
     trainer = build_trainer(cfg, callbacks, loggers)
     ckpt_path = resolve_ckpt_path(cfg, trainer)
-    resumed = peek_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
+    resumed = read_checkpoint(ckpt_path) if ckpt_path is not None else None  # tensors mapped, not read
     settings, origins = module_settings(cfg, resumed)
     for line in describe_settings(cfg, settings, origins):  # the run's first lines: what it trains with
         log.info("%s", line)

@@ -104,14 +104,14 @@ def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> 
 def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
     """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
     tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
-    from asr_plugin.transducer_checkpoint import (
+    from asr_plugin.formats.checkpoint import (
         build_checked_model,
         checkpoint_records,
         current_hyper_parameters,
-        peek_checkpoint,
+        read_checkpoint,
     )
 
-    checkpoint = peek_checkpoint(path)
+    checkpoint = read_checkpoint(path)
     hyper = current_hyper_parameters(checkpoint.get("hyper_parameters") or {})
     records = checkpoint_records(checkpoint)
     missing = [key for key in ("tokenizer", "frontend") if key not in records]

@@ -1,0 +1,101 @@
+"""Model formats: every model file the project reads or writes, each one class (see `base.ModelFormat`).
+
+Evaluation, transcription, the exports, fine-tuning and resuming ask here; no other module opens a model file:
+
+    loaded = read_model("run/checkpoints", avg=5)      # a LoadedModel: model, tokenizer, front end, settings
+    loaded = read_model("parakeet-tdt-0.6b-v2.nemo")   # any format that holds a whole model
+    weights = read_weights("pretrained.pt")            # what fine-tuning loads, from any format
+
+A new format is one file (a `ModelFormat` subclass) and one line in `FORMATS`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asr_plugin.formats.base import SETTINGS, LoadedModel, ModelFormat, Weights
+from asr_plugin.formats.checkpoint import LightningCheckpointFormat
+from asr_plugin.formats.state_dict import StateDictFormat
+from asr_plugin.formats.torchaudio_rnnt import TorchaudioRnntFormat
+
+# format name -> its class: the only list of formats (a new format adds its line here). `format_of` asks them in
+# this order: the more particular kinds of torch file before the plain state dict.
+FORMATS: dict[str, type[ModelFormat]] = {
+    fmt.name: fmt for fmt in (TorchaudioRnntFormat, LightningCheckpointFormat, StateDictFormat)
+}
+AUTO = "auto"
+
+
+def model_format(path: str | os.PathLike, format: str = AUTO) -> ModelFormat:
+    """The format of `path`: the one named (a key of `FORMATS`), or with "auto" the first that claims the file.
+    FileNotFoundError for a missing path, ValueError naming the file when no format claims it."""
+    if format != AUTO:
+        if format not in FORMATS:
+            raise ValueError(f"format={format!r}: choose one of {[AUTO, *FORMATS]}")
+        return FORMATS[format]()
+    path = Path(path)
+    if not path.exists():
+        where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
+        raise FileNotFoundError(f"checkpoint {path} does not exist{where}")
+    for fmt in FORMATS.values():
+        if fmt().claims(path):
+            return fmt()
+    kinds = "; ".join(f"{name}: {fmt.description}" for name, fmt in FORMATS.items())
+    raise ValueError(f"{path}: not a model file of a format this project reads ({kinds})")
+
+
+def model_files(path: str | os.PathLike, avg: int = 1, format: str = AUTO) -> list[Path]:
+    """The file(s) `read_model` reads for `path`: the file itself, or for a directory of training checkpoints
+    its last `avg` (`asr_plugin.formats.checkpoint.select_checkpoints`); `avg` > 1 for a single model file
+    averages it with the checkpoints of its run before it."""
+    if avg < 1:
+        raise ValueError(f"avg={avg} must be >= 1")
+    return model_format(path, format).select(Path(path), avg)
+
+
+def read_model(
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    avg: int = 1,
+    format: str = AUTO,
+    device: str | torch.device = "cpu",
+) -> LoadedModel:
+    """The model of `source` (a file, a directory of checkpoints, or the files `model_files` chose), averaged
+    over `avg` checkpoints of a directory, with its tokenizer, front end and settings; in eval mode on `device`.
+    ValueError naming the file for a format that holds no whole model (a state dict: fine-tune from it)."""
+    if isinstance(source, (str, os.PathLike)):
+        paths = model_files(source, avg, format)
+    else:
+        paths = [Path(path) for path in source]
+        if not paths:
+            raise ValueError("read_model: no model file given")
+    return model_format(paths[-1], format).read_model(paths, device)
+
+
+def read_weights(path: str | os.PathLike, format: str = AUTO, blank_id: int | None = None) -> Weights:
+    """The weights fine-tuning loads from `path` (any format; `blank_id`: `ModelFormat.read_weights`)."""
+    return model_format(path, format).read_weights(Path(path), blank_id)
+
+
+def read_settings(path: str | os.PathLike, format: str = AUTO) -> dict[str, Any]:
+    """What the file records of `SETTINGS` ({} for a format that records none)."""
+    return model_format(path, format).read_settings(Path(path))
+
+
+__all__ = [
+    "AUTO",
+    "FORMATS",
+    "SETTINGS",
+    "LoadedModel",
+    "ModelFormat",
+    "Weights",
+    "model_files",
+    "model_format",
+    "read_model",
+    "read_settings",
+    "read_weights",
+]
