@@ -10,7 +10,6 @@ from torch import nn
 
 from asr_plugin.finetune.freeze import freeze_encoder_layers
 from asr_plugin.finetune.load import LoadReport, load_pretrained
-from asr_plugin.finetune.nemo import is_nemo_archive, nemo_state_dict, split_auxiliary_ctc
 from asr_plugin.finetune.vocabulary import VOCAB_LAYERS, reinit_vocab_layers, source_vocab_size, vocabulary_changed
 from asr_plugin.formats import AUTO, FORMATS, Weights, read_weights
 from asr_plugin.models import Transducer
@@ -42,20 +41,16 @@ def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
     options = {**DEFAULTS, **{key: cfg[key] for key in cfg}}
     if not options["path"]:
         raise ValueError("finetune.path: the checkpoint to start from is not set")
-    if options["format"] not in (AUTO, *FORMATS, "nemo"):
-        raise ValueError(f"finetune.format={options['format']!r}; choose one of {[AUTO, *FORMATS, 'nemo']}")
+    if options["format"] not in (AUTO, *FORMATS):
+        raise ValueError(f"finetune.format={options['format']!r}; choose one of {[AUTO, *FORMATS]}")
     return options
 
 
 def _source_state(options: dict[str, Any], model: Transducer) -> Weights:
     """The checkpoint's weights under our key names (`asr_plugin.formats.read_weights`, any format), with its CTC
     head's (a NeMo hybrid model's CTC decoder, a training checkpoint's auxiliary head; None for other files)."""
-    path, fmt = options["path"], options["format"]
-    if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
-        state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
-        log.log(logging.WARNING if report.lost else logging.INFO, "%s: %s", path, report.summary())
-        return Weights(*split_auxiliary_ctc(state))
-    weights = read_weights(path, fmt, blank_id=options["source_blank_id"])
+    path = options["path"]
+    weights = read_weights(path, options["format"], blank_id=options["source_blank_id"])
     if weights.joint_activation not in (None, model.joint.activation_name):
         log.warning(
             "%s: the source's joint uses %s but this model's joint uses %s: the imported joint.output will not "
@@ -71,8 +66,8 @@ def _source_state(options: dict[str, Any], model: Transducer) -> Weights:
 def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> set[str]:
     """Initialises `model` in place from ``cfg.path`` and applies the fine-tuning options.
 
-    Steps: read the checkpoint (Lightning ``.ckpt``, plain state dict, torchaudio RNNT or NeMo ``.nemo``;
-    the file is only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
+    Steps: read the checkpoint (any format of `asr_plugin.formats.FORMATS`: Lightning ``.ckpt``, plain state
+    dict, torchaudio RNNT, NeMo ``.nemo``; the file is only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
     copy the selected tensors with a logged `LoadReport` (``strict`` raises on anything missing,
     unexpected or mismatched) -> freeze ``freeze_encoder_layers``.
 

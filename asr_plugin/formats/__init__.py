@@ -12,21 +12,23 @@ A new format is one file (a `ModelFormat` subclass) and one line in `FORMATS`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from asr_plugin.formats.base import SETTINGS, LoadedModel, ModelFormat, Weights
-from asr_plugin.formats.checkpoint import LightningCheckpointFormat
+from asr_plugin.config_nodes import TARGET, ConfigError
+from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, LoadedModel, ModelFormat, Settings, Weights
+from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, LightningCheckpointFormat, model_node
+from asr_plugin.formats.nemo import NemoFormat
 from asr_plugin.formats.state_dict import StateDictFormat
 from asr_plugin.formats.torchaudio_rnnt import TorchaudioRnntFormat
 
 # format name -> its class: the only list of formats (a new format adds its line here). `format_of` asks them in
 # this order: the more particular kinds of torch file before the plain state dict.
 FORMATS: dict[str, type[ModelFormat]] = {
-    fmt.name: fmt for fmt in (TorchaudioRnntFormat, LightningCheckpointFormat, StateDictFormat)
+    fmt.name: fmt for fmt in (NemoFormat, TorchaudioRnntFormat, LightningCheckpointFormat, StateDictFormat)
 }
 AUTO = "auto"
 
@@ -81,18 +83,46 @@ def read_weights(path: str | os.PathLike, format: str = AUTO, blank_id: int | No
     return model_format(path, format).read_weights(Path(path), blank_id)
 
 
-def read_settings(path: str | os.PathLike, format: str = AUTO) -> dict[str, Any]:
-    """What the file records of `SETTINGS` ({} for a format that records none)."""
+def read_settings(path: str | os.PathLike, format: str = AUTO) -> Settings:
+    """What the file records of `SETTINGS` (none for a format that records none)."""
     return model_format(path, format).read_settings(Path(path))
+
+
+def architecture_format(node: Mapping[str, Any]) -> ModelFormat | None:
+    """The format whose file a training config's model node takes its architecture from (its ``_target_`` is
+    the format's ``architecture_target``, e.g. conf/model/nemo.yaml), or None for ``build_transducer``
+    arguments. ConfigError naming ``model._target_`` for any other target."""
+    target = node.get(TARGET)
+    if target == BUILD_TRANSDUCER:
+        return None
+    for fmt in FORMATS.values():
+        if fmt.architecture_target is not None and fmt.architecture_target == target:
+            return fmt()
+    targets = [BUILD_TRANSDUCER, *(f.architecture_target for f in FORMATS.values() if f.architecture_target)]
+    raise ConfigError(f"model._target_={target!r}: the model is built by one of {targets}")
+
+
+def architecture_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The model node a checkpoint stores for a training config's model node: plain ``build_transducer``
+    arguments, never a reference to another file (a file's architecture is read here, once)."""
+    arguments = {key: value for key, value in node.items() if key != TARGET}
+    fmt = architecture_format(node)
+    if fmt is not None:
+        arguments = fmt.read_architecture(Path(arguments.pop("path")), **arguments)
+    return model_node(arguments)
 
 
 __all__ = [
     "AUTO",
     "FORMATS",
+    "LOSS_SETTINGS",
     "SETTINGS",
     "LoadedModel",
     "ModelFormat",
+    "Settings",
     "Weights",
+    "architecture_format",
+    "architecture_node",
     "model_files",
     "model_format",
     "read_model",

@@ -31,8 +31,34 @@ from asr_plugin.models import Transducer, build_transducer
 # cap its validation decoded with, the loss reductions, the auxiliary CTC weight, the SpecAugment node (None:
 # none) and a TDT loss's omega. A fine-tuning run takes what its config leaves null from here.
 SETTINGS = ("max_symbols_per_frame", "loss_reduction", "ctc_reduction", "ctc_weight", "spec_augment", "omega")
+# Those of them that are the loss's own options (`TransducerLoss` arguments besides the lattice, which is the model's).
+LOSS_SETTINGS = ("omega",)
 # The greedy cap of a file that records none: the training module's default (what its validation used).
 DEFAULT_MAX_SYMBOLS_PER_FRAME = 4
+
+
+@dataclass
+class Settings:
+    """What a model file records of `SETTINGS`.
+
+    Attributes:
+        values: the recorded values (a key it records nothing for is absent).
+        refused: the settings it records in a form this project cannot take, and why (a NeMo SpecAugment with
+            rectangle masks): refused by `get` where one is used, so a model that is only decoded needs none.
+        source: the file, for messages.
+    """
+
+    values: dict[str, Any] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The recorded value of `key`, `default` when the file records none (or None); ValueError naming the
+        file when it records one this project cannot express."""
+        if key in self.refused:
+            raise ValueError(f"{self.source}: {self.refused[key]}")
+        value = self.values.get(key)
+        return default if value is None else value
 
 
 @dataclass
@@ -45,7 +71,7 @@ class LoadedModel:
         tokenizer: its tokenizer (ids with blank 0), None when the file records none (`missing`).
         frontend_spec: the complete spec of its features (``asr_plugin.data.build_frontend`` builds it), None
             when the file records none.
-        settings: what the file records of `SETTINGS` (absent keys: it records nothing for them).
+        settings: what the file records of `SETTINGS`.
         auxiliary_ctc: an auxiliary CTC head's state dict (``output.weight`` (V, H_e), ``output.bias``): a
             training checkpoint's head or a hybrid NeMo model's CTC decoder; None without one.
         paths: the file(s) it was read from, the one whose records it carries last.
@@ -57,7 +83,7 @@ class LoadedModel:
     architecture: dict[str, Any]
     tokenizer: Tokenizer | None = None
     frontend_spec: dict[str, Any] | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     auxiliary_ctc: dict[str, torch.Tensor] | None = None
     paths: tuple[Path, ...] = ()
     format: str = ""
@@ -77,9 +103,7 @@ class LoadedModel:
     def decoding(self) -> dict[str, Any]:
         """The decoding settings its validation used, which decoding it elsewhere defaults to:
         ``max_symbols_per_frame`` (`DEFAULT_MAX_SYMBOLS_PER_FRAME` for a file that records none)."""
-        return {
-            "max_symbols_per_frame": int(self.settings.get("max_symbols_per_frame") or DEFAULT_MAX_SYMBOLS_PER_FRAME)
-        }
+        return {"max_symbols_per_frame": int(self.settings.get("max_symbols_per_frame", DEFAULT_MAX_SYMBOLS_PER_FRAME))}
 
     @property
     def feature_dim(self) -> int:
@@ -156,9 +180,9 @@ class ModelFormat(ABC):
         """The weights fine-tuning loads. `blank_id`: the source's blank id where the format does not record it
         (torchaudio's RNN-T: its last id when None); other formats ignore it."""
 
-    def read_settings(self, path: Path) -> dict[str, Any]:
-        """What the file records of `SETTINGS` (cheap: no weights are read where the format allows); {} here."""
-        return {}
+    def read_settings(self, path: Path) -> Settings:
+        """What the file records of `SETTINGS` (cheap: no weights are read where the format allows); none here."""
+        return Settings(source=str(path))
 
     def read_architecture(self, path: Path, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
         """The `build_transducer` keyword arguments of the file's architecture (``vocab_size`` included: the

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from nemo_models import write_synthetic_nemo
 
 from asr_plugin.evaluation import evaluate
-from asr_plugin.finetune import export_nemo, import_nemo
+from asr_plugin.formats.nemo import export_nemo, import_nemo
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

@@ -60,6 +60,6 @@ def test_wrong_values_are_refused_before_anything_runs(tiny_run, tmp_path, overr
 def test_every_shipped_composition_passes_the_checks(tmp_path, overrides):
     from train_configs import compose_train
 
-    from asr_plugin.training.train import check_config
+    from asr_plugin.training.config_check import check_config
 
     check_config(compose_train(overrides, tmp_path=tmp_path))

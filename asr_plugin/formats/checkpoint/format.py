@@ -7,12 +7,11 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from asr_plugin.config_nodes import TARGET
-from asr_plugin.formats.base import LoadedModel, ModelFormat, Weights
+from asr_plugin.formats.base import LoadedModel, ModelFormat, Settings, Weights
 from asr_plugin.formats.checkpoint.files import read_checkpoint
 from asr_plugin.formats.checkpoint.model_node import MODEL_NODE, build_checked_model
 from asr_plugin.formats.checkpoint.records import CheckpointInfo
@@ -119,5 +118,5 @@ class LightningCheckpointFormat(ModelFormat):
         checkpoint = read_checkpoint(path)
         return Weights(extract_model_state(checkpoint, str(path), self.name), auxiliary_ctc_state(checkpoint))
 
-    def read_settings(self, path: Path) -> dict[str, Any]:
+    def read_settings(self, path: Path) -> Settings:
         return CheckpointInfo.of(read_checkpoint(path), path).settings

@@ -10,14 +10,12 @@ from typing import Any
 
 from asr_plugin.data.frontend import complete_frontend_spec
 from asr_plugin.data.tokenizer import Tokenizer
-from asr_plugin.formats.base import SETTINGS
+from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, Settings
 from asr_plugin.formats.checkpoint.model_node import current_hyper_parameters
 from asr_plugin.plain_data import refuse_interpolations
 
 # The checkpoint key of the project's records (Lightning's own keys stay as they are).
 RECORDS_KEY = "asr_plugin"
-# The settings a checkpoint's loss node records (a TDT loss's omega); the others are hyper-parameters.
-LOSS_SETTINGS = ("omega",)
 
 
 def checkpoint_records(checkpoint: Mapping[str, Any], source: str = "checkpoint") -> dict[str, Any]:
@@ -78,11 +76,11 @@ class CheckpointInfo:
             raise ValueError(f"{self.path}: {err}") from None
 
     @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> Settings:
         """What it records of `asr_plugin.formats.base.SETTINGS`: the training module's hyper-parameters, and the
         loss node's omega. A TDT model's durations are part of its architecture (``hyper_parameters.model``)."""
-        settings = {key: self.hyper_parameters[key] for key in SETTINGS if key in self.hyper_parameters}
+        values = {key: self.hyper_parameters[key] for key in SETTINGS if key in self.hyper_parameters}
         loss = self.hyper_parameters.get("loss")
         if isinstance(loss, Mapping):
-            settings.update({key: loss[key] for key in LOSS_SETTINGS if loss.get(key) is not None})
-        return settings
+            values.update({key: loss[key] for key in LOSS_SETTINGS if loss.get(key) is not None})
+        return Settings(values, source=str(self.path))
