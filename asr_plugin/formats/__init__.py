@@ -20,7 +20,7 @@ import torch
 
 from asr_plugin.config_nodes import TARGET, ConfigError
 from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, LoadedModel, ModelFormat, Settings, Weights
-from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, LightningCheckpointFormat, model_node
+from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, LightningCheckpointFormat, model_node, read_checkpoint
 from asr_plugin.formats.nemo import NemoFormat
 from asr_plugin.formats.state_dict import StateDictFormat
 from asr_plugin.formats.torchaudio_rnnt import TorchaudioRnntFormat
@@ -88,6 +88,23 @@ def read_settings(path: str | os.PathLike, format: str = AUTO) -> Settings:
     return model_format(path, format).read_settings(Path(path))
 
 
+def read_resumable_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The training checkpoint `path` for resuming a run (`asr_plugin.formats.checkpoint.read_checkpoint`: content
+    hash and finite weights checked). A model file of another format is refused naming the fine-tuning preset
+    that starts a run from it: resuming continues a run of this recipe, with its optimizer and step."""
+    path = Path(path)
+    other = next(
+        (fmt() for fmt in FORMATS.values() if fmt is not LightningCheckpointFormat and fmt().claims(path)), None
+    )
+    if other is not None:
+        raise ValueError(
+            f"{path} is {other.description}, not a training checkpoint: resuming continues a run of this recipe "
+            f"from its own checkpoint; start a run from this file with +finetune={other.finetune_preset} "
+            f"finetune.path={path}"
+        )
+    return read_checkpoint(path)
+
+
 def architecture_format(node: Mapping[str, Any]) -> ModelFormat | None:
     """The format whose file a training config's model node takes its architecture from (its ``_target_`` is
     the format's ``architecture_target``, e.g. conf/model/nemo.yaml), or None for ``build_transducer``
@@ -126,6 +143,7 @@ __all__ = [
     "model_files",
     "model_format",
     "read_model",
+    "read_resumable_checkpoint",
     "read_settings",
     "read_weights",
 ]

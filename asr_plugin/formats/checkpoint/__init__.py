@@ -15,14 +15,17 @@ A checkpoint carries everything needed to reload, decode, evaluate, export and r
 - ``state_dict``: weights, the Transducer's under ``model.``, an auxiliary CTC head's under ``ctc.``;
 - ``asr_plugin``: the run's records: ``tokenizer`` (``Tokenizer.record()``: the SentencePiece model's bytes,
   sha256, size, blank id, convention, normalisation), ``frontend`` (the complete front-end spec, global
-  statistics included) and the fine-tuning state (``pretrained``, ``frozen`` parameter names).
+  statistics included) and the fine-tuning state (``pretrained``, ``frozen`` parameter names);
+- ``asr_plugin_content_hash``: the SHA-256 of every tensor it holds (`content_hash`), which every read checks
+  (with the finiteness of its weights: `read_checkpoint`).
 
 Every ``torch.load`` is ``weights_only=True``; the model node is built with `MODEL_TARGETS` only, and by every
 entry point that reads a checkpoint (evaluation, transcription, export, resuming a fine-tuned run) only after
 `check_model_node` found its declared sizes in the stored weights.
 """
 
-from asr_plugin.formats.checkpoint.files import read_checkpoint, write_checkpoint
+from asr_plugin.formats.checkpoint.content_hash import CONTENT_HASH_KEY, content_hash, verify_content_hash
+from asr_plugin.formats.checkpoint.files import check_finite_weights, read_checkpoint, write_checkpoint
 from asr_plugin.formats.checkpoint.format import LightningCheckpointFormat, auxiliary_ctc_state, load_model
 from asr_plugin.formats.checkpoint.model_node import (
     BUILD_TRANSDUCER,
@@ -40,6 +43,7 @@ from asr_plugin.formats.checkpoint.selection import average_state_dicts, checkpo
 
 __all__ = [
     "BUILD_TRANSDUCER",
+    "CONTENT_HASH_KEY",
     "MODEL_NODE",
     "MODEL_TARGETS",
     "RECORDS_KEY",
@@ -49,14 +53,17 @@ __all__ = [
     "average_state_dicts",
     "build_checked_model",
     "build_model",
+    "check_finite_weights",
     "check_model_node",
     "checkpoint_order",
     "checkpoint_records",
+    "content_hash",
     "current_hyper_parameters",
     "load_model",
     "model_node",
     "read_checkpoint",
     "select_checkpoints",
+    "verify_content_hash",
     "with_model_lattice",
     "write_checkpoint",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from asr_plugin.config_nodes import TARGET, AllowList
-from asr_plugin.declared_shapes import check_declared_shapes, check_finite
+from asr_plugin.declared_shapes import check_declared_shapes
 from asr_plugin.models import Transducer, build_transducer
 
 BUILD_TRANSDUCER = "asr_plugin.models.build_transducer"
@@ -82,11 +82,10 @@ def build_checked_model(node: Mapping[str, Any], state: Mapping[str, torch.Tenso
 
 def check_model_node(node: Mapping[str, Any], state: Mapping[str, torch.Tensor], source: str) -> None:
     """Bounds the model node's sizes and compares the parameter shapes they imply (built on the meta device)
-    with `state`'s, whose data is not read (`asr_plugin.declared_shapes`); NaN or infinite weights are refused
-    by name."""
+    with `state`'s, whose data is not read (`asr_plugin.declared_shapes`). (NaN or infinite weights are refused
+    where the file is read: `asr_plugin.formats.checkpoint.files.read_checkpoint`.)"""
     MODEL_TARGETS.resolve(node.get(TARGET), source)  # a foreign target is refused as such, before any build
     check_declared_shapes(lambda: build_model(node, source), node, state, source)
-    check_finite(state, source)
 
 
 def model_node(arguments: Mapping[str, Any]) -> dict[str, Any]:
