@@ -23,8 +23,20 @@ ARTIFACT_PREFIX = "nemo:"
 MAX_MEMBER_BYTES = 64 * 2**20
 # The config is parsed by PyYAML's pure-Python composer (which can refuse aliases); NeMo's are under 100 kB.
 MAX_CONFIG_BYTES = 4 * 2**20
-# The sections the importer reads: an interpolation left in them is refused by key.
-IMPORTED_SECTIONS = ("preprocessor", "encoder", "decoder", "joint", "tokenizer", "loss", "decoding")
+# The sections the importer reads (the model's and, `asr_plugin.formats.nemo.training_options`, the training
+# settings'): an interpolation left in them is refused by key.
+IMPORTED_SECTIONS = (
+    "preprocessor",
+    "encoder",
+    "decoder",
+    "joint",
+    "tokenizer",
+    "loss",
+    "decoding",
+    "spec_augment",
+    "aux_ctc",
+    "rnnt_reduction",
+)
 
 
 @dataclass
