@@ -33,7 +33,7 @@ FORMATS: dict[str, type[ModelFormat]] = {
 AUTO = "auto"
 
 
-def model_format(path: str | os.PathLike, format: str = AUTO) -> ModelFormat:
+def format_of(path: str | os.PathLike, format: str = AUTO) -> ModelFormat:
     """The format of `path`: the one named (a key of `FORMATS`), or with "auto" the first that claims the file.
     FileNotFoundError for a missing path, ValueError naming the file when no format claims it."""
     if format != AUTO:
@@ -43,7 +43,7 @@ def model_format(path: str | os.PathLike, format: str = AUTO) -> ModelFormat:
     path = Path(path)
     if not path.exists():
         where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
-        raise FileNotFoundError(f"checkpoint {path} does not exist{where}")
+        raise FileNotFoundError(f"model file {path} does not exist{where}")
     for fmt in FORMATS.values():
         if fmt().claims(path):
             return fmt()
@@ -52,12 +52,12 @@ def model_format(path: str | os.PathLike, format: str = AUTO) -> ModelFormat:
 
 
 def model_files(path: str | os.PathLike, avg: int = 1, format: str = AUTO) -> list[Path]:
-    """The file(s) `read_model` reads for `path`: the file itself, or for a directory of training checkpoints
-    its last `avg` (`asr_plugin.formats.checkpoint.select_checkpoints`); `avg` > 1 for a single model file
-    averages it with the checkpoints of its run before it."""
+    """The file(s) `read_model` reads for `path` and `avg`: the file itself; for training checkpoints the last
+    `avg` of a directory, or a file and the `avg - 1` before it in its directory
+    (`asr_plugin.formats.checkpoint.select_checkpoints`); a format holding one model per file refuses `avg` > 1."""
     if avg < 1:
         raise ValueError(f"avg={avg} must be >= 1")
-    return model_format(path, format).select(Path(path), avg)
+    return format_of(path, format).select(Path(path), avg)
 
 
 def read_model(
@@ -75,17 +75,17 @@ def read_model(
         paths = [Path(path) for path in source]
         if not paths:
             raise ValueError("read_model: no model file given")
-    return model_format(paths[-1], format).read_model(paths, device)
+    return format_of(paths[-1], format).read_model(paths, device)
 
 
 def read_weights(path: str | os.PathLike, format: str = AUTO, blank_id: int | None = None) -> Weights:
     """The weights fine-tuning loads from `path` (any format; `blank_id`: `ModelFormat.read_weights`)."""
-    return model_format(path, format).read_weights(Path(path), blank_id)
+    return format_of(path, format).read_weights(Path(path), blank_id)
 
 
 def read_settings(path: str | os.PathLike, format: str = AUTO) -> Settings:
     """What the file records of `SETTINGS` (none for a format that records none)."""
-    return model_format(path, format).read_settings(Path(path))
+    return format_of(path, format).read_settings(Path(path))
 
 
 def read_resumable_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -112,11 +112,10 @@ def architecture_format(node: Mapping[str, Any]) -> ModelFormat | None:
     target = node.get(TARGET)
     if target == BUILD_TRANSDUCER:
         return None
-    for fmt in FORMATS.values():
-        if fmt.architecture_target is not None and fmt.architecture_target == target:
-            return fmt()
-    targets = [BUILD_TRANSDUCER, *(f.architecture_target for f in FORMATS.values() if f.architecture_target)]
-    raise ConfigError(f"model._target_={target!r}: the model is built by one of {targets}")
+    readers = {fmt.architecture_target: fmt for fmt in FORMATS.values() if fmt.architecture_target}
+    if target not in readers:
+        raise ConfigError(f"model._target_={target!r}: the model is built by one of {[BUILD_TRANSDUCER, *readers]}")
+    return readers[target]()
 
 
 def architecture_node(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +140,7 @@ __all__ = [
     "architecture_format",
     "architecture_node",
     "model_files",
-    "model_format",
+    "format_of",
     "read_model",
     "read_resumable_checkpoint",
     "read_settings",

@@ -22,7 +22,7 @@ from asr_plugin.data import Tokenizer, build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation import evaluate
 from asr_plugin.finetune import apply_finetune
-from asr_plugin.formats import FORMATS, LoadedModel, ModelFormat, Settings, Weights, model_format, read_model
+from asr_plugin.formats import FORMATS, LoadedModel, ModelFormat, Settings, Weights, format_of, read_model
 from asr_plugin.formats.checkpoint import build_checked_model, model_node
 from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.models import Transducer, build_transducer
@@ -167,7 +167,7 @@ def test_fine_tuning_loads_the_files_weights_and_takes_its_settings(model_file, 
 
 def test_ckpt_path_points_a_model_file_of_another_format_to_its_fine_tuning_preset(model_file, tmp_path):
     path, _ = model_file
-    preset = model_format(path).finetune_preset
+    preset = format_of(path).finetune_preset
     cfg = OmegaConf.create({"ckpt_path": str(path)})
     trainer = SimpleNamespace(checkpoint_callbacks=[], default_root_dir=str(tmp_path))
     with pytest.raises(ValueError, match=rf"ckpt_path: {path} is .*not a training checkpoint.*\+finetune={preset} "):

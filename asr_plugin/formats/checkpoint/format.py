@@ -15,7 +15,7 @@ from asr_plugin.formats.base import LoadedModel, ModelFormat, Settings, Weights
 from asr_plugin.formats.checkpoint.files import read_checkpoint
 from asr_plugin.formats.checkpoint.model_node import MODEL_NODE, build_checked_model
 from asr_plugin.formats.checkpoint.records import CheckpointInfo
-from asr_plugin.formats.checkpoint.selection import average_state_dicts, checkpoint_files, select_checkpoints
+from asr_plugin.formats.checkpoint.selection import average_state_dicts, select_checkpoints
 from asr_plugin.formats.state_dict import extract_model_state, is_state_dict
 from asr_plugin.formats.torch_file import peek_torch_file
 from asr_plugin.models import Transducer
@@ -90,8 +90,8 @@ class LightningCheckpointFormat(ModelFormat):
     description = "a training checkpoint"
 
     def claims(self, path: Path) -> bool:
-        if path.is_dir():
-            return bool(checkpoint_files(path))
+        if path.is_dir():  # of checkpoints (`select_checkpoints` says when it holds too few)
+            return True
         obj = peek_torch_file(path) if path.is_file() else None
         return isinstance(obj, dict) and is_state_dict(obj.get("state_dict"))
 

@@ -34,11 +34,11 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
         if avg == 1:
             return [path]
         candidates = sorted(
-            (p for p in checkpoint_files(path.parent) if not p.name.startswith("last")), key=checkpoint_order
+            (p for p in _checkpoints_in(path.parent) if not p.name.startswith("last")), key=checkpoint_order
         )
         candidates = [p for p in candidates if checkpoint_order(p) <= checkpoint_order(path) and p != path] + [path]
     elif path.is_dir():
-        every = sorted(checkpoint_files(path), key=checkpoint_order)
+        every = sorted(_checkpoints_in(path), key=checkpoint_order)
         candidates = [p for p in every if not p.name.startswith("last")] or every
     else:
         where = "" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"
@@ -50,7 +50,7 @@ def select_checkpoints(path: str | os.PathLike, avg: int = 1) -> list[Path]:
     return candidates[-avg:]
 
 
-def checkpoint_files(directory: Path) -> list[Path]:
+def _checkpoints_in(directory: Path) -> list[Path]:
     """The ``*.ckpt`` files of a directory, without hidden ones (partial writes of a killed run)."""
     return [p for p in directory.glob("*.ckpt") if not p.name.startswith(".")]
 
