@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
 from asr_plugin.export import export_transducer
+from asr_plugin.formats import read_model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export in --out")
     args = parser.parse_args(argv)
-    model, info = load_model(select_checkpoints(args.checkpoint, args.avg))
-    symbols = info.decoding["max_symbols_per_frame"]
+    loaded = read_model(args.checkpoint, args.avg)
+    symbols = loaded.decoding["max_symbols_per_frame"]
     paths = export_transducer(
-        model, args.out, info.feature_dim, overwrite=args.overwrite, max_symbols_per_frame=symbols
+        loaded.model, args.out, loaded.feature_dim, overwrite=args.overwrite, max_symbols_per_frame=symbols
     )
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -1,32 +1,33 @@
-"""Writes a training checkpoint (or a `.nemo` imported and re-exported) as a NeMo 3.0 `.nemo` file that
-``nemo.collections.asr.models.ASRModel.restore_from`` loads; NeMo is not needed to write it
-(`asr_plugin.finetune.nemo.export`, docs/finetune.md "Back to NeMo").
+"""Writes a model file (a training checkpoint, a directory of them, a `.nemo`: any that `asr_plugin.formats`
+reads as a whole model) as a NeMo 3.0 `.nemo` file that ``nemo.collections.asr.models.ASRModel.restore_from``
+loads; NeMo is not needed to write it (`asr_plugin.formats.nemo.writer`, docs/finetune.md "Back to NeMo").
 
     python scripts/export_nemo.py logs/train/runs/<run>/checkpoints/last.ckpt finetuned.nemo
-    python scripts/export_nemo.py --nemo model.nemo again.nemo     # import_nemo, then export_nemo
+    python scripts/export_nemo.py model.nemo again.nemo                 # a .nemo imported and written again
     python scripts/export_nemo.py run/checkpoints/last.ckpt exported/  # a directory: writes exported/last.nemo
+    python scripts/export_nemo.py run/checkpoints averaged.nemo --avg 5  # the average of the run's last 5
 """
 
 from __future__ import annotations
 
 import argparse
 
-from asr_plugin.finetune.nemo import import_nemo
-from asr_plugin.finetune.nemo.export import export_nemo
-from asr_plugin.finetune.nemo.output_path import nemo_output_path
+from asr_plugin.formats import read_model
+from asr_plugin.formats.nemo import export_nemo
+from asr_plugin.formats.nemo.output_path import nemo_output_path
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source", help="a training checkpoint (.ckpt), or with --nemo a .nemo file")
+    parser.add_argument("source", help="a training checkpoint (.ckpt), a directory of them, or a .nemo file")
     parser.add_argument(
         "output",
         help="the .nemo file to write (replaced if it exists), or a directory to write <source stem>.nemo into",
     )
-    parser.add_argument("--nemo", action="store_true", help="source is a .nemo file: import it and export it again")
-    args = parser.parse_args()
+    parser.add_argument("--avg", type=int, default=1, help="export the average of the last N checkpoints")
+    args = parser.parse_args(argv)
     output = nemo_output_path(args.source, args.output)
-    path = export_nemo(import_nemo(args.source) if args.nemo else args.source, output)
+    path = export_nemo(read_model(args.source, args.avg), output)
     print(f"{path}  {path.stat().st_size / 1e6:.2f} MB")
 
 

@@ -20,25 +20,26 @@ import argparse
 import sys
 
 from asr_plugin.export import export_onnx
-from asr_plugin.export.sources import load_export_source
+from asr_plugin.formats import read_model
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source", help="a .ckpt file, a directory of them, or a NeMo .nemo file")
+    parser.add_argument("source", help="a .ckpt file, a directory of them, a NeMo .nemo file (any model file)")
     parser.add_argument("out_dir", help="output directory")
     parser.add_argument("--int8", action="store_true", help="also write onnxruntime's dynamic int8 quantisation")
     parser.add_argument("--avg", type=int, default=1, help="export the average of the last N checkpoints")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export in OUTDIR")
     args = parser.parse_args(argv)
-    source = load_export_source(args.source, args.avg)
+    loaded = read_model(args.source, args.avg)
+    spec = loaded.require_frontend_spec()
     paths = export_onnx(
-        source.model, source.frontend_spec, source.tokenizer, args.out_dir, int8=args.int8, overwrite=args.overwrite
+        loaded.model, spec, loaded.require_tokenizer(), args.out_dir, int8=args.int8, overwrite=args.overwrite
     )
     for name, path in paths.items():
         print(f"{name}: {path}")
-    print(f"feature_dim: {source.frontend_spec['options']['num_mel_bins']}")
-    exact = source.frontend_spec["kind"] == "sherpa"
+    print(f"feature_dim: {spec['options']['num_mel_bins']}")
+    exact = spec["kind"] == "sherpa"
     print("features: " + ("sherpa-onnx's own (exact)" if exact else "adapted from sherpa-onnx's (approximate)"))
     return 0
 

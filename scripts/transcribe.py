@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from asr_plugin.evaluation.checkpoints import select_checkpoints
 from asr_plugin.evaluation.transcriber import Transcriber
+from asr_plugin.formats import model_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     transcriber = Transcriber(
-        select_checkpoints(args.checkpoint, args.avg),
+        model_files(args.checkpoint, args.avg),
         args.method,
         args.beam,
         args.max_symbols_per_frame,

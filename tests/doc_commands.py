@@ -38,7 +38,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import MissingConfigException
 from omegaconf import open_dict
 
-from asr_plugin.training.train import check_config
+from asr_plugin.training.config_check import check_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"

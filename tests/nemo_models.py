@@ -13,11 +13,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from asr_plugin.data import Tokenizer, train_tokenizer
-from asr_plugin.finetune.nemo.config import transducer_kwargs
+from asr_plugin.formats.nemo.config import transducer_kwargs
 from asr_plugin.models import Transducer, build_transducer
 from benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 
-# Our key -> NeMo's, written out independently of asr_plugin.finetune.nemo.weights (the inverse direction).
+# Our key -> NeMo's, written out independently of asr_plugin.formats.nemo.weights (the inverse direction).
 OURS_TO_NEMO = (
     (r"encoder\.subsampling\.(.+)", r"encoder.pre_encode.\1"),
     (r"encoder\.layers\.(.+)", r"encoder.layers.\1"),

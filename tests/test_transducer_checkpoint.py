@@ -20,9 +20,8 @@ import torch
 from tiny_models import TINY_SIZES, tiny_transducer
 
 from asr_plugin.config_nodes import ConfigError
-from asr_plugin.evaluation import load_model, select_checkpoints
+from asr_plugin.formats.checkpoint import load_model, read_checkpoint, select_checkpoints
 from asr_plugin.training import TransducerModule
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL = {"_target_": "asr_plugin.models.build_transducer", "vocab_size": 7, **TINY_SIZES}
@@ -65,7 +64,7 @@ def save_checkpoint(path: Path, **hyper_parameters) -> Path:
         },
         path,
     )
-    assert peek_checkpoint(path)  # weights_only=True reads it: nothing but plain data and tensors
+    assert read_checkpoint(path)  # weights_only=True reads it: nothing but plain data and tensors
     return path
 
 

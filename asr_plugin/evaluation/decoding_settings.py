@@ -1,4 +1,4 @@
-"""The decoding settings of an evaluation or transcription: the checkpoint's own (`CheckpointInfo.decoding`, what
+"""The decoding settings of an evaluation or transcription: the model file's own (`LoadedModel.decoding`, what
 its validation decoded with), each replaced by the user's value where one is given, and every such override
 logged, so a WER that differs from the training run's validation says why."""
 
@@ -8,21 +8,21 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from asr_plugin.transducer_checkpoint import CheckpointInfo
+from asr_plugin.formats import LoadedModel
 
 log = logging.getLogger(__name__)
 
 
-def decoding_settings(info: CheckpointInfo, overrides: Mapping[str, Any], where: str = "") -> dict[str, Any]:
-    """`info`'s decoding settings with `overrides` (None values: keep the checkpoint's) applied; `where` prefixes
+def decoding_settings(loaded: LoadedModel, overrides: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """`loaded`'s decoding settings with `overrides` (None values: keep the checkpoint's) applied; `where` prefixes
     the logged names (``decoding.`` for eval.py's config keys). An unknown name is a ValueError."""
-    settings = dict(info.decoding)
+    settings = dict(loaded.decoding)
     for name, value in overrides.items():
         if name not in settings:
             raise ValueError(f"{where}{name}: not a recorded decoding setting ({sorted(settings)})")
         if value is None:
             continue
         if value != settings[name]:
-            log.warning("%s%s=%s overrides the checkpoint's %s (%s)", where, name, value, settings[name], info.path)
+            log.warning("%s%s=%s overrides the checkpoint's %s (%s)", where, name, value, settings[name], loaded.path)
         settings[name] = value
     return settings

@@ -1,4 +1,5 @@
-"""``evaluate(cfg)``: checkpoint(s) -> averaged model -> decode the configured sets -> result files (conf/eval.yaml)."""
+"""``evaluate(cfg)``: a model file (a checkpoint, the average of several, a ``.nemo``) -> decode the configured sets
+-> result files (conf/eval.yaml)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig
 
-from asr_plugin.evaluation.checkpoints import load_model, select_checkpoints
 from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
 from asr_plugin.evaluation.decoding_settings import decoding_settings
+from asr_plugin.formats import model_files, read_model
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +43,29 @@ def describe_weights(paths: list[Path]) -> str:
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Decodes every evaluation set with every method and writes the result files to ``cfg.output_dir``.
 
-    The tokenizer and the front end (features, statistics) are the checkpoint's own (its records): the data
-    config only says where the audio and the transcripts are. A checkpoint written before checkpoints
-    carried them is decoded with the data config's tokenizer and features, with a warning. The greedy and beam
-    searches' ``max_symbols_per_frame`` is the checkpoint's (its validation's) unless ``decoding`` sets one
-    (logged as an override).
+    ``cfg.checkpoint`` is any model file `asr_plugin.formats.read_model` reads: a training checkpoint, a
+    directory of them (the last ``avg`` averaged), a NeMo ``.nemo``. The tokenizer and the front end (features,
+    statistics) are the file's own (a checkpoint's records): the data config only says where the audio and the
+    transcripts are. A checkpoint written before checkpoints carried them is decoded with the data config's
+    tokenizer and features, with a warning. The greedy and beam searches' ``max_symbols_per_frame`` is the
+    file's (its validation's) unless ``decoding`` sets one (logged as an override).
 
     Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """
     if not cfg.get("checkpoint"):
         raise ValueError("checkpoint: set a checkpoint file or a directory of checkpoints (checkpoint=...)")
     device = torch.device(cfg.get("device", "cpu"))
-    paths = select_checkpoints(cfg.checkpoint, int(cfg.get("avg", 1)))
-    model, info = load_model(paths, device)
+    paths = model_files(cfg.checkpoint, int(cfg.get("avg", 1)))
+    loaded = read_model(paths, device=device)
+    model = loaded.model
 
-    if info.has_data_records:
-        datamodule = instantiate(cfg.data, tokenizer=info.tokenizer(), frontend=info.frontend_spec(), num_mel_bins=None)
+    if loaded.tokenizer is not None and loaded.frontend_spec is not None:
+        datamodule = instantiate(cfg.data, tokenizer=loaded.tokenizer, frontend=loaded.frontend_spec, num_mel_bins=None)
     else:
         log.warning(
             "%s records no tokenizer and front end: decoding with the data config's, which must be the ones "
             "it was trained with",
-            info.path,
+            loaded.path,
         )
         datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
@@ -77,7 +80,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     frame_shift = frontend.hop_length / frontend.sample_rate
     decoding = cfg.decoding
     max_symbols = decoding_settings(
-        info, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")}, "decoding."
+        loaded, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")}, "decoding."
     )["max_symbols_per_frame"]
     out_dir = Path(cfg.output_dir)
     rows = []

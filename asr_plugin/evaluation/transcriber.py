@@ -1,5 +1,6 @@
-"""Audio files -> text with a trained checkpoint, through the tokenizer and the features it was trained on
-(both read from the checkpoint itself: no run directory or data config needed)."""
+"""Audio files -> text with a trained model, through the tokenizer and the features it was trained on (both read
+from the model file itself: a checkpoint's records, a ``.nemo``'s tokenizer and preprocessor; no run directory or
+data config needed)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from tqdm import tqdm
 
 from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import decode
-from asr_plugin.evaluation.checkpoints import load_model
 from asr_plugin.evaluation.chunking import chunk_bounds
 from asr_plugin.evaluation.decoding_settings import decoding_settings
+from asr_plugin.formats import read_model
 
 
 def read_audio(path: str | os.PathLike, sample_rate: int) -> torch.Tensor:
@@ -33,12 +34,13 @@ def read_audio(path: str | os.PathLike, sample_rate: int) -> torch.Tensor:
 
 
 class Transcriber:
-    """Checkpoint(s) -> text, with the checkpoint's tokenizer and front end.
+    """A model file -> text, with the file's tokenizer and front end.
 
     Args:
-        checkpoints: one checkpoint, or several to average (of one run: same tokenizer and front end).
+        checkpoints: the model file(s) `asr_plugin.formats.read_model` reads: one (a checkpoint, a ``.nemo``),
+            or several checkpoints to average (of one run: same tokenizer and front end).
         method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`; ``max_symbols_per_frame=None``
-            (the default) is the checkpoint's own (its validation's), another value is logged as an override.
+            (the default) is the file's own (its validation's), another value is logged as an override.
         chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
             quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with a progress bar on
             stderr; the default is about LibriSpeech's longest training utterance.
@@ -59,14 +61,14 @@ class Transcriber:
             raise ValueError(
                 f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1"
             )
-        self.model, info = load_model(list(checkpoints), device)
-        self.tokenizer = info.tokenizer()
+        loaded = read_model(list(checkpoints), device=device)
+        self.model, self.tokenizer = loaded.model, loaded.require_tokenizer()
         if self.tokenizer.vocab_size != self.model.vocab_size:
             raise ValueError(
-                f"{info.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}"
+                f"{loaded.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}"
             )
-        self.frontend = build_frontend(info.frontend_spec()).eval().to(device)  # eval: no dither
-        decoding = decoding_settings(info, {"max_symbols_per_frame": max_symbols_per_frame})
+        self.frontend = build_frontend(loaded.require_frontend_spec()).eval().to(device)  # eval: no dither
+        decoding = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
         self.options = {"method": method, "beam": beam, **decoding}
         self.chunk_seconds, self.chunks_per_batch = chunk_seconds, chunks_per_batch
         self.device = device

@@ -8,12 +8,10 @@ from typing import Any
 
 from torch import nn
 
-from asr_plugin.finetune.checkpoint import STATE_DICT_FORMATS, extract_model_state, load_checkpoint_file
 from asr_plugin.finetune.freeze import freeze_encoder_layers
 from asr_plugin.finetune.load import LoadReport, load_pretrained
-from asr_plugin.finetune.nemo import is_nemo_archive, nemo_state_dict, split_auxiliary_ctc
-from asr_plugin.finetune.torchaudio_rnnt import import_torchaudio_rnnt, is_torchaudio_rnnt
 from asr_plugin.finetune.vocabulary import VOCAB_LAYERS, reinit_vocab_layers, source_vocab_size, vocabulary_changed
+from asr_plugin.formats import AUTO, FORMATS, Weights, read_weights
 from asr_plugin.models import Transducer
 
 log = logging.getLogger(__name__)
@@ -32,10 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "pretrained_lr": None,
     "augmentation": "checkpoint",
 }
-FORMATS = STATE_DICT_FORMATS + ("torchaudio_rnnt", "nemo")
 # finetune.augmentation: the checkpoint's SpecAugment, or the run's spec_augment (train(cfg) applies it)
 AUGMENTATION_SOURCES = ("checkpoint", "config")
-CTC_PREFIX = "ctc."  # the training module's auxiliary CTC head
 
 
 def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,49 +41,33 @@ def _options(cfg: Mapping[str, Any]) -> dict[str, Any]:
     options = {**DEFAULTS, **{key: cfg[key] for key in cfg}}
     if not options["path"]:
         raise ValueError("finetune.path: the checkpoint to start from is not set")
-    if options["format"] not in FORMATS:
-        raise ValueError(f"finetune.format={options['format']!r}; choose one of {FORMATS}")
+    if options["format"] not in (AUTO, *FORMATS):
+        raise ValueError(f"finetune.format={options['format']!r}; choose one of {[AUTO, *FORMATS]}")
     return options
 
 
-def _source_state(options: dict[str, Any], model: Transducer) -> tuple[dict, dict | None]:
-    """The checkpoint's weights under our key names, importing foreign formats, and its CTC head's (a NeMo
-    hybrid model's CTC decoder, a training checkpoint's auxiliary head; None for other checkpoints)."""
-    path, fmt = options["path"], options["format"]
-    if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
-        state, report = nemo_state_dict(path)  # raises on a missing file or a config we cannot express
-        log.log(logging.WARNING if report.lost else logging.INFO, "%s: %s", path, report.summary())
-        return split_auxiliary_ctc(state)
-    obj = load_checkpoint_file(path)
-    if fmt == "torchaudio_rnnt" or (fmt == "auto" and isinstance(obj, dict) and is_torchaudio_rnnt(obj)):
-        if not isinstance(obj, dict) or not is_torchaudio_rnnt(obj):
-            raise ValueError(f"{path}: format=torchaudio_rnnt but the file is not a torchaudio RNNT state dict")
-        imported = import_torchaudio_rnnt(obj, options["source_blank_id"])
-        log.warning("%s: %s", path, imported.summary())
-        if not isinstance(model.joint.activation, nn.ReLU):
-            log.warning(
-                "torchaudio's joiner uses ReLU but this model's joint uses %s: the imported joint.output "
-                "will not reproduce the source (set model.joint_activation=relu)",
-                type(model.joint.activation).__name__,
-            )
-        return imported.state_dict, None
-    return extract_model_state(obj, str(path), fmt), auxiliary_ctc_state(obj)
-
-
-def auxiliary_ctc_state(obj: object) -> dict | None:
-    """A training checkpoint's auxiliary CTC head (``state_dict`` keys ``ctc.*``, relative to the head), or None."""
-    state = obj.get("state_dict") if isinstance(obj, dict) else None
-    if not isinstance(state, dict):
-        return None
-    head = {key[len(CTC_PREFIX) :]: value for key, value in state.items() if key.startswith(CTC_PREFIX)}
-    return head or None
+def _source_state(options: dict[str, Any], model: Transducer) -> Weights:
+    """The checkpoint's weights under our key names (`asr_plugin.formats.read_weights`, any format), with its CTC
+    head's (a NeMo hybrid model's CTC decoder, a training checkpoint's auxiliary head; None for other files)."""
+    path = options["path"]
+    weights = read_weights(path, options["format"], blank_id=options["source_blank_id"])
+    if weights.joint_activation not in (None, model.joint.activation_name):
+        log.warning(
+            "%s: the source's joint uses %s but this model's joint uses %s: the imported joint.output will not "
+            "reproduce the source (set model.joint_activation=%s)",
+            path,
+            weights.joint_activation,
+            model.joint.activation_name,
+            weights.joint_activation,
+        )
+    return weights
 
 
 def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> set[str]:
     """Initialises `model` in place from ``cfg.path`` and applies the fine-tuning options.
 
-    Steps: read the checkpoint (Lightning ``.ckpt``, plain state dict, torchaudio RNNT or NeMo ``.nemo``;
-    the file is only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
+    Steps: read the checkpoint (any format of `asr_plugin.formats.FORMATS`: Lightning ``.ckpt``, plain state
+    dict, torchaudio RNNT, NeMo ``.nemo``; the file is only read) -> on a vocabulary change re-initialise ``reinit_on_vocab_change`` and exclude them ->
     copy the selected tensors with a logged `LoadReport` (``strict`` raises on anything missing,
     unexpected or mismatched) -> freeze ``freeze_encoder_layers``.
 
@@ -112,7 +92,8 @@ def apply_finetune(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.
 def finetune_report(model: Transducer, cfg: Mapping[str, Any], auxiliary_ctc: nn.Module | None = None) -> LoadReport:
     """`apply_finetune`, returning the full `LoadReport` (of the Transducer) instead of the loaded parameter names."""
     options = _options(cfg)
-    source, ctc_source = _source_state(options, model)
+    weights = _source_state(options, model)
+    source, ctc_source = weights.model, weights.auxiliary_ctc
     exclude = list(options["exclude"] or [])
     changed = vocabulary_changed(model, source, options["new_vocabulary"])
     if changed:

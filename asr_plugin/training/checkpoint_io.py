@@ -1,5 +1,5 @@
-"""Checkpoint files that are complete or absent: Lightning's ``CheckpointIO`` writing through
-``asr_plugin.data.atomic``.
+"""Checkpoint files that are complete or absent: Lightning's ``CheckpointIO`` reading and writing through the
+model-format seam (`asr_plugin.formats.checkpoint`: ``read_checkpoint``, ``write_checkpoint``).
 
 Lightning's ``TorchCheckpointIO`` serialises into memory, then writes through an fsspec transaction whose
 temporary file lies in ``TMPDIR``; when ``TMPDIR`` is another file system (``/dev/shm``, node-local scratch:
@@ -12,14 +12,11 @@ partial file is removed and the previous checkpoint stays. Loading is always ``w
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from asr_plugin.data.atomic import write_atomic
+from asr_plugin.formats.checkpoint import read_checkpoint, write_checkpoint
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -33,15 +30,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f"checkpoint path {path} is a URL; {type(self).__name__} writes local files only "
                 "(a mounted directory for paths.log_dir, or trainer.plugins with a CheckpointIO of your own)"
             )
-        path = Path(path)
-        try:
-            write_atomic(path, lambda tmp: torch.save(checkpoint, tmp))
-        except (OSError, RuntimeError) as err:  # torch's writer reports a full disk as a RuntimeError
-            free = shutil.disk_usage(path.parent).free / 2**20 if path.parent.is_dir() else float("nan")
-            raise OSError(
-                f"writing checkpoint {path} failed ({err}); any previous {path.name} is kept. "
-                f"{free:.0f} MiB are free on its file system"
-            ) from err
+        write_checkpoint(checkpoint, path)
 
     def load_checkpoint(
         self,
@@ -49,5 +38,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         map_location: Any = lambda storage, loc: storage,
         weights_only: bool | None = None,
     ) -> dict[str, Any]:
-        """Lightning's load with ``weights_only=True`` whatever the caller asks: nothing in a file runs."""
-        return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+        """`read_checkpoint` (``weights_only=True`` whatever the caller asks: nothing in a file runs), the tensors
+        read into memory as Lightning's own load does."""
+        return read_checkpoint(path, map_location=map_location, mmap=False)

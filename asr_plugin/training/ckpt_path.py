@@ -2,7 +2,8 @@
 
 A run's lineage is its run directory. A job with an id (``ASR_RUN_ID``, a SLURM job, a torchrun rendezvous:
 `job_run_id`) or with a directory of its own (``hydra.run.dir=...``, as ``run.sh`` stage 3 gives it) finds
-the same directory every time it starts: "last" is the newest readable checkpoint there, and a first start
+the same directory every time it starts: "last" is the newest good checkpoint there (one that reads, matches its
+content hash and holds finite weights: a damaged or diverged newer one is passed over, named), and a first start
 finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start.
 
 A plain local run (none of those) gets a new directory under ``paths.runs_dir`` each time, named by its
@@ -24,9 +25,10 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from asr_plugin.formats import read_resumable_checkpoint
+from asr_plugin.formats.checkpoint import read_checkpoint
 from asr_plugin.training.distributed import job_run_id
 from asr_plugin.training.resume_checks import config_differences
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +41,19 @@ SHOWN_DIFFERENCES = 3  # config differences listed per run
 def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     """Turns ``cfg.ckpt_path`` into a checkpoint file for ``Trainer.fit`` (None: from scratch).
 
-    "last": the newest readable ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
-    checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; unreadable files are skipped with a warning
-    naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
+    "last": the newest good ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
+    checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; files that do not read, do not match their
+    content hash or hold NaN or infinite weights are skipped with a warning naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
     multirun whose sweep directory holds no checkpoint (it is new); else None with a warning (a job's first start). Any other
-    value must be a readable checkpoint file (ValueError naming it otherwise).
+    value must be a good training checkpoint file (ValueError naming it and why otherwise: a ``.nemo`` or a state
+    dict is pointed to the ``+finetune`` preset that starts a run from it).
     """
     ckpt_path = cfg.get("ckpt_path")
     if ckpt_path is None:
         return None
     if ckpt_path != "last":
         try:
-            peek_checkpoint(ckpt_path)  # missing, empty, truncated, not a checkpoint: say which and why
+            read_resumable_checkpoint(ckpt_path)  # missing, empty, truncated, damaged, NaN, a .nemo: which and why
         except ValueError as err:
             raise ValueError(f"ckpt_path: {err}") from None
         return str(ckpt_path)
@@ -62,7 +65,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            peek_checkpoint(path)
+            read_checkpoint(path)
         except ValueError as err:
             log.warning("ckpt_path=last: skipping %s", err)
             continue
@@ -101,7 +104,8 @@ def previous_run_checkpoint(
 ) -> Path:
     """The ``<run>/<subdir>/last.ckpt`` of the newest run under `runs_dir` (other than `run_dir`, this run's)
     whose ``.hydra/config.yaml`` equals `config` (this run's config, unresolved) but for `RESUME_KEYS`; newest
-    by the checkpoint's modification time. Unreadable checkpoints are skipped with a warning.
+    by the checkpoint's modification time. Checkpoints that are not good (see `resolve_ckpt_path`) are skipped
+    with a warning.
 
     Raises:
         ValueError: no such run; it names the runs that have a ``last.ckpt`` and the keys where they differ.
@@ -119,7 +123,7 @@ def previous_run_checkpoint(
         differences = run_config_differences(here, run)
         if not differences:
             try:
-                checkpoint = peek_checkpoint(path)
+                checkpoint = read_checkpoint(path)
             except ValueError as err:
                 log.warning("ckpt_path=last: skipping %s", err)
                 differences = [str(err)]

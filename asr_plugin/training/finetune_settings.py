@@ -3,8 +3,8 @@
 The fine-tuning presets (``conf/finetune/*.yaml``) leave ``max_symbols_per_frame``, ``loss_reduction``,
 ``ctc_reduction`` (and, for a ``.nemo``, ``ctc_weight``) null: "the checkpoint's". `module_settings` fills each
 null from, in order, the checkpoint the run resumes (its own resolved values, so the source file is not read
-again), the fine-tuning source (a ``.nemo``'s config, `asr_plugin.finetune.nemo.nemo_training_options`, or a
-training checkpoint's hyper-parameters) and last `TransducerModule`'s defaults. ``finetune.augmentation:
+again), the fine-tuning source (what its file records: `asr_plugin.formats.read_settings`; a ``.nemo``'s config,
+`asr_plugin.formats.nemo.nemo_training_options`, a training checkpoint's hyper-parameters) and last `TransducerModule`'s defaults. ``finetune.augmentation:
 checkpoint`` likewise replaces ``spec_augment`` by the source's (none when it has none); ``config`` keeps the
 run's. `describe_settings` is what ``train(cfg)`` logs before anything runs.
 """
@@ -18,9 +18,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from asr_plugin.finetune.apply import AUGMENTATION_SOURCES
-from asr_plugin.finetune.nemo import is_nemo_archive, read_nemo_training_options
+from asr_plugin.formats import AUTO, Settings, read_settings
 from asr_plugin.training.lightning_module import TransducerModule, training_reduction
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 # Module arguments a config may leave null ("the checkpoint's").
 INHERITED = ("max_symbols_per_frame", "loss_reduction", "ctc_reduction", "ctc_weight")
@@ -31,24 +30,18 @@ def _module_defaults() -> dict[str, Any]:
     return {key: parameters[key].default for key in INHERITED}
 
 
-def source_settings(finetune: Mapping[str, Any] | None, resumed: Mapping[str, Any] | None) -> dict[str, Any]:
+def source_settings(finetune: Mapping[str, Any] | None, resumed: Mapping[str, Any] | None) -> Settings:
     """The settings (`INHERITED` and ``spec_augment``) recorded by what the run starts from: the resumed
-    checkpoint's hyper-parameters, else the fine-tuning source's; {} for a source that records none (a plain
-    state dict, torchaudio's RNNT)."""
+    checkpoint's hyper-parameters, else what the fine-tuning source's file records (none for a plain state dict
+    or torchaudio's RNNT)."""
     if resumed is not None:
         hparams = resumed.get("hyper_parameters") or {}
-    elif finetune and finetune.get("path"):
-        path, fmt = finetune["path"], finetune.get("format", "auto")
-        if fmt == "nemo" or (fmt == "auto" and is_nemo_archive(path)):
-            return read_nemo_training_options(path)
-        if fmt not in ("auto", "lightning"):
-            return {}
-        hparams = peek_checkpoint(path).get("hyper_parameters") or {}
-    else:
-        return {}
-    if not isinstance(hparams, Mapping):
-        return {}
-    return {key: hparams[key] for key in (*INHERITED, "spec_augment") if key in hparams}
+        if not isinstance(hparams, Mapping):
+            return Settings()
+        return Settings({key: hparams[key] for key in (*INHERITED, "spec_augment") if key in hparams})
+    if finetune and finetune.get("path"):
+        return read_settings(finetune["path"], finetune.get("format", AUTO))
+    return Settings()
 
 
 def module_settings(cfg: DictConfig, resumed: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -60,7 +53,7 @@ def module_settings(cfg: DictConfig, resumed: Mapping[str, Any] | None = None) -
         raise ValueError(f"finetune.augmentation={augmentation!r}: choose one of {AUGMENTATION_SOURCES}")
     wanted = [key for key in INHERITED if cfg.get(key) is None]
     takes_augmentation = finetune is not None and augmentation == "checkpoint"
-    source = source_settings(finetune, resumed) if wanted or takes_augmentation or resumed is not None else {}
+    source = source_settings(finetune, resumed) if wanted or takes_augmentation or resumed is not None else Settings()
     defaults = _module_defaults()
     settings: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -68,7 +61,7 @@ def module_settings(cfg: DictConfig, resumed: Mapping[str, Any] | None = None) -
         if cfg.get(key) is not None:
             settings[key], origins[key] = cfg[key], "config"
         elif source.get(key) is not None:
-            settings[key], origins[key] = source[key], "checkpoint"
+            settings[key], origins[key] = source.get(key), "checkpoint"
         else:
             settings[key], origins[key] = defaults[key], "default"
     if takes_augmentation:

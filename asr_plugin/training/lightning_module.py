@@ -13,6 +13,13 @@ from asr_plugin.data import SpecAugment
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.formats.checkpoint import (
+    RECORDS_KEY,
+    build_model,
+    checkpoint_records,
+    read_checkpoint,
+    with_model_lattice,
+)
 from asr_plugin.losses import TransducerLattice, TransducerLoss, lattice_from_record
 from asr_plugin.models.context import draw_context
 from asr_plugin.training.ctc_auxiliary import AuxiliaryCTC
@@ -20,7 +27,6 @@ from asr_plugin.training.loss_reduction import LEGACY_REDUCTIONS, check_reductio
 from asr_plugin.training.memory import PeakMemoryMeter
 from asr_plugin.training.resume_checks import check_resumable
 from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
-from asr_plugin.transducer_checkpoint import RECORDS_KEY, build_model, checkpoint_records, with_model_lattice
 
 # What the module builds from its (checkpointed) config nodes: the project's own classes, torch's optimizers.
 LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
@@ -68,7 +74,7 @@ class TransducerModule(L.LightningModule):
         loss: ``asr_plugin.losses.TransducerLoss`` node; its ``mode`` (batched or samplewise) changes
             memory, never the loss value. Its lattice is the model's (``model.lattice``; a ``loss.lattice``
             that differs is an error). Nodes of checkpoints written before the model owned its lattice are
-            converted (``transducer_checkpoint.with_model_lattice``).
+            converted (``asr_plugin.formats.checkpoint.with_model_lattice``).
             It is built with ``reduction="none"``: the module reduces the per-utterance losses itself
             (`loss_reduction`); a node's own ``reduction`` ("mean" or "sum", as checkpoints of earlier versions
             hold) is read as ``mean_batch`` or ``sum``.
@@ -155,6 +161,21 @@ class TransducerModule(L.LightningModule):
         without the pretrained file."""
         frozen = sorted(name for name, param in self.model.named_parameters() if not param.requires_grad)
         checkpoint[RECORDS_KEY] = {**self.records, "pretrained": sorted(self.pretrained_names), "frozen": frozen}
+
+    @classmethod
+    def load_from_checkpoint(
+        cls, checkpoint_path: Any, map_location: Any = None, strict: bool | None = None, **kwargs: Any
+    ) -> TransducerModule:  # type: ignore[override]
+        """The module of a training checkpoint, as Lightning's ``load_from_checkpoint`` (`kwargs` replace
+        hyper-parameters), the file read through the model-format seam: ``weights_only``, its content hash and the
+        finiteness of its weights checked (`asr_plugin.formats.checkpoint.read_checkpoint`)."""
+        from lightning.pytorch.core.saving import _load_state  # Lightning's restore of a loaded checkpoint
+
+        checkpoint = read_checkpoint(checkpoint_path, map_location=map_location, mmap=False)
+        checkpoint.setdefault(cls.CHECKPOINT_HYPER_PARAMS_KEY, {}).update(kwargs)
+        module = _load_state(cls, checkpoint, strict=strict, **kwargs)
+        tensors = (value for value in checkpoint.get("state_dict", {}).values() if isinstance(value, torch.Tensor))
+        return module.to(next(tensors, torch.tensor(0)).device)  # where the weights were mapped, as Lightning's
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuses a checkpoint of another tokenizer, front end or architecture (naming what differs), then

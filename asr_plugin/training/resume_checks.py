@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from asr_plugin.data.tokenizer import Tokenizer
-from asr_plugin.transducer_checkpoint import checkpoint_records
+from asr_plugin.formats.checkpoint import checkpoint_records
 
 log = logging.getLogger(__name__)
 SHOWN = 8  # differences listed in a message

@@ -3,7 +3,8 @@
 Both return a multiplier of each param group's base lr, so the fine-tuning groups (pretrained and new
 parameters at different lrs) follow the same shape. The configs in ``conf/optim/`` hold them as
 ``_partial_`` targets; the Lightning module calls them with the optimizer (and the number of optimizer
-steps of the whole run for the cosine schedule) and steps them every optimizer step.
+steps of the whole run for the cosine schedule) and steps them every optimizer step. `check_schedule_fits_corpus`
+is the schedule's own check of a training config, before anything runs.
 """
 
 from __future__ import annotations
@@ -11,8 +12,13 @@ from __future__ import annotations
 import math
 import warnings
 
+from omegaconf import DictConfig, OmegaConf
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
+
+# Below this a LibriSpeech run is using the CPU demo's schedule (200 warmup steps): the LibriSpeech experiments
+# warm up for 10k-15k steps, and a transducer at full lr after a few hundred steps of 600 s batches tends to diverge.
+MIN_LIBRISPEECH_WARMUP = 1000
 
 
 def _check(warmup_steps: int, min_lr_ratio: float) -> None:
@@ -87,3 +93,17 @@ def warmup_cosine(
         )
         warmup_steps = shortened
     return LambdaLR(optimizer, lambda step: cosine_factor(step, warmup_steps, total_steps, min_lr_ratio))
+
+
+def check_schedule_fits_corpus(cfg: DictConfig) -> None:
+    """Refuses a LibriSpeech run from scratch with the demo's warmup (``data=librispeech`` without
+    ``experiment=...``). Fine-tuning (``cfg.finetune``) starts from trained weights and may warm up briefly."""
+    warmup = OmegaConf.select(cfg, "optim.scheduler.warmup_steps")
+    if cfg.get("finetune"):
+        return
+    if OmegaConf.select(cfg, "data.corpus") == "librispeech" and warmup is not None and warmup < MIN_LIBRISPEECH_WARMUP:
+        raise ValueError(
+            f"optim.scheduler.warmup_steps={warmup} is the CPU demo's warmup, too short for LibriSpeech: train with "
+            "`experiment=librispeech_medium` (or librispeech_large), which sets the optimiser, schedule and "
+            f"SpecAugment for it, or set optim.scheduler.warmup_steps>={MIN_LIBRISPEECH_WARMUP} yourself"
+        )

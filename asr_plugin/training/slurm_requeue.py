@@ -1,4 +1,5 @@
-"""SLURM's requeue signal handled at an optimizer-step boundary.
+"""SLURM's requeue signal handled at an optimizer-step boundary, and the job's layout as the Trainer's
+(`slurm_callbacks`: what ``train(cfg)`` asks for under SLURM).
 
 Lightning's own handler (``SLURMEnvironment(auto_requeue=True)``) writes ``hpc_ckpt_<n>.ckpt`` from inside
 the signal handler, wherever the signal lands: mid-forward or mid-backward the checkpoint records a batch
@@ -28,6 +29,9 @@ from typing import Any
 import lightning as L
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig, open_dict
+
+from asr_plugin.training.distributed import slurm_layout
 
 log = logging.getLogger(__name__)
 
@@ -165,3 +169,31 @@ class StepBoundaryRequeue(StepBoundarySignal):
                 result.returncode,
                 result.stderr.strip(),
             )
+
+
+def apply_slurm_layout(trainer_cfg: DictConfig) -> None:
+    """Under SLURM, sets ``trainer.devices`` and ``trainer.num_nodes`` from the job's tasks per node and nodes
+    (one process per device), so the layout is set in one place; a different explicit value is an error."""
+    layout = slurm_layout()
+    if layout is None:
+        return
+    tasks, nodes = layout
+    for key, wanted, defaults, variable in (
+        ("devices", tasks, (-1, "auto", None), "tasks per node"),
+        ("num_nodes", nodes, (1, None), "nodes"),
+    ):
+        value = trainer_cfg.get(key)
+        if value not in (*defaults, wanted):
+            raise ValueError(
+                f"trainer.{key}={value!r} but this SLURM job has {wanted} {variable} (Lightning runs "
+                f"one task per device): drop trainer.{key}, SLURM's layout sets it"
+            )
+        with open_dict(trainer_cfg):
+            trainer_cfg[key] = wanted
+
+
+def slurm_callbacks(trainer_cfg: DictConfig) -> list[L.Callback]:
+    """Under SLURM: the job's layout set in `trainer_cfg` (`apply_slurm_layout`) and the requeue signal handled
+    at a step boundary, not mid-step as Lightning's own handler does (`StepBoundaryRequeue`); [] elsewhere."""
+    apply_slurm_layout(trainer_cfg)
+    return [StepBoundaryRequeue()] if slurm_layout() is not None else []

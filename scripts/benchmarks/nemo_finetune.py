@@ -29,7 +29,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from asr_plugin.finetune import import_nemo
+from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.losses import TransducerLoss
 from asr_plugin.models import NemoMelFrontend
 from benchmarks import child_environment

@@ -36,7 +36,7 @@ from torch import nn
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
-from asr_plugin.finetune.nemo.export import HYBRID_TARGET, RNNT_TARGET
+from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
 from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 
 # The reference speaks espeak-ng only (ReferenceSettings.train_engines): dev and espeak-ng's test split are
@@ -583,7 +583,7 @@ def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: in
     ``max_symbols``) on a manifest's audio, in order."""
     from asr_plugin.data import load_audio
     from asr_plugin.decoding import greedy_search
-    from asr_plugin.finetune.nemo import import_nemo, nemo_training_options
+    from asr_plugin.formats.nemo import import_nemo, nemo_training_options
 
     imported = import_nemo(path)
     max_symbols = nemo_training_options(imported.config)["max_symbols_per_frame"]

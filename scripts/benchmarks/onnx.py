@@ -27,7 +27,7 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_recognizer,
     sherpa_transcribe,
 )
-from asr_plugin.export.sources import load_export_source
+from asr_plugin.formats import read_model
 
 
 def benchmark_onnx(
@@ -39,18 +39,19 @@ def benchmark_onnx(
 ) -> list[dict]:
     """Exports `source` (a checkpoint or .nemo) into `out_dir` (kept if it is already there) and decodes
     `manifest`; returns one row per method: {"method", "wer", "rtf", "agree", "utterances"}."""
-    loaded = load_export_source(source)
+    loaded = read_model(source)
+    spec, tokenizer = loaded.require_frontend_spec(), loaded.require_tokenizer()
     out_dir = Path(out_dir)
     if not (out_dir / "tokens.txt").exists():
-        export_onnx(loaded.model, loaded.frontend_spec, loaded.tokenizer, out_dir, int8=True)
+        export_onnx(loaded.model, spec, tokenizer, out_dir, int8=True)
     entries = read_manifest(manifest)[:limit]
     waveforms = [load_audio(e.path).numpy() for e in entries]
     seconds = sum(len(w) for w in waveforms) / 16000
     torch.set_num_threads(num_threads)
-    frontend = build_frontend(loaded.frontend_spec).eval()
+    frontend = build_frontend(spec).eval()
 
     def ours(waveform):
-        return loaded.tokenizer.decode(greedy_on_training_features(loaded.model, frontend, waveform))
+        return tokenizer.decode(greedy_on_training_features(loaded.model, frontend, waveform))
 
     methods = {"ours greedy": ours}
     for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):

@@ -47,7 +47,7 @@ from omegaconf import DictConfig, open_dict
 
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.manifest import read_manifest
-from asr_plugin.training.train import build_module
+from asr_plugin.training.run_start import RunStart, build_module
 from gpucheck.smoke_results import render_results
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -297,7 +297,7 @@ class SmokeSession:
 
     def module(self, cfg: DictConfig, datamodule):
         with torch.device(self.device):  # initialised on the device: 1.1 B parameters are slow to initialise on a CPU
-            return build_module(cfg, datamodule.tokenizer.vocab_size)
+            return build_module(cfg, datamodule, RunStart.of(cfg, None))
 
     def begin(self, kind: str, entry: dict) -> bool:
         """Records `entry` under `kind`; False (and the entry marked) when no run can start any more."""

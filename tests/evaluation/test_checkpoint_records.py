@@ -18,9 +18,10 @@ from hydra.utils import instantiate
 from test_evaluation_recipe import CONF_DIR, TINY_DATA, save_module_checkpoint
 
 from asr_plugin.data import read_manifest
-from asr_plugin.evaluation import evaluate, load_model
+from asr_plugin.evaluation import evaluate
 from asr_plugin.evaluation.chunking import chunk_bounds
 from asr_plugin.evaluation.transcriber import Transcriber
+from asr_plugin.formats.checkpoint import load_model
 
 REPO_ROOT = CONF_DIR.parent
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.evaluation import average_state_dicts, evaluate, select_checkpoints
+from asr_plugin.evaluation import evaluate
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs
+from asr_plugin.formats.checkpoint import average_state_dicts, select_checkpoints
 from asr_plugin.models import build_transducer
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -137,7 +138,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     assert recogs[0] == "id\tref\thyp" and len(recogs) == 9
     assert (out / "errs-dev-greedy.txt").read_text().startswith("%WER")
     # The model evaluated is the average of the two checkpoints.
-    from asr_plugin.evaluation import load_model
+    from asr_plugin.formats.checkpoint import load_model
 
     model, _ = load_model(result["checkpoints"])
     key = "joint.output.weight"

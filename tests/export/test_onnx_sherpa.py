@@ -33,7 +33,7 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_recognizer,
     sherpa_transcribe,
 )
-from asr_plugin.finetune import import_nemo
+from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.models import build_transducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]

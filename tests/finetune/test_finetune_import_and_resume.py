@@ -8,7 +8,8 @@ import torchaudio
 from test_finetune_loading import lightning_checkpoint, rnnt_loss, save
 from tiny_models import tiny_transducer
 
-from asr_plugin.finetune import apply_finetune, import_torchaudio_rnnt
+from asr_plugin.finetune import apply_finetune
+from asr_plugin.formats.torchaudio_rnnt import import_torchaudio_rnnt
 from asr_plugin.models import build_transducer
 
 

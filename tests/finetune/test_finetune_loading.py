@@ -12,12 +12,12 @@ from tiny_models import tiny_transducer
 
 from asr_plugin.finetune import (
     apply_finetune,
-    extract_model_state,
     finetune_report,
     freeze_encoder_layers,
     key_matcher,
     load_pretrained,
 )
+from asr_plugin.formats.state_dict import extract_model_state
 
 
 def lightning_checkpoint(model: torch.nn.Module) -> dict:

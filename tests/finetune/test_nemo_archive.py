@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from asr_plugin.finetune.nemo.archive import MAX_MEMBER_BYTES, read_nemo
+from asr_plugin.formats.nemo.archive import MAX_MEMBER_BYTES, read_nemo
 
 CONFIG = yaml.safe_dump({"encoder": {"d_model": 4}}).encode()
 

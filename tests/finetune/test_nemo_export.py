@@ -12,8 +12,8 @@ import pytest
 import torch
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer, write_synthetic_nemo
 
-from asr_plugin.finetune.nemo import import_nemo
-from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo
+from asr_plugin.formats import LoadedModel, Settings
+from asr_plugin.formats.nemo import export_nemo, import_nemo
 from asr_plugin.losses import TDT
 from asr_plugin.models import build_transducer
 
@@ -59,7 +59,7 @@ def test_a_hybrid_exports_its_ctc_head(tmp_path):
 
 def test_our_own_tokenizer_gets_a_never_emitted_nemo_class(tmp_path):
     model, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
-    source = NemoExportSource(model, architecture, tokenizer, OUR_FRONTEND, max_symbols=5)
+    source = LoadedModel(model, architecture, tokenizer, OUR_FRONTEND, Settings({"max_symbols_per_frame": 5}))
     exported = export_nemo(source, tmp_path / "ours.nemo")
     again = import_nemo(exported)
     # NeMo's classes are SentencePiece's ids; class 0 (our blank's control piece) is one class more than we have
@@ -98,7 +98,7 @@ def _encode_and_predict(model, features, lengths, shift=0):
 def test_what_nemo_cannot_express_is_refused(tmp_path, change, message):
     _, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
     architecture = {**architecture, **change}
-    source = NemoExportSource(build_transducer(**architecture), architecture, tokenizer, OUR_FRONTEND)
+    source = LoadedModel(build_transducer(**architecture), architecture, tokenizer, OUR_FRONTEND)
     with pytest.raises(ValueError, match=f"NeMo cannot express .*{message}"):
         export_nemo(source, tmp_path / "x.nemo")
     assert not (tmp_path / "x.nemo").exists()
@@ -108,7 +108,7 @@ def test_the_recipe_front_end_is_refused(tmp_path):
     model, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
     logmel = {"kind": "logmel", "options": {}, "mean": [0.0] * 80, "std": [1.0] * 80}
     with pytest.raises(ValueError, match="front end of kind 'logmel'"):
-        export_nemo(NemoExportSource(model, architecture, tokenizer, logmel), tmp_path / "x.nemo")
+        export_nemo(LoadedModel(model, architecture, tokenizer, logmel), tmp_path / "x.nemo")
 
 
 def test_a_tdt_model_exports_with_its_durations_and_loss(tmp_path):

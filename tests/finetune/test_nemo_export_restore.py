@@ -15,9 +15,9 @@ from nemo_models import OUR_FRONTEND, our_model_and_tokenizer  # noqa: E402
 
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
-from asr_plugin.finetune.nemo import import_nemo  # noqa: E402
-from asr_plugin.finetune.nemo.compare import compare_file, speech_like_audio  # noqa: E402
-from asr_plugin.finetune.nemo.export import NemoExportSource, export_nemo  # noqa: E402
+from asr_plugin.formats import LoadedModel, Settings  # noqa: E402
+from asr_plugin.formats.nemo import export_nemo, import_nemo  # noqa: E402
+from asr_plugin.formats.nemo.compare import compare_file, speech_like_audio  # noqa: E402
 from benchmarks.nemo_examples import save_example_model  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def test_our_own_model_transcribes_the_same_in_nemo(tmp_path):
     model, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
     with torch.no_grad():  # a sharper joint, so that random weights emit tokens
         model.joint.output.weight.mul_(8.0)
-    source = NemoExportSource(model, architecture, tokenizer, OUR_FRONTEND, max_symbols=4)
+    source = LoadedModel(model, architecture, tokenizer, OUR_FRONTEND, Settings({"max_symbols_per_frame": 4}))
     nemo = restore(export_nemo(source, tmp_path / "ours.nemo"))
     audio, lengths = speech_like_audio([20000, 13000, 7000], seed=4)
     paths = [tmp_path / f"{b}.wav" for b in range(len(lengths))]  # the user's path: audio files, 16-bit PCM

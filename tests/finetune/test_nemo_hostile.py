@@ -16,8 +16,8 @@ from memory_limit import refusals
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.finetune.nemo import import_nemo, nemo_transducer_kwargs, read_nemo
-from asr_plugin.finetune.nemo.plain_config import MAX_CONFIG_NODES, load_yaml_data, resolve_references
+from asr_plugin.formats.nemo import import_nemo, nemo_transducer_kwargs, read_nemo
+from asr_plugin.formats.nemo.plain_config import MAX_CONFIG_NODES, load_yaml_data, resolve_references
 
 WEIGHTS = "model_weights.ckpt"
 
@@ -126,7 +126,7 @@ def test_a_billion_laughs_config_is_refused_under_a_memory_limit(tmp_path):
         tmp_path / "laughs.nemo", {"model_config.yaml": billion_laughs(12).encode(), WEIGHTS: b"unused"}
     )
     (message,) = refusals(
-        "from asr_plugin.finetune.nemo import read_nemo",
+        "from asr_plugin.formats.nemo import read_nemo",
         [f"read_nemo({str(path)!r}, weights=False)"],
         limit_bytes=6 * 2**30,
     )
@@ -143,7 +143,7 @@ def test_huge_declared_sizes_are_refused_by_key_under_a_memory_limit(nemo_file, 
         config["decoder"]["prednet"]["pred_hidden"] = 200000
 
     path = with_config(nemo_file, edit, tmp_path / "huge.nemo")
-    (message,) = refusals("from asr_plugin.finetune.nemo import import_nemo", [f"import_nemo({str(path)!r})"])
+    (message,) = refusals("from asr_plugin.formats.nemo import import_nemo", [f"import_nemo({str(path)!r})"])
     assert "huge.nemo" in message and "d_model=32768 is outside [1, 16384]" in message
 
 
@@ -152,7 +152,7 @@ def test_in_bound_sizes_that_the_weights_do_not_hold_are_refused_before_building
     # 8192 x 8192 attention in 200 layers: hundreds of GB if the model were built first
     path = with_config(nemo_file, lambda c: c["encoder"].update(d_model=8192, n_layers=200), tmp_path / "big.nemo")
     messages = refusals(
-        "from asr_plugin.finetune.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs",
+        "from asr_plugin.formats.nemo import import_nemo, nemo_state_dict, nemo_transducer_kwargs",
         [f"{entry}({str(path)!r})" for entry in ("import_nemo", "nemo_transducer_kwargs", "nemo_state_dict")],
     )
     for message in messages:

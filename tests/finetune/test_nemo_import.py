@@ -16,9 +16,9 @@ import torch
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers, import_nemo
-from asr_plugin.finetune.nemo import nemo_transducer
-from asr_plugin.finetune.nemo.config import transducer_kwargs
+from asr_plugin.finetune import apply_finetune, finetune_report, freeze_encoder_layers
+from asr_plugin.formats.nemo import import_nemo, nemo_transducer
+from asr_plugin.formats.nemo.config import transducer_kwargs
 from asr_plugin.losses import RNNT, TDT
 from benchmarks.nemo_examples import nemo_config
 
@@ -77,7 +77,7 @@ def test_reading_needs_no_nemo(archives):
     path, _ = archives["fast_conformer_transducer"]
     code = (
         "import sys; sys.modules['nemo'] = None\n"  # any `import nemo` now fails
-        "from asr_plugin.finetune import import_nemo\n"
+        "from asr_plugin.formats.nemo import import_nemo\n"
         f"print(import_nemo({str(path)!r}).model.vocab_size)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

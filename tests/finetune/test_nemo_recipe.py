@@ -66,7 +66,7 @@ def test_finetune_from_nemo_trains_in_both_loss_modes(data_dir, tmp_path, mode):
         ],
         tmp_path,
     )
-    assert cfg.model._target_ == "asr_plugin.finetune.nemo.nemo_transducer" and cfg.loss.mode == mode
+    assert cfg.model._target_ == "asr_plugin.formats.nemo.nemo_transducer" and cfg.loss.mode == mode
     result = train(cfg)
     assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
     assert "val/wer" in result["start_metrics"]  # validated before the first step

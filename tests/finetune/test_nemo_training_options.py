@@ -10,8 +10,7 @@ from hydra import compose, initialize_config_dir
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.finetune import export_nemo, import_nemo
-from asr_plugin.finetune.nemo import nemo_training_options, read_nemo_training_options
+from asr_plugin.formats.nemo import export_nemo, import_nemo, nemo_training_options, read_nemo_training_options
 from asr_plugin.training.finetune_settings import describe_settings, module_settings
 from asr_plugin.training.lightning_module import SPEC_AUGMENT_TARGETS
 
@@ -123,3 +122,25 @@ def test_export_writes_the_settings_back(tmp_path):
     again = import_nemo(export_nemo(import_nemo(path), tmp_path / "again.nemo"))
     assert nemo_training_options(again.config) == read_nemo_training_options(path)
     assert OmegaConf.create(again.config).spec_augment.time_width == 0.05
+
+
+# a training section holding an interpolation (`value`), and the key it stands under
+INTERPOLATED = {
+    "spec_augment.freq_masks": lambda value: {"spec_augment": {**NEMO_SPEC_AUGMENT, "freq_masks": value}},
+    "aux_ctc.ctc_loss_weight": lambda value: {"aux_ctc": {"ctc_loss_weight": value}},
+    "rnnt_reduction": lambda value: {"rnnt_reduction": value},
+}
+
+
+@pytest.mark.parametrize("key", INTERPOLATED)
+def test_an_interpolation_in_a_training_section_is_refused_naming_the_file_and_the_key(tmp_path, key):
+    target = tmp_path / "made_by_the_file"
+    sections = INTERPOLATED[key](f"${{run_id:{target}}}")
+    path, _ = write_synthetic_nemo(tmp_path, "conformer_transducer", config_edit=lambda config: config.update(sections))
+    named = rf"{path}: model_config\.yaml: {key}='\$\{{run_id:.*' looks like an interpolation"
+    with pytest.raises(ValueError, match=named):
+        read_nemo_training_options(path)
+    cfg = compose_train(["+finetune=from_nemo", f"finetune.path={path}"], tmp_path=tmp_path)
+    with pytest.raises(ValueError, match=named):
+        module_settings(cfg)  # what train(cfg) logs first
+    assert not target.exists()

@@ -29,7 +29,7 @@ from nemo.collections.asr.modules import ConformerEncoder as NemoConformerEncode
 from tiny_models import STREAMING_FEATURES as FEATURES  # noqa: E402
 from tiny_models import streaming_encoder  # noqa: E402
 
-from asr_plugin.finetune.nemo.weights import convert_state_dict  # noqa: E402
+from asr_plugin.formats.nemo.weights import convert_state_dict  # noqa: E402
 from asr_plugin.models import ConformerEncoder  # noqa: E402
 
 CHUNKED = [[4, 0], [4, 1], [4, 3]]

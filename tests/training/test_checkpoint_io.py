@@ -19,9 +19,9 @@ import pytest
 import torch
 from train_configs import REPO_ROOT, TINY_RUN
 
+from asr_plugin.formats.checkpoint import read_checkpoint
 from asr_plugin.training import train
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
-from asr_plugin.transducer_checkpoint import peek_checkpoint
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 EVERY_STEP = [
@@ -68,7 +68,7 @@ class _Runs:
 def _readable_checkpoints(directory: Path) -> dict[str, int]:
     """{name: global step} of every checkpoint under a final name; raises on any unreadable one."""
     return {
-        p.name: peek_checkpoint(p)["global_step"]
+        p.name: read_checkpoint(p)["global_step"]
         for p in sorted(directory.glob("*.ckpt"))
         if not p.name.startswith(".")
     }

@@ -63,7 +63,7 @@ def test_every_shipped_composition_passes_the_checks(tmp_path, overrides):
     from omegaconf import OmegaConf, open_dict
     from train_configs import compose_train
 
-    from asr_plugin.training.train import check_config
+    from asr_plugin.training.config_check import check_config
 
     cfg = compose_train(overrides, tmp_path=tmp_path)
     check_config(cfg)  # raises ConfigError naming what is wrong

@@ -13,7 +13,7 @@ from train_configs import compose_train
 
 from asr_plugin.training import distributed
 from asr_plugin.training.distributed import launch_rank, prepare_data_once, run_id
-from asr_plugin.training.train import check_schedule_fits_corpus
+from asr_plugin.training.schedulers import check_schedule_fits_corpus
 
 LAUNCH_VARIABLES = (
     "RANK",

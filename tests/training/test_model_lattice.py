@@ -7,13 +7,13 @@ import pytest
 from train_configs import micro_module_kwargs
 
 from asr_plugin.config_nodes import ConfigError
-from asr_plugin.losses import RNNT, TDT
-from asr_plugin.training import TransducerModule
-from asr_plugin.transducer_checkpoint import (
+from asr_plugin.formats.checkpoint import (
     CheckpointInfo,
     build_model,
     with_model_lattice,
 )
+from asr_plugin.losses import RNNT, TDT
+from asr_plugin.training import TransducerModule
 
 TDT_RECORD = {"kind": "tdt", "durations": [0, 1, 2, 3, 4], "sigma": 0.02, "clamp": None}
 

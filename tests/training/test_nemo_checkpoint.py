@@ -9,10 +9,9 @@ from nemo_models import write_synthetic_nemo
 from train_configs import MICRO_MODEL, TINY_RUN, compose_train
 
 from asr_plugin.decoding import greedy_search
-from asr_plugin.evaluation import load_model
 from asr_plugin.export import ExportedTransducer, export_transducer
+from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, load_model
 from asr_plugin.training import TransducerModule, train
-from asr_plugin.transducer_checkpoint import BUILD_TRANSDUCER
 
 pytestmark = pytest.mark.slow  # end-to-end training runs
 

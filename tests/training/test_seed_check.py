@@ -6,7 +6,8 @@ import pytest
 from train_configs import compose_train
 
 from asr_plugin.config_nodes import ConfigError
-from asr_plugin.training.train import checked_seed, train
+from asr_plugin.training import train
+from asr_plugin.training.config_check import checked_seed
 
 
 @pytest.mark.parametrize("value", ["abc", 1.5, True, -1, 2**32])

@@ -16,8 +16,13 @@ from omegaconf import OmegaConf
 from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN, StubTrainer, train_steps
 
 from asr_plugin.training.distributed import register_resolvers, slurm_layout
-from asr_plugin.training.slurm_requeue import AgreedFlag, StepBoundaryRequeue, next_requeue_checkpoint, slurm_job_id
-from asr_plugin.training.train import apply_slurm_layout
+from asr_plugin.training.slurm_requeue import (
+    AgreedFlag,
+    StepBoundaryRequeue,
+    apply_slurm_layout,
+    next_requeue_checkpoint,
+    slurm_job_id,
+)
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 JOB = "4242"

@@ -1,17 +1,23 @@
-"""Reading model weights from a Lightning checkpoint or a plain state dict (format auto-detected)."""
+"""Plain state dicts (a mapping of tensors, with or without the ``model.`` prefix, or under ``"model"``): weights
+to fine-tune from, with no architecture, tokenizer or front end; and `extract_model_state`, the Transducer's
+weights of a loaded checkpoint of either kind."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
+
+from asr_plugin.declared_shapes import check_finite
+from asr_plugin.formats.base import ModelFormat, Weights
+from asr_plugin.formats.torch_file import load_torch_file, peek_torch_file
 
 MODEL_PREFIX = "model."  # TransducerModule keeps the Transducer under `self.model`
 STATE_DICT_FORMATS = ("auto", "lightning", "state_dict")
 
 
-def _is_state_dict(obj: object) -> bool:
+def is_state_dict(obj: object) -> bool:
+    """Whether `obj` is a non-empty dict of tensors."""
     return isinstance(obj, dict) and bool(obj) and all(isinstance(v, torch.Tensor) for v in obj.values())
 
 
@@ -29,15 +35,15 @@ def extract_model_state(obj: object, source: str, fmt: str = "auto") -> dict[str
     """
     if fmt not in STATE_DICT_FORMATS:
         raise ValueError(f"format={fmt!r}; choose one of {STATE_DICT_FORMATS}")
-    is_lightning = isinstance(obj, dict) and _is_state_dict(obj.get("state_dict"))
+    is_lightning = isinstance(obj, dict) and is_state_dict(obj.get("state_dict"))
     if fmt == "lightning" and not is_lightning:
         raise ValueError(f"{source}: format=lightning but the file has no 'state_dict' of tensors")
     if is_lightning and fmt != "state_dict":
         state = obj["state_dict"]
         return {k[len(MODEL_PREFIX) :]: v for k, v in state.items() if k.startswith(MODEL_PREFIX)}
-    if isinstance(obj, dict) and _is_state_dict(obj.get("model")):
+    if isinstance(obj, dict) and is_state_dict(obj.get("model")):
         obj = obj["model"]
-    if not _is_state_dict(obj):
+    if not is_state_dict(obj):
         keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
         raise ValueError(f"{source}: neither a Lightning checkpoint nor a state dict of tensors (top level: {keys})")
     if all(k.startswith(MODEL_PREFIX) for k in obj):
@@ -45,17 +51,19 @@ def extract_model_state(obj: object, source: str, fmt: str = "auto") -> dict[str
     return dict(obj)
 
 
-def load_checkpoint_file(path: str | os.PathLike) -> object:
-    """``torch.load`` on CPU with ``weights_only=True`` (no code from the file runs); never writes the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises UnpicklingError, RuntimeError or EOFError for bad files
-        raise ValueError(f"{path}: cannot be read as a torch checkpoint ({err})") from err
+class StateDictFormat(ModelFormat):
+    """A torch file holding a plain state dict (`extract_model_state`'s forms other than a Lightning checkpoint)."""
 
+    name = "state_dict"
+    description = "a plain state dict"
 
-def read_model_state(path: str | os.PathLike, fmt: str = "auto") -> dict[str, torch.Tensor]:
-    """Transducer weights of the checkpoint file `path` (see `extract_model_state`)."""
-    return extract_model_state(load_checkpoint_file(path), str(path), fmt)
+    def claims(self, path: Path) -> bool:
+        obj = peek_torch_file(path) if path.is_file() else None
+        if not isinstance(obj, dict) or is_state_dict(obj.get("state_dict")):
+            return False
+        return is_state_dict(obj) or is_state_dict(obj.get("model"))
+
+    def read_weights(self, path: Path, blank_id: int | None = None) -> Weights:
+        state = extract_model_state(load_torch_file(path), str(path), self.name)
+        check_finite(state, str(path))
+        return Weights(state)

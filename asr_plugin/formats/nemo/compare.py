@@ -18,8 +18,8 @@ from unittest import mock
 import torch
 
 from asr_plugin.decoding import greedy_search
-from asr_plugin.finetune.nemo.importer import NemoImport, import_nemo
-from asr_plugin.finetune.nemo.weights import blank_first_to_last
+from asr_plugin.formats.nemo.importer import NemoImport, import_nemo
+from asr_plugin.formats.nemo.weights import blank_first_to_last
 from asr_plugin.losses import TDT, TransducerLoss
 
 SHARPEN = 6.0  # joint output scale for the greedy comparison, so that random weights emit tokens

@@ -1,20 +1,13 @@
-"""Choosing checkpoints, averaging their weights and rebuilding the model they hold."""
+"""Choosing the checkpoints of a run to average, and averaging their weights."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-
-from asr_plugin.finetune.checkpoint import extract_model_state, load_checkpoint_file
-from asr_plugin.models import Transducer
-from asr_plugin.transducer_checkpoint import CheckpointInfo, build_checked_model
-
-log = logging.getLogger(__name__)
 
 _NUMBER = {"epoch": re.compile(r"epoch[=_-]?(\d+)"), "step": re.compile(r"step[=_-]?(\d+)")}
 
@@ -85,40 +78,3 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
             total += state[key].double()
         averaged[key] = (total / len(states)).to(last.dtype)
     return averaged
-
-
-def load_model(
-    paths: Sequence[str | os.PathLike], device: str | torch.device = "cpu"
-) -> tuple[Transducer, CheckpointInfo]:
-    """Rebuilds the Transducer of Lightning checkpoint(s) (``hyper_parameters.model``) with their averaged weights.
-
-        The model node is data: only ``asr_plugin.models.build_transducer`` is built from it (any other
-        ``_target_``, in any of the files, is refused naming it). Checkpoints recording another tokenizer or front
-        end than the last one are not averaged; a node declaring sizes the weights do not hold, and NaN or infinite
-    weights, are refused by name before the model is built. Returns the model in eval mode on `device` and the last
-        checkpoint's `CheckpointInfo` (config nodes, tokenizer and front-end records). Files are only read
-        (``weights_only=True``).
-    """
-    if not paths:
-        raise ValueError("load_model: no checkpoint path given")
-    loaded = [(path, load_checkpoint_file(path)) for path in paths]
-    states = [extract_model_state(obj, str(path)) for path, obj in loaded]
-    infos = [CheckpointInfo.of(obj if isinstance(obj, dict) else {}, path) for path, obj in loaded]
-    info = infos[-1]
-    for other in infos[:-1]:
-        for name in ("tokenizer", "frontend"):
-            if other.records.get(name) != info.records.get(name):
-                raise ValueError(
-                    f"avg: {other.path} and {info.path} record another {name}: checkpoints of "
-                    "different runs cannot be averaged"
-                )
-    model_cfg = info.hyper_parameters.get("model")
-    if not isinstance(model_cfg, dict) or "_target_" not in model_cfg:
-        raise ValueError(
-            f"{info.path}: no hyper_parameters.model node to rebuild the model from (not a TransducerModule checkpoint?)"
-        )
-    state = average_state_dicts(states) if len(states) > 1 else states[0]
-    model = build_checked_model(model_cfg, state, f"{info.path}: hyper_parameters.model")
-    model.load_state_dict(state)
-    log.info("model from %s", ", ".join(str(p) for p in paths))
-    return model.to(device).eval(), info

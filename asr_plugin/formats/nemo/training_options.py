@@ -18,10 +18,10 @@ Nothing in the config is built: only these keys are read, and a value we cannot 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from asr_plugin.finetune.nemo.archive import read_nemo
+from asr_plugin.formats.nemo.archive import read_nemo
 
 SPEC_AUGMENT_TARGET = "asr_plugin.data.SpecAugment"
 # SpectrogramAugmentation's keys we map, and the ones that must keep NeMo's "off" value
@@ -78,17 +78,39 @@ def spec_augment_node(section: Mapping[str, Any] | None) -> dict[str, Any] | Non
     }
 
 
-def nemo_training_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The recipe's settings of NeMo's model config `config` (module docstring)."""
+def _ctc_weight(config: Mapping[str, Any]) -> float:
     aux_ctc = config.get("aux_ctc") or {}
-    greedy = (config.get("decoding") or {}).get("greedy") or {}
-    return {
-        "loss_reduction": str(config.get("rnnt_reduction") or "mean_batch"),
-        "ctc_weight": float(aux_ctc.get("ctc_loss_weight", 0.5)) if aux_ctc else 0.0,  # NeMo's default 0.5
-        "ctc_reduction": str(aux_ctc.get("ctc_reduction") or "mean_batch"),
-        "max_symbols_per_frame": int(greedy.get("max_symbols") or 10),
-        "spec_augment": spec_augment_node(config.get("spec_augment")),
-    }
+    return float(aux_ctc.get("ctc_loss_weight", 0.5)) if aux_ctc else 0.0  # NeMo's default 0.5
+
+
+# setting -> how NeMo's model config says it (module docstring)
+NEMO_SETTINGS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "loss_reduction": lambda config: str(config.get("rnnt_reduction") or "mean_batch"),
+    "ctc_weight": _ctc_weight,
+    "ctc_reduction": lambda config: str((config.get("aux_ctc") or {}).get("ctc_reduction") or "mean_batch"),
+    "max_symbols_per_frame": lambda config: int(
+        ((config.get("decoding") or {}).get("greedy") or {}).get("max_symbols") or 10
+    ),
+    "spec_augment": lambda config: spec_augment_node(config.get("spec_augment")),
+}
+
+
+def nemo_training_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's settings of NeMo's model config `config` (module docstring); ValueError naming the first it
+    cannot express."""
+    return {key: read(config) for key, read in NEMO_SETTINGS.items()}
+
+
+def readable_training_options(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`nemo_training_options` of the settings it can express, and why for each of the others (a model that is
+    only decoded or exported needs none of them)."""
+    settings, refused = {}, {}
+    for key, read in NEMO_SETTINGS.items():
+        try:
+            settings[key] = read(config)
+        except ValueError as err:
+            refused[key] = str(err)
+    return settings, refused
 
 
 def read_nemo_training_options(path: str | os.PathLike) -> dict[str, Any]:

@@ -8,15 +8,18 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from asr_plugin.declared_shapes import check_architecture_bounds, check_declared_shapes, check_finite
-from asr_plugin.finetune.nemo.archive import WEIGHTS_NAME, NemoArchive, read_nemo
-from asr_plugin.finetune.nemo.config import frontend_kwargs, lattice_record, loss_kwargs, num_classes, transducer_kwargs
-from asr_plugin.finetune.nemo.tokenizer import NemoTokenizer
-from asr_plugin.finetune.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
+from asr_plugin.formats.base import LoadedModel, Settings
+from asr_plugin.formats.nemo.archive import WEIGHTS_NAME, NemoArchive, read_nemo
+from asr_plugin.formats.nemo.config import frontend_kwargs, lattice_record, loss_kwargs, num_classes, transducer_kwargs
+from asr_plugin.formats.nemo.tokenizer import NemoTokenizer
+from asr_plugin.formats.nemo.training_options import readable_training_options
+from asr_plugin.formats.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
 from asr_plugin.losses import TransducerLoss
 from asr_plugin.models import NemoMelFrontend, Transducer, build_transducer
 
@@ -46,6 +49,7 @@ class NemoImport:
             omega); ``TransducerLoss("samplewise", model.lattice, **loss_options)`` is the same loss sample by
             sample.
         loss_options: its keyword arguments besides the lattice (TDT: ``omega``; RNN-T: none).
+        path: the ``.nemo`` file.
     """
 
     model: Transducer
@@ -58,6 +62,22 @@ class NemoImport:
     auxiliary_ctc: dict[str, torch.Tensor] | None
     loss: TransducerLoss
     loss_options: dict[str, Any]
+    path: Path | None = None
+
+    def loaded(self) -> LoadedModel:
+        """The import as the seam's `LoadedModel`: its settings are NeMo's training options and the loss options;
+        one this project cannot express (a SpecAugment of another kind) is refused where it is used."""
+        settings, refused = readable_training_options(self.config)
+        return LoadedModel(
+            self.model,
+            {**self.model_kwargs, "vocab_size": self.model.vocab_size},
+            self.tokenizer,
+            self.frontend_spec,
+            Settings({**settings, **self.loss_options}, refused, str(self.path)),
+            self.auxiliary_ctc,
+            (self.path,) if self.path is not None else (),
+            "nemo",
+        )
 
 
 def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) -> int:
@@ -138,12 +158,6 @@ def nemo_tokenizer(path: str | os.PathLike) -> NemoTokenizer:
     return _tokenizer(read_nemo(path, weights=False))
 
 
-def nemo_loss_kwargs(path: str | os.PathLike) -> dict[str, Any]:
-    """The `TransducerLoss` keyword arguments of the ``.nemo`` file's own loss besides its lattice (TDT:
-    ``omega``), for a recipe run fine-tuning it (the lattice is the model's: `nemo_transducer_kwargs`)."""
-    return loss_kwargs(read_nemo(path, weights=False).config)
-
-
 def nemo_frontend_spec(path: str | os.PathLike) -> dict[str, Any]:
     """The front-end spec of the ``.nemo`` file's preprocessor: ``{"kind": "nemo", "options": NemoMelFrontend
     arguments}`` (dither in training mode only)."""
@@ -217,4 +231,5 @@ def import_nemo(path: str | os.PathLike) -> NemoImport:
         auxiliary_ctc,
         TransducerLoss("batched", model.lattice, **options),
         options,
+        archive.path,
     )

@@ -2,7 +2,7 @@
 
 The archive is laid out as NeMo's ``save_to`` writes it (no NeMo needed to write it): ``model_config.yaml``
 (an ``EncDecRNNTBPEModel``, or an ``EncDecHybridRNNTCTCBPEModel`` when the source has an auxiliary CTC head,
-with the sections `asr_plugin.finetune.nemo.config` reads back: ``preprocessor``, ``encoder``, ``decoder``,
+with the sections `asr_plugin.formats.nemo.config` reads back: ``preprocessor``, ``encoder``, ``decoder``,
 ``joint``, ``tokenizer``, ``decoding``, ``loss``), ``model_weights.ckpt`` (NeMo's key names, every
 token-indexed table with the blank moved back to the end) and the SentencePiece model with its vocabulary
 files. `import_nemo` of the result gives the source model back.
@@ -25,7 +25,6 @@ import io
 import os
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +34,13 @@ import yaml
 
 from asr_plugin.data.atomic import write_atomic
 from asr_plugin.data.tokenizer import Tokenizer
-from asr_plugin.finetune.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
-from asr_plugin.finetune.nemo.importer import NemoImport
-from asr_plugin.finetune.nemo.training_options import nemo_spec_augment_section, nemo_training_options
-from asr_plugin.finetune.nemo.weights import to_nemo_state_dict
+from asr_plugin.formats.base import LoadedModel
+from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
+from asr_plugin.formats.nemo.importer import NemoImport
+from asr_plugin.formats.nemo.training_options import nemo_spec_augment_section
+from asr_plugin.formats.nemo.weights import to_nemo_state_dict
 from asr_plugin.losses import TDT, TransducerLattice
-from asr_plugin.models import NemoMelFrontend, Transducer
+from asr_plugin.models import NemoMelFrontend
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
 
 RNNT_TARGET = "nemo.collections.asr.models.EncDecRNNTBPEModel"
@@ -50,97 +50,18 @@ NEVER_EMITTED = -1e4  # output bias of NeMo's class 0 for an "asr_plugin" tokeni
 NEMO_ACTIVATIONS = ("relu", "tanh")
 
 
-@dataclass
-class NemoExportSource:
-    """Everything `export_nemo` writes.
-
-    Attributes:
-        model: the Transducer (its weights are exported).
-        architecture: its `build_transducer` keyword arguments (``vocab_size`` included).
-        tokenizer: its `Tokenizer` (SentencePiece, either convention).
-        frontend_spec: its front-end spec; must be of kind "nemo".
-        auxiliary_ctc: an auxiliary CTC head's state dict (``output.weight`` (V, H_e), ``output.bias``), which
-            makes the export a hybrid RNNT-CTC model; None for a plain transducer.
-        ctc_weight: the hybrid's ``aux_ctc.ctc_loss_weight``.
-        max_symbols: NeMo's greedy ``max_symbols`` (our ``max_symbols_per_frame``).
-        loss_options: its `TransducerLoss` options besides the lattice (the model's: NeMo's loss section gets
-            its clamp, fastemit_lambda or durations and sigma) that NeMo's loss section keeps: ``omega`` (TDT).
-        loss_reduction, ctc_reduction: NeMo's ``rnnt_reduction`` and ``aux_ctc.ctc_reduction``.
-        spec_augment: its ``SpecAugment`` node (NeMo's ``spec_augment`` section), or None.
-    """
-
-    model: Transducer
-    architecture: dict[str, Any]
-    tokenizer: Tokenizer
-    frontend_spec: dict[str, Any]
-    auxiliary_ctc: dict[str, torch.Tensor] | None = None
-    ctc_weight: float = 0.3
-    max_symbols: int = 10
-    loss_options: dict[str, Any] = field(default_factory=dict)
-    loss_reduction: str = "mean_batch"
-    ctc_reduction: str = "mean_batch"
-    spec_augment: dict[str, Any] | None = None
+# What the writer takes where the model's file records nothing (`LoadedModel.settings`): NeMo's own defaults, and
+# 0.3 for the auxiliary CTC weight of a hybrid (the recipe's).
+DEFAULT_SETTINGS = {
+    "ctc_weight": 0.3,
+    "max_symbols_per_frame": 10,
+    "loss_reduction": "mean_batch",
+    "ctc_reduction": "mean_batch",
+}
 
 
-def source_from_import(imported: NemoImport, max_symbols: int | None = None) -> NemoExportSource:
-    """What `import_nemo` returned, as an export source (its CTC head included; greedy ``max_symbols`` from
-    the NeMo config unless given)."""
-    options = nemo_training_options(imported.config)
-    return NemoExportSource(
-        imported.model,
-        {**imported.model_kwargs, "vocab_size": imported.model.vocab_size},
-        imported.tokenizer,
-        imported.frontend_spec,
-        imported.auxiliary_ctc,
-        options["ctc_weight"],
-        int(max_symbols or options["max_symbols_per_frame"]),
-        dict(imported.loss_options),
-        options["loss_reduction"],
-        options["ctc_reduction"],
-        options["spec_augment"],
-    )
-
-
-def source_from_checkpoint(path: str | os.PathLike) -> NemoExportSource:
-    """A training checkpoint (``TransducerModule``'s ``.ckpt``) as an export source: architecture, weights,
-    tokenizer and front end from the checkpoint alone (built with the project's allow-lists only)."""
-    from asr_plugin.transducer_checkpoint import (
-        build_checked_model,
-        checkpoint_records,
-        current_hyper_parameters,
-        peek_checkpoint,
-    )
-
-    checkpoint = peek_checkpoint(path)
-    hyper = current_hyper_parameters(checkpoint.get("hyper_parameters") or {})
-    records = checkpoint_records(checkpoint)
-    missing = [key for key in ("tokenizer", "frontend") if key not in records]
-    if "model" not in hyper or missing:
-        raise ValueError(
-            f"{path}: the checkpoint lacks {missing or ['hyper_parameters.model']}; it was written "
-            "before checkpoints recorded their tokenizer and front end"
-        )
-    state = checkpoint.get("state_dict") or {}
-    weights = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}
-    model = build_checked_model(hyper["model"], weights, f"{path}: hyper_parameters.model")
-    model.load_state_dict(weights)
-    ctc = {k[len("ctc.") :]: v for k, v in state.items() if k.startswith("ctc.")} or None
-    architecture = {k: v for k, v in hyper["model"].items() if k != "_target_"}
-    loss = hyper.get("loss") or {}
-    options = {key: loss[key] for key in ("omega",) if loss.get(key) is not None}
-    return NemoExportSource(
-        model.eval(),
-        architecture,
-        Tokenizer.from_record(records["tokenizer"]),
-        dict(records["frontend"]),
-        ctc,
-        float(hyper.get("ctc_weight") or 0.3),
-        int(hyper.get("max_symbols_per_frame") or 10),
-        options,
-        str(hyper.get("loss_reduction") or "mean_batch"),
-        str(hyper.get("ctc_reduction") or "mean_batch"),
-        hyper.get("spec_augment"),
-    )
+def _setting(model: LoadedModel, key: str) -> Any:
+    return model.settings.get(key, DEFAULT_SETTINGS.get(key))
 
 
 def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[str, Any]) -> None:
@@ -226,11 +147,11 @@ def nemo_loss_section(lattice: TransducerLattice, omega: float = 0.0) -> dict[st
     }
 
 
-def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[str, Any]:
+def nemo_model_config(source: LoadedModel, vocabulary: list[str]) -> dict[str, Any]:
     """The ``model_config.yaml`` of the export (see the module docstring)."""
-    arch = source.architecture
-    _check_exportable(arch, source.frontend_spec)
-    d_model, classes = int(arch["d_model"]), _num_classes(source.tokenizer)
+    arch, frontend_spec = source.architecture, source.require_frontend_spec()
+    _check_exportable(arch, frontend_spec)
+    d_model, classes = int(arch["d_model"]), _num_classes(source.require_tokenizer())
     _, _, default_channels = SUBSAMPLING_TYPES[arch["subsampling"]]
     config: dict[str, Any] = {
         "target": HYBRID_TARGET if source.auxiliary_ctc is not None else RNNT_TARGET,
@@ -241,7 +162,7 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
             "joint_hidden": int(arch["joint_dim"]),
         },
         "tokenizer": {"dir": None, "type": "bpe", **{key: f"nemo:{name}" for key, name in TOKENIZER_FILES.items()}},
-        "preprocessor": preprocessor_section(source.frontend_spec["options"]),
+        "preprocessor": preprocessor_section(frontend_spec["options"]),
         "encoder": {
             "_target_": "nemo.collections.asr.modules.ConformerEncoder",
             "feat_in": int(arch["input_dim"]),
@@ -296,11 +217,14 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
                 "pred_hidden": int(arch["predictor_dim"]),
             },
         },
-        "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": int(source.max_symbols)}},
-        "rnnt_reduction": source.loss_reduction,
-        "spec_augment": nemo_spec_augment_section(source.spec_augment),
+        "decoding": {
+            "strategy": "greedy_batch",
+            "greedy": {"max_symbols": int(_setting(source, "max_symbols_per_frame"))},
+        },
+        "rnnt_reduction": _setting(source, "loss_reduction"),
+        "spec_augment": nemo_spec_augment_section(_setting(source, "spec_augment")),
     }
-    config["loss"] = nemo_loss_section(source.model.lattice, float(source.loss_options.get("omega", 0.0)))
+    config["loss"] = nemo_loss_section(source.model.lattice, float(_setting(source, "omega") or 0.0))
     if isinstance(
         source.model.lattice, TDT
     ):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
@@ -319,9 +243,9 @@ def nemo_model_config(source: NemoExportSource, vocabulary: list[str]) -> dict[s
         }
     if source.auxiliary_ctc is not None:
         config["aux_ctc"] = {
-            "ctc_loss_weight": float(source.ctc_weight),
+            "ctc_loss_weight": float(_setting(source, "ctc_weight")),
             "use_cer": False,
-            "ctc_reduction": source.ctc_reduction,
+            "ctc_reduction": _setting(source, "ctc_reduction"),
             "decoder": {
                 "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
                 "feat_in": d_model,
@@ -341,8 +265,9 @@ def _nemo_rows(table: torch.Tensor, tokenizer: Tokenizer, filler: float = 0.0) -
     return torch.cat([torch.full_like(table[:1], filler), table])
 
 
-def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
+def nemo_weights(source: LoadedModel) -> dict[str, torch.Tensor]:
     """NeMo's state dict of the export, preprocessor buffers included."""
+    tokenizer = source.require_tokenizer()
     state = {key: value.detach().clone() for key, value in source.model.state_dict().items()}
     # an "asr_plugin" tokenizer's extra NeMo class 0 goes before our token rows (a TDT joint's duration rows
     # stay after them); the blank moves to the end of the tokens in to_nemo_state_dict
@@ -353,16 +278,16 @@ def nemo_weights(source: NemoExportSource) -> dict[str, torch.Tensor]:
         ("joint.output.bias", NEVER_EMITTED),
     ):
         rows = state[key]
-        state[key] = torch.cat([rows[:1], _nemo_rows(rows[1:vocab], source.tokenizer, filler), rows[vocab:]])
+        state[key] = torch.cat([rows[:1], _nemo_rows(rows[1:vocab], tokenizer, filler), rows[vocab:]])
     ctc = None
     if source.auxiliary_ctc is not None:
         ctc = {}
         for key, filler in (("output.weight", 0.0), ("output.bias", NEVER_EMITTED)):
             value = source.auxiliary_ctc[key].detach().clone()
-            ctc[key] = torch.cat([value[:1], _nemo_rows(value[1:], source.tokenizer, filler)])
+            ctc[key] = torch.cat([value[:1], _nemo_rows(value[1:], tokenizer, filler)])
     dropout = float(source.architecture.get("joint_dropout", 0.0))
     nemo = to_nemo_state_dict(state, joint_output_index=2 if dropout else 1, num_extra_outputs=extra, auxiliary_ctc=ctc)
-    frontend = NemoMelFrontend(**source.frontend_spec["options"])
+    frontend = NemoMelFrontend(**source.require_frontend_spec()["options"])
     nemo["preprocessor.featurizer.window"] = frontend.window.clone()
     nemo["preprocessor.featurizer.fb"] = frontend.fbank.T.unsqueeze(0).contiguous()  # (1, F, n_fft/2 + 1)
     return nemo
@@ -381,26 +306,30 @@ def tokenizer_files(tokenizer: Tokenizer) -> tuple[dict[str, bytes], list[str]]:
     return files, pieces
 
 
-def export_nemo(source: str | os.PathLike | NemoImport | NemoExportSource, path: str | os.PathLike) -> Path:
+def export_nemo(source: str | os.PathLike | NemoImport | LoadedModel, path: str | os.PathLike) -> Path:
     """Writes `source` as the ``.nemo`` file `path` (atomically) and returns `path`.
 
     Args:
-        source: a training checkpoint (``.ckpt`` file), what `import_nemo` returned, or a `NemoExportSource`.
+        source: a model file `asr_plugin.formats.read_model` reads (a training checkpoint, a ``.nemo``), what
+            `import_nemo` returned, or a `LoadedModel`; what its file records nothing of, NeMo's defaults
+            (`DEFAULT_SETTINGS`).
         path: the ``.nemo`` file to write (replaced if it exists; a directory is refused: see
-            `asr_plugin.finetune.nemo.output_path.nemo_output_path`).
+            `asr_plugin.formats.nemo.output_path.nemo_output_path`).
     """
     if Path(path).is_dir():
         raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
     if isinstance(source, NemoImport):
-        source = source_from_import(source)
-    elif not isinstance(source, NemoExportSource):
-        source = source_from_checkpoint(source)
-    if source.model.vocab_size != source.tokenizer.vocab_size:
+        source = source.loaded()
+    elif not isinstance(source, LoadedModel):
+        from asr_plugin.formats import read_model  # the registry, which imports this module
+
+        source = read_model(source)
+    tokenizer = source.require_tokenizer()
+    if source.model.vocab_size != tokenizer.vocab_size:
         raise ValueError(
-            f"export_nemo: the model has {source.model.vocab_size} outputs, its tokenizer "
-            f"{source.tokenizer.vocab_size} ids"
+            f"export_nemo: the model has {source.model.vocab_size} outputs, its tokenizer {tokenizer.vocab_size} ids"
         )
-    files, vocabulary = tokenizer_files(source.tokenizer)
+    files, vocabulary = tokenizer_files(tokenizer)
     config = nemo_model_config(source, vocabulary)
     weights = io.BytesIO()
     torch.save(nemo_weights(source), weights)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from asr_plugin.declared_shapes import check_member_size
-from asr_plugin.finetune.nemo.plain_config import load_yaml_data, refuse_section_interpolations, resolve_references
+from asr_plugin.formats.nemo.plain_config import load_yaml_data, refuse_section_interpolations, resolve_references
 
 CONFIG_NAME = "model_config.yaml"
 WEIGHTS_NAME = "model_weights.ckpt"
@@ -23,8 +23,20 @@ ARTIFACT_PREFIX = "nemo:"
 MAX_MEMBER_BYTES = 64 * 2**20
 # The config is parsed by PyYAML's pure-Python composer (which can refuse aliases); NeMo's are under 100 kB.
 MAX_CONFIG_BYTES = 4 * 2**20
-# The sections the importer reads: an interpolation left in them is refused by key.
-IMPORTED_SECTIONS = ("preprocessor", "encoder", "decoder", "joint", "tokenizer", "loss", "decoding")
+# The sections the importer reads (the model's and, `asr_plugin.formats.nemo.training_options`, the training
+# settings'): an interpolation left in them is refused by key.
+IMPORTED_SECTIONS = (
+    "preprocessor",
+    "encoder",
+    "decoder",
+    "joint",
+    "tokenizer",
+    "loss",
+    "decoding",
+    "spec_augment",
+    "aux_ctc",
+    "rnnt_reduction",
+)
 
 
 @dataclass
@@ -62,7 +74,7 @@ def read_nemo(
     streamed from the archive (no second copy in memory). ``weights=False`` reads only the config and the
     small member files (``state_dict`` is then empty); ``map_location="meta"`` reads only the weights' metadata
     (shapes and dtypes, no data: what `asr_plugin.declared_shapes` compares with a declared architecture).
-    Nothing is extracted to disk. The config is plain data (`asr_plugin.finetune.nemo.plain_config`).
+    Nothing is extracted to disk. The config is plain data (`asr_plugin.formats.nemo.plain_config`).
 
     Members are known by their base name, as NeMo writes them (``./model_config.yaml``), so two members of the
     same base name are refused rather than one silently winning; a member other than the weights larger than

@@ -20,11 +20,19 @@ token id k < blank becomes k + 1, so the tokenizer must number its pieces the sa
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+
+from asr_plugin.declared_shapes import check_finite
+from asr_plugin.formats.base import ModelFormat, Weights
+from asr_plugin.formats.torch_file import load_torch_file, peek_torch_file
+
+log = logging.getLogger(__name__)
 
 _LSTM_KEY = re.compile(r"predictor\.lstm_layers\.(\d+)\.(x2g|p2g|c_norm|g_norm)\.(weight|bias)")
 
@@ -113,3 +121,24 @@ def import_torchaudio_rnnt(state: Mapping[str, torch.Tensor], blank_id: int | No
         elif not _LSTM_KEY.fullmatch(key):
             result.not_imported[key] = "no counterpart"
     return result
+
+
+class TorchaudioRnntFormat(ModelFormat):
+    """A torch file holding a torchaudio ``RNNT.state_dict()`` (`is_torchaudio_rnnt`), imported with
+    `import_torchaudio_rnnt` (what is not imported is logged); its joiner computes ReLU."""
+
+    name = "torchaudio_rnnt"
+    description = "a torchaudio RNN-T state dict"
+
+    def claims(self, path: Path) -> bool:
+        obj = peek_torch_file(path) if path.is_file() else None
+        return isinstance(obj, dict) and is_torchaudio_rnnt(obj)
+
+    def read_weights(self, path: Path, blank_id: int | None = None) -> Weights:
+        state = load_torch_file(path)
+        if not isinstance(state, dict) or not is_torchaudio_rnnt(state):
+            raise ValueError(f"{path}: format=torchaudio_rnnt but the file is not a torchaudio RNNT state dict")
+        check_finite(state, str(path))
+        imported = import_torchaudio_rnnt(state, blank_id)
+        log.warning("%s: %s", path, imported.summary())
+        return Weights(imported.state_dict, joint_activation="relu")

@@ -1,0 +1,73 @@
+"""What a run reports: the validation before its first step, the test of its best checkpoint, and the summary
+``train(cfg)`` returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig
+
+from asr_plugin.training.config_check import validates_first
+from asr_plugin.training.learning_curves import learning_curves_of
+from asr_plugin.training.signal_stop import SignalStop
+
+
+def logged_metrics(trainer: L.Trainer, prefix: str = "") -> dict[str, float]:
+    """The float of every metric the trainer last logged (those starting with `prefix`)."""
+    return {key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith(prefix)}
+
+
+def validate_first(
+    cfg: DictConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None
+) -> dict[str, float]:
+    """The metrics of a validation before the first step (`validates_first`: so the starting WER is logged at
+    step 0), {} without one."""
+    if not validates_first(cfg, resuming=ckpt_path is not None):
+        return {}
+    results = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    return {key: float(value) for result in results for key, value in result.items()}
+
+
+def best_model_path(trainer: L.Trainer) -> str:
+    """The best checkpoint of the first checkpoint callback that monitors a metric ("" without one)."""
+    checkpoint = next(
+        (cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None
+    )
+    return checkpoint.best_model_path if checkpoint else ""
+
+
+def test_best(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, metrics: dict[str, float]) -> str:
+    """Tests the best checkpoint (else the last weights) on the data module's test splits, adds the ``test/``
+    metrics to `metrics` and returns which weights it tested ("best" or "last")."""
+    best = best_model_path(trainer)
+    trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+    metrics.update(logged_metrics(trainer, "test/"))
+    return "best" if best else "last"
+
+
+def run_report(
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    metrics: dict[str, float],
+    start_metrics: dict[str, float],
+    test_weights: str,
+    stop: SignalStop | None,
+) -> dict[str, Any]:
+    """The summary ``train(cfg)`` returns (see there); draws the learning curves from the CSV logger's metrics."""
+    last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
+    curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
+    return {
+        "learning_curves": str(curves) if curves else "",
+        "metrics": metrics,
+        "start_metrics": start_metrics,
+        "best_model_path": best_model_path(trainer),
+        "last_model_path": last,
+        "test_weights": test_weights,
+        "output_dir": str(cfg.paths.output_dir),
+        "global_step": trainer.global_step,
+        "stop": dataclasses.asdict(stop) if stop else None,
+    }
