@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from asr_plugin.formats import read_model
-from asr_plugin.formats.nemo import export_nemo
+from asr_plugin.formats import export_nemo, read_model
 from asr_plugin.formats.nemo.output_path import nemo_output_path
 
 

@@ -62,7 +62,7 @@ def recipe_row(reference, form: str, mode: str, directory: Path, settings: FineT
     WER on the reference's own dev set."""
     from nemo.collections.asr.models import ASRModel
 
-    from asr_plugin.formats.nemo.writer import export_nemo
+    from asr_plugin.formats import export_nemo
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=recipe_overrides(reference, form, mode, directory, settings))

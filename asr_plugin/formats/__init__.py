@@ -5,6 +5,7 @@ Evaluation, transcription, the exports, fine-tuning and resuming ask here; no ot
     loaded = read_model("run/checkpoints", avg=5)      # a LoadedModel: model, tokenizer, front end, settings
     loaded = read_model("parakeet-tdt-0.6b-v2.nemo")   # any format that holds a whole model
     weights = read_weights("pretrained.pt")            # what fine-tuning loads, from any format
+    export_nemo("run/checkpoints/last.ckpt", "finetuned.nemo")  # back to NeMo
 
 A new format is one file (a `ModelFormat` subclass) and one line in `FORMATS`.
 """
@@ -21,7 +22,8 @@ import torch
 from asr_plugin.config_nodes import TARGET, ConfigError
 from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, LoadedModel, ModelFormat, Settings, Weights
 from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, LightningCheckpointFormat, model_node, read_checkpoint
-from asr_plugin.formats.nemo import NemoFormat
+from asr_plugin.formats.nemo import NemoFormat, NemoImport, write_nemo
+from asr_plugin.formats.nemo.writer import check_nemo_output
 from asr_plugin.formats.state_dict import StateDictFormat
 from asr_plugin.formats.torchaudio_rnnt import TorchaudioRnntFormat
 
@@ -83,6 +85,16 @@ def read_weights(path: str | os.PathLike, format: str = AUTO, blank_id: int | No
     return format_of(path, format).read_weights(Path(path), blank_id)
 
 
+def export_nemo(source: str | os.PathLike | LoadedModel | NemoImport, path: str | os.PathLike) -> Path:
+    """Writes `source` (a model file `read_model` reads: a training checkpoint or a directory of them, a
+    ``.nemo``; what `import_nemo` returned; or a `LoadedModel`) as the NeMo 3.0 ``.nemo`` file `path` that
+    ``ASRModel.restore_from`` loads (atomically; `asr_plugin.formats.nemo.write_nemo`)."""
+    check_nemo_output(path)  # before anything is read
+    if isinstance(source, (str, os.PathLike)):
+        source = read_model(source)
+    return write_nemo(source, path)
+
+
 def read_settings(path: str | os.PathLike, format: str = AUTO) -> Settings:
     """What the file records of `SETTINGS` (none for a format that records none)."""
     return format_of(path, format).read_settings(Path(path))
@@ -139,6 +151,7 @@ __all__ = [
     "Weights",
     "architecture_format",
     "architecture_node",
+    "export_nemo",
     "model_files",
     "format_of",
     "read_model",

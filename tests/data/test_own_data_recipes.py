@@ -14,7 +14,8 @@ from nemo_models import write_synthetic_nemo
 from tiny_models import MICRO_MODEL
 
 from asr_plugin.evaluation import evaluate
-from asr_plugin.formats.nemo import export_nemo, import_nemo
+from asr_plugin.formats import export_nemo
+from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

@@ -43,7 +43,7 @@ def write_checkpoint(path, declared: dict, state: dict | None = None, records: d
 def test_huge_declared_sizes_are_refused_by_eval_transcribe_and_export_under_a_memory_limit(tmp_path):
     path = write_checkpoint(tmp_path / "bomb.ckpt", {**SMALL, "d_model": 8192, "num_layers": 200, "ffn_dim": 32768})
     messages = refusals(
-        "from asr_plugin.formats.checkpoint import load_model; from asr_plugin.formats.nemo import export_nemo",
+        "from asr_plugin.formats.checkpoint import load_model; from asr_plugin.formats import export_nemo",
         [f"load_model([{str(path)!r}])", f"export_nemo({str(path)!r}, {str(tmp_path / 'bomb.nemo')!r})"],
     )
     for message in messages:

@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from nemo_models import write_synthetic_nemo
 
-from asr_plugin.formats.nemo import export_nemo
+from asr_plugin.formats import export_nemo
 from asr_plugin.training import train
 
 pytestmark = pytest.mark.slow  # the pretraining: a few minutes on one CPU core, once per module

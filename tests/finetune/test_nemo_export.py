@@ -12,8 +12,8 @@ import pytest
 import torch
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer, write_synthetic_nemo
 
-from asr_plugin.formats import LoadedModel, Settings
-from asr_plugin.formats.nemo import export_nemo, import_nemo
+from asr_plugin.formats import LoadedModel, Settings, export_nemo
+from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.losses import TDT
 from asr_plugin.models import build_transducer
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from asr_plugin.formats import export_nemo
 from asr_plugin.formats.nemo.output_path import nemo_output_path
-from asr_plugin.formats.nemo.writer import export_nemo
 
 
 def test_a_directory_gets_the_source_stem(tmp_path):

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
 from asr_plugin.data import load_audio  # noqa: E402
 from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
-from asr_plugin.formats.nemo.writer import export_nemo  # noqa: E402
+from asr_plugin.formats import export_nemo  # noqa: E402
 from asr_plugin.training import train  # noqa: E402
 from benchmarks.nemo_reference import (  # noqa: E402
     EVAL_SPLITS,

@@ -10,7 +10,8 @@ from hydra import compose, initialize_config_dir
 from nemo_models import write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.formats.nemo import export_nemo, import_nemo, nemo_training_options, read_nemo_training_options
+from asr_plugin.formats import export_nemo
+from asr_plugin.formats.nemo import import_nemo, nemo_training_options, read_nemo_training_options
 from asr_plugin.training.finetune_settings import describe_settings, module_settings
 from asr_plugin.training.lightning_module import SPEC_AUGMENT_TARGETS
 

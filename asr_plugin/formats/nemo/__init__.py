@@ -16,7 +16,7 @@ from asr_plugin.formats.nemo.importer import (
 from asr_plugin.formats.nemo.tokenizer import NemoTokenizer
 from asr_plugin.formats.nemo.training_options import nemo_training_options, read_nemo_training_options
 from asr_plugin.formats.nemo.weights import NemoWeightReport
-from asr_plugin.formats.nemo.writer import export_nemo
+from asr_plugin.formats.nemo.writer import write_nemo
 
 __all__ = [
     "NemoArchive",
@@ -24,7 +24,6 @@ __all__ = [
     "NemoImport",
     "NemoTokenizer",
     "NemoWeightReport",
-    "export_nemo",
     "import_nemo",
     "is_nemo_archive",
     "nemo_frontend_spec",
@@ -36,4 +35,5 @@ __all__ = [
     "read_nemo",
     "read_nemo_training_options",
     "split_auxiliary_ctc",
+    "write_nemo",
 ]

@@ -1,4 +1,4 @@
-"""NeMo's ``.nemo`` file as a model format: read with `import_nemo` (no NeMo needed), written with `export_nemo`."""
+"""NeMo's ``.nemo`` file as a model format: read with `import_nemo` (no NeMo needed), written with `write_nemo`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from asr_plugin.formats.nemo.archive import is_nemo_archive, read_nemo
 from asr_plugin.formats.nemo.config import loss_kwargs
 from asr_plugin.formats.nemo.importer import import_nemo, nemo_state_dict, nemo_transducer_kwargs, split_auxiliary_ctc
 from asr_plugin.formats.nemo.training_options import readable_training_options
-from asr_plugin.formats.nemo.writer import export_nemo
+from asr_plugin.formats.nemo.writer import write_nemo
 
 log = logging.getLogger(__name__)
 
@@ -53,4 +53,4 @@ class NemoFormat(ModelFormat):
         return nemo_transducer_kwargs(path, vocab_size, **overrides)
 
     def write(self, model: LoadedModel, path: Path) -> Path:
-        return export_nemo(model, path)
+        return write_nemo(model, path)

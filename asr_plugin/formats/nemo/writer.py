@@ -1,4 +1,4 @@
-"""``export_nemo(source, path)``: our transducer as a NeMo 3.0 ``.nemo`` file that ``ASRModel.restore_from`` loads.
+"""``write_nemo(source, path)``: our transducer as a NeMo 3.0 ``.nemo`` file that ``ASRModel.restore_from`` loads.
 
 The archive is laid out as NeMo's ``save_to`` writes it (no NeMo needed to write it): ``model_config.yaml``
 (an ``EncDecRNNTBPEModel``, or an ``EncDecHybridRNNTCTCBPEModel`` when the source has an auxiliary CTC head,
@@ -306,24 +306,24 @@ def tokenizer_files(tokenizer: Tokenizer) -> tuple[dict[str, bytes], list[str]]:
     return files, pieces
 
 
-def export_nemo(source: str | os.PathLike | NemoImport | LoadedModel, path: str | os.PathLike) -> Path:
+def check_nemo_output(path: str | os.PathLike) -> None:
+    """ValueError when `path`, the ``.nemo`` file to write, is a directory."""
+    if Path(path).is_dir():
+        raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
+
+
+def write_nemo(source: NemoImport | LoadedModel, path: str | os.PathLike) -> Path:
     """Writes `source` as the ``.nemo`` file `path` (atomically) and returns `path`.
 
     Args:
-        source: a model file `asr_plugin.formats.read_model` reads (a training checkpoint, a ``.nemo``), what
-            `import_nemo` returned, or a `LoadedModel`; what its file records nothing of, NeMo's defaults
-            (`DEFAULT_SETTINGS`).
+        source: what `import_nemo` returned, or a `LoadedModel` (``asr_plugin.formats.export_nemo`` also takes a
+            model file's path); what it records nothing of, NeMo's defaults (`DEFAULT_SETTINGS`).
         path: the ``.nemo`` file to write (replaced if it exists; a directory is refused: see
             `asr_plugin.formats.nemo.output_path.nemo_output_path`).
     """
-    if Path(path).is_dir():
-        raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
+    check_nemo_output(path)
     if isinstance(source, NemoImport):
         source = source.loaded()
-    elif not isinstance(source, LoadedModel):
-        from asr_plugin.formats import read_model  # the registry, which imports this module
-
-        source = read_model(source)
     tokenizer = source.require_tokenizer()
     if source.model.vocab_size != tokenizer.vocab_size:
         raise ValueError(
