@@ -194,8 +194,10 @@ def prepare_corpus(
         if "tokenizer" in steps and _to_make(
             plan.tokenizer_path, "tokenizer", overwrite, "the data config brings its own (data.tokenizer)"
         ):
+            texts = [entry.text for entry in plan.read_training_entries()]
+            print(f"tokenizer: training a {plan.vocab_size}-id {plan.tokenizer_type} model on {len(texts)} transcripts")
             tokenizer = train_tokenizer(
-                (entry.text for entry in plan.read_training_entries()),
+                texts,
                 plan.tokenizer_path,
                 plan.vocab_size,
                 plan.tokenizer_type,

@@ -9,13 +9,12 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tqdm import tqdm
-
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.audio import probe_audio
 from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
+from asr_plugin.data.progress import track
 from asr_plugin.data.sources import DataSource, LibriSpeechSource
 
 # How far a stated segment may run past the end of its audio: mp3 and opus headers give lengths to a frame
@@ -63,15 +62,15 @@ def check_candidates(
     file's length and splits the candidates into manifest entries and skipped ones, keeping the input order.
     Any sample rate and channel count is accepted: loading resamples and averages."""
     probe = functools.partial(_probe, full_check=full_check)
-    bar = dict(total=len(candidates), desc=desc, unit="utt", disable=not progress)
+    shown = dict(total=len(candidates), desc=desc, enabled=progress)
     if num_workers > 1 and len(candidates) > 1:
         # forkserver, not fork: a process that already ran torch's or a decoder's threads can deadlock or kill a
         # forked child, and a dead worker hangs multiprocessing.Pool; the executor raises BrokenProcessPool
         context = multiprocessing.get_context("forkserver")
         with ProcessPoolExecutor(num_workers, mp_context=context) as pool:
-            results = list(tqdm(pool.map(probe, candidates, chunksize=64), **bar))
+            results = list(track(pool.map(probe, candidates, chunksize=64), **shown))
     else:
-        results = list(tqdm(map(probe, candidates), **bar))
+        results = list(track(map(probe, candidates), **shown))
     entries, skipped = [], []
     for candidate, (duration, reason) in zip(candidates, results):
         if reason is None:
@@ -120,7 +119,7 @@ def prepare_split(
         print(f"{split}: reusing existing manifest {out} (pass --overwrite to rebuild)")
         return out
     candidates, skipped = source.scan(split)
-    entries, bad_audio = check_candidates(candidates, num_workers, full_check, split, progress)
+    entries, bad_audio = check_candidates(candidates, num_workers, full_check, f"{split}: checking audio", progress)
     skipped += bad_audio
     if skipped and strict:
         raise ValueError(

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
 from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.manifest import ManifestEntry
+from asr_plugin.data.progress import track
 
 
 class _SumsDataset(Dataset):
@@ -47,7 +47,7 @@ def compute_feature_stats(
     total = torch.zeros(featurizer.num_mel_bins, dtype=torch.float64)
     total_sq = torch.zeros_like(total)
     frames = 0
-    for item_sum, item_sq, item_frames in tqdm(loader, desc="feature stats", unit="utt", disable=not progress):
+    for item_sum, item_sq, item_frames in track(loader, len(entries), "feature stats", enabled=progress):
         total += item_sum
         total_sq += item_sq
         frames += int(item_frames)
