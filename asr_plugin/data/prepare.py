@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.audio import probe_audio
 from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
 from asr_plugin.data.progress import track
@@ -67,7 +69,9 @@ def check_candidates(
         # forkserver, not fork: a process that already ran torch's or a decoder's threads can deadlock or kill a
         # forked child, and a dead worker hangs multiprocessing.Pool; the executor raises BrokenProcessPool
         context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(num_workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            num_workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             results = list(track(pool.map(probe, candidates, chunksize=64), **shown))
     else:
         results = list(track(map(probe, candidates), **shown))
