@@ -4,6 +4,7 @@ offset (seconds: the utterance is the segment [offset, offset + duration) of a l
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -63,10 +64,10 @@ def _parse_line(line: str, where: str) -> ManifestEntry:
     if missing:
         raise ValueError(f"{where}: missing key(s) {missing}")
     duration = record["duration"]
-    if not isinstance(duration, (int, float)) or duration <= 0:
+    if not isinstance(duration, (int, float)) or not math.isfinite(duration) or duration <= 0:
         raise ValueError(f"{where}: duration must be a positive number, got {duration!r}")
     offset = record.get("offset")
-    if offset is not None and (not isinstance(offset, (int, float)) or offset < 0):
+    if offset is not None and (not isinstance(offset, (int, float)) or not math.isfinite(offset) or offset < 0):
         raise ValueError(f"{where}: offset must be a number >= 0 or null, got {offset!r}")
     speaker = record.get("speaker")
     return ManifestEntry(

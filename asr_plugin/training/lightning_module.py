@@ -272,6 +272,12 @@ class TransducerModule(L.LightningModule):
         self.log(f"{key}/wer", metric, prog_bar=key == "val", metric_attribute=f"wer.{name}", **options)
         return loss
 
+    def setup(self, stage: str) -> None:
+        # the data module knows the transcripts, this model how many frames its encoder makes of their audio
+        datamodule = self.trainer.datamodule if self._trainer is not None else None
+        if stage in ("fit", "validate") and hasattr(datamodule, "drop_untrainable"):
+            datamodule.drop_untrainable(self.model.encoder.output_lengths)
+
     def on_fit_start(self) -> None:
         # A trainer.validate() before fit (validate_first) ran in inference mode, which left the WER metrics'
         # states as inference tensors that fit's validation (under no_grad) cannot update: start afresh.
