@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import threading
 import time
 
@@ -45,8 +46,10 @@ def _exit_when_ended(pid: int, pidfd: int | None) -> None:
 
 def die_with_parent(preparing_pid: int, worker_id: int | None = None) -> None:
     """Worker initializer: this process ends as soon as `preparing_pid` (the process whose preparation it serves)
-    does, and at once when that process is already gone. `worker_id` is ignored (a DataLoader's
-    ``worker_init_fn`` is given one)."""
+    does, and at once when that process is already gone; SIGTERM ends it (a forked worker would otherwise keep
+    the preparing process's handler, and a pool's termination, which sends SIGTERM, would wait for it forever).
+    `worker_id` is ignored (a DataLoader's ``worker_init_fn`` is given one)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         pidfd = os.pidfd_open(preparing_pid) if hasattr(os, "pidfd_open") else None
     except ProcessLookupError:

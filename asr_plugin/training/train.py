@@ -23,7 +23,7 @@ from asr_plugin.training.distributed import prepare_data_once, slurm_layout
 from asr_plugin.training.finetune_settings import INHERITED, describe_settings, module_settings
 from asr_plugin.training.learning_curves import learning_curves_of
 from asr_plugin.training.lightning_module import NODE_TARGETS, TransducerModule
-from asr_plugin.training.signal_stop import StepBoundaryStop, fit_or_stop
+from asr_plugin.training.signal_stop import StepBoundaryStop, final_test_or_stop, fit_or_stop, validate_or_stop
 from asr_plugin.training.slurm_requeue import StepBoundaryRequeue
 from asr_plugin.transducer_checkpoint import (
     BUILD_TRANSDUCER,
@@ -284,7 +284,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     start_metrics: dict[str, float] = {}
     if validates_first(cfg, resuming=ckpt_path is not None):
-        results = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        results = validate_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
         start_metrics = {key: float(value) for result in results for key, value in result.items()}
     stop = fit_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
@@ -296,7 +296,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     test_weights = ""
     if cfg.get("test") and stop is None:
         test_weights = "best" if best else "last"
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        stop = final_test_or_stop(trainer, module, datamodule=datamodule, ckpt_path=best or None)
         metrics.update(
             {key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("test/")}
         )
