@@ -29,17 +29,25 @@ TAIL_CHECK_S = 0.1
 BLOCK_FRAMES = 1 << 16  # frames decoded at a time when a whole segment is scanned
 
 
-def file_kind_problem(path: str | os.PathLike) -> str | None:
-    """Why `path` is no regular file to read audio from, or None. Only `os.stat`: a named pipe, a device or a
-    socket is never opened (opening a FIFO waits for a writer; /dev/zero never ends)."""
+def stat_regular_file(path: str | os.PathLike) -> tuple[os.stat_result | None, str | None]:
+    """(its `os.stat`, None) for a regular file, else (None, why `path` is no file to read audio from). Only
+    `os.stat`: a named pipe, a device or a socket is never opened (opening a FIFO waits for a writer; /dev/zero
+    never ends)."""
     try:
-        mode = os.stat(path).st_mode
+        status = os.stat(path)
     except FileNotFoundError:
-        return "missing"
+        return None, "missing"
     except OSError as err:
-        return f"cannot be read ({err.strerror})"
-    if stat.S_ISREG(mode):
-        return None
+        return None, f"cannot be read ({err.strerror})"
+    return (status, None) if stat.S_ISREG(status.st_mode) else (None, _kind_of(status.st_mode))
+
+
+def file_kind_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is no regular file to read audio from, or None (`stat_regular_file`)."""
+    return stat_regular_file(path)[1]
+
+
+def _kind_of(mode: int) -> str:
     kinds = {
         stat.S_ISDIR: "a directory",
         stat.S_ISFIFO: "a named pipe (FIFO)",
