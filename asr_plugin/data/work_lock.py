@@ -1,11 +1,13 @@
 """One preparer per work directory: two first runs preparing the same (empty) data directory at once would both
 synthesize the corpus and race on its manifests. `preparation_lock` holds an exclusive lock on
-``<work_dir>/.prepare.lock`` (``flock``: released by the kernel when its holder exits, however it exits); a second
-run waits for it, logging what it waits for, then finds the files the first made and reuses them.
+``<work_dir>/.prepare.lock``; a second run waits for it, logging what it waits for, then finds the files the first
+made and reuses them.
 
-Only the process that took the lock holds it: a child forked while it is held (a synthesis or loader worker)
-closes its inherited copy of the lock's descriptor at once (``os.register_at_fork``), so a worker that outlives a
-killed preparation never keeps the next run waiting (the workers also die with it: `asr_plugin.data.child_processes`).
+The lock is a POSIX record lock (``lockf``), not ``flock``: the kernel releases it when its holder exits, however it
+exits, and, unlike an ``flock``, a child forked while it is held (a synthesis or loader worker) does not hold it,
+so a worker that outlives a killed preparation never keeps the next run waiting (the workers also die with it:
+`asr_plugin.data.child_processes`). A record lock belongs to the process: it is not taken twice by one process,
+and closing any descriptor of the file in the holder would release it, so nothing else here opens the lock file.
 """
 
 from __future__ import annotations
@@ -21,20 +23,6 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".prepare.lock"
-# The descriptors of the locks this process holds, closed in every child it forks (see the module docstring).
-_HELD_BY_THIS_PROCESS: set[int] = set()
-
-
-def _close_inherited_locks() -> None:
-    for fd in _HELD_BY_THIS_PROCESS:
-        try:
-            os.close(fd)  # the child's copy only: the parent's descriptor keeps the lock
-        except OSError:
-            pass
-    _HELD_BY_THIS_PROCESS.clear()
-
-
-os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 def _reimported_main_hint() -> str:
@@ -57,11 +45,10 @@ def preparation_lock(work_dir: str | os.PathLike, what: str = "data preparation"
     path = Path(work_dir) / LOCK_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    opener = os.getpid()
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: another process holds it
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             log.warning(
                 "waiting for %s in %s: another process (pid %s) holds %s; its files will be reused%s",
@@ -71,12 +58,9 @@ def preparation_lock(work_dir: str | os.PathLike, what: str = "data preparation"
                 path,
                 _reimported_main_hint(),
             )
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        _HELD_BY_THIS_PROCESS.add(fd)
+            fcntl.lockf(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield path
     finally:
-        if os.getpid() == opener:  # a forked child that got here closed its copy when it was forked
-            _HELD_BY_THIS_PROCESS.discard(fd)
-            os.close(fd)  # releases the lock
+        os.close(fd)  # releases the lock

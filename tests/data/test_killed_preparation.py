@@ -74,10 +74,11 @@ def _alive(pids: set[int]) -> set[int]:
 
 
 def _lock_is_free(work: Path) -> bool:
+    """Whether another process holds the preparation lock (a record lock, as `preparation_lock` takes it)."""
     fd = os.open(work / LOCK_NAME, os.O_RDWR)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
         return False
     finally:
         os.close(fd)
