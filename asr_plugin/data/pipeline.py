@@ -104,6 +104,8 @@ class CorpusPlan:
         overrides = [f"data={self.corpus}", *self.source.overrides(), f"data.work_dir={self.layout.work_dir}"]
         if self.tokenizer_path is not None:
             overrides += [f"data.vocab_size={self.vocab_size}", f"data.tokenizer_type={self.tokenizer_type}"]
+        if self.stats_path is not None:  # a log-mel front end with global statistics: not the configs' default
+            overrides += ["data.frontend=null", f"data.num_mel_bins={self.stats_features.get('num_mel_bins', 80)}"]
         return shlex.join(["python", "scripts/prepare_data.py", *overrides])
 
     def read_training_entries(self) -> list[ManifestEntry]:
