@@ -187,7 +187,7 @@ def test_the_loader_names_the_file_of_audio_it_cannot_use(tmp_path):
         load_audio("/dev/zero")
 
 
-def test_transcripts_with_more_tokens_than_encoder_frames_are_left_out_and_listed(tmp_path, caplog):
+def test_transcripts_with_more_tokens_than_the_model_can_emit_are_left_out_and_listed(tmp_path, caplog):
     audio = {name: write_flac(tmp_path / f"{name}.flac", 1.0, seed=index) for index, name in enumerate("abcd")}
     texts = {"a": "A CAT", "b": "THE DOG", "c": " ".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), "d": "A RED TREE"}
     for split, names in (("train", "abc"), ("valid", "cd")):
@@ -209,7 +209,7 @@ def test_transcripts_with_more_tokens_than_encoder_frames_are_left_out_and_liste
     dm.setup("fit")
     assert len(dm.tokenizer.encode(texts["c"])) > 100 // 8
     with caplog.at_level(logging.WARNING, logger="asr_plugin.data.datamodule"):
-        dm.drop_untrainable(lambda frames: torch.div(frames, 8, rounding_mode="floor"))  # 100 frames: 12
+        dm.drop_untrainable(lambda frames: torch.div(frames, 8, rounding_mode="floor"))  # 1 s: 100 frames, 12 tokens
     assert sorted(text for batch in dm.train_dataloader() for text in batch.texts) == [texts["a"], texts["b"]]
     assert [batch.texts for batch in dm.val_dataloader()] == [[texts["d"]]]
     warnings = [record.getMessage() for record in caplog.records]

@@ -1,5 +1,6 @@
-"""Before fitting or validating, the module hands the data module its encoder's frame count, so that transcripts with
-more tokens than the encoder has frames are left out (`TransducerDataModule.drop_untrainable`)."""
+"""Before fitting or validating, the module tells the data module how many tokens it can emit from so many feature
+frames (its encoder frames times its greedy cap per frame), so that transcripts with more tokens than that are left
+out (`TransducerDataModule.drop_untrainable`)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ class RecordingDataModule(SyntheticDataModule):
         super().__init__(n=4)
         self.calls: list[torch.Tensor] = []
 
-    def drop_untrainable(self, encoder_frames) -> None:
-        self.calls.append(encoder_frames(torch.tensor([100, 7])))
+    def drop_untrainable(self, max_tokens) -> None:
+        self.calls.append(max_tokens(torch.tensor([100, 7])))
 
 
-def test_fit_and_validate_give_the_data_module_the_encoders_frame_count():
-    module = TransducerModule(**micro_module_kwargs("batched"))
+def test_fit_and_validate_give_the_data_module_the_tokens_the_model_can_emit():
+    module = TransducerModule(**micro_module_kwargs("batched"), max_symbols_per_frame=3)
     datamodule = RecordingDataModule()
     trainer = L.Trainer(
         accelerator="cpu",
@@ -35,7 +36,7 @@ def test_fit_and_validate_give_the_data_module_the_encoders_frame_count():
     )
     trainer.validate(module, datamodule=datamodule)
     trainer.fit(module, datamodule=datamodule)
-    expected = module.model.encoder.output_lengths(torch.tensor([100, 7]))
+    expected = 3 * module.model.encoder.output_lengths(torch.tensor([100, 7]))
     assert len(datamodule.calls) == 2
     for frames in datamodule.calls:
         torch.testing.assert_close(frames, expected)
