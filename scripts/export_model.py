@@ -1,8 +1,9 @@
 """Exports a trained checkpoint for inference: ``python scripts/export_model.py --checkpoint X --out exp/export``.
 
 Writes encoder.pt2, predictor.pt2 and joint.pt2 (``torch.export`` programs with dynamic batch and
-time axes) plus transducer.json; load them with ``asr_plugin.export.ExportedTransducer.load`` and
-decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The feature size is the
+time axes) plus transducer.json, the directory written whole (an earlier export there is replaced only with
+--overwrite, nothing of it left behind; export_record.json names the model's and every file's hash); load
+them with ``asr_plugin.export.ExportedTransducer.load`` and decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The feature size is the
 checkpoint's (its model's ``input_dim``); transducer.json records the checkpoint's greedy
 ``max_symbols_per_frame`` (what its validation and eval.py decode with). The checkpoint is only read.
 """
@@ -10,6 +11,7 @@ checkpoint's (its model's ``input_dim``); transducer.json records the checkpoint
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from asr_plugin.export import export_transducer
@@ -26,7 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     loaded = read_model(args.checkpoint, args.avg)
     symbols = loaded.decoding["max_symbols_per_frame"]
     paths = export_transducer(
-        loaded.model, args.out, loaded.feature_dim, overwrite=args.overwrite, max_symbols_per_frame=symbols
+        loaded.model,
+        args.out,
+        loaded.feature_dim,
+        overwrite=args.overwrite,
+        max_symbols_per_frame=symbols,
+        source=os.path.abspath(args.checkpoint),
     )
     for name, path in paths.items():
         print(f"{name}: {path}")

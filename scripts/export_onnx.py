@@ -1,7 +1,9 @@
 """Exports a checkpoint or a .nemo file for sherpa-onnx: ``python scripts/export_onnx.py CHECKPOINT_OR_NEMO OUTDIR [--int8]``.
 
 Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (with --int8 also *.int8.onnx) in the layout
-of sherpa-onnx's NeMo transducer; decode them with
+of sherpa-onnx's NeMo transducer, and export_record.json (each file's sha256, the model's, the source): OUTDIR is
+written aside and swapped in whole, so it never mixes two models (--overwrite replaces an earlier export there,
+nothing of it left behind; a directory holding other files is refused). Decode them with
 
     sherpa_onnx.OfflineRecognizer.from_transducer(encoder, decoder, joiner, tokens,
                                                   model_type="nemo_transducer", feature_dim=F)
@@ -17,6 +19,7 @@ The input is only read.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from asr_plugin.export import export_onnx
@@ -34,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     loaded = read_model(args.source, args.avg)
     spec = loaded.require_frontend_spec()
     paths = export_onnx(
-        loaded.model, spec, loaded.require_tokenizer(), args.out_dir, int8=args.int8, overwrite=args.overwrite
+        loaded.model,
+        spec,
+        loaded.require_tokenizer(),
+        args.out_dir,
+        int8=args.int8,
+        overwrite=args.overwrite,
+        source=os.path.abspath(args.source),
     )
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -1,8 +1,10 @@
 """Transcribes audio files with a trained checkpoint: ``python scripts/transcribe.py a.flac b.wav --checkpoint X``.
 
 The tokenizer and the features (front end, statistics) are the checkpoint's own, read from it; nothing else
-is needed. Any soundfile-readable audio works; it is averaged to mono and resampled to the model's rate.
-Audio longer than --chunk-seconds is decoded in chunks cut at quiet moments, with a progress bar on stderr.
+is needed. Any soundfile-readable audio works; it is averaged to mono and resampled to the model's rate, read
+piece by piece (memory does not grow with the file's length). Audio longer than --chunk-seconds is decoded in
+chunks cut at quiet moments, with its progress on stderr. A file that cannot be transcribed (no audio, empty,
+NaN or infinite samples) is named on stderr, the others are transcribed, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -44,9 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         args.device,
         chunk_seconds=args.chunk_seconds,
     )
+    status = 0
     for path in args.audio:
-        print(f"{path}\t{transcriber.transcribe_file(path)}", flush=True)
-    return 0
+        try:
+            text = transcriber.transcribe_file(path)
+        except ValueError as err:  # names the file: no audio, empty, NaN or infinite samples
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            status = 1
+            continue
+        print(f"{path}\t{text}", flush=True)
+    return status
 
 
 if __name__ == "__main__":

@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -309,6 +310,40 @@ class TransducerDataModule(L.LightningDataModule):
             self.normalization_counts[name] = counts
             self._entries[path] = [replace(entry, text=text) for entry, text in zip(entries, texts)]
         return self._entries[path]
+
+    def drop_untrainable(self, max_tokens: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Leaves out of the training and validation sets (read by `setup`) every utterance whose transcript has
+        more tokens than the model can emit from its audio, and lists them in a warning (the first 20 and the
+        count). `max_tokens`: (B,) int64 feature frames -> (B,) the most tokens the model emits from them (its
+        encoder frames times the tokens it emits per frame at most: `TransducerModule.max_tokens`). Such a
+        transcript belongs to other audio; trained on, its lattice would ask for memory no device has."""
+        sets = [("training", self._train_entries)] if self._train_entries is not None else []
+        sets += [(split, self._entries.get(self.split_manifest(split))) for split in self.valid_splits]
+        frontend = self.frontend
+        for name, entries in sets:
+            if not entries:
+                continue
+            samples = torch.tensor([round(entry.duration * frontend.sample_rate) for entry in entries])
+            limits = max_tokens(torch.div(samples, frontend.hop_length, rounding_mode="floor")).tolist()
+            tokens = [len(self.tokenizer.encode(entry.text)) for entry in entries]
+            kept = [entry for entry, count, limit in zip(entries, tokens, limits) if count <= limit]
+            if len(kept) == len(entries):
+                continue
+            dropped = [
+                f"{entry.id} ({entry.path}): {count} tokens, at most {limit} from its audio"
+                for entry, count, limit in zip(entries, tokens, limits)
+                if count > limit
+            ]
+            more = f"\n  ... and {len(dropped) - SHOWN_PROBLEMS} more" if len(dropped) > SHOWN_PROBLEMS else ""
+            log.warning(
+                "%s: left out %d utterance(s) whose transcript has more tokens than the model can emit from their "
+                "audio (the transcript or the segment is wrong):\n  %s%s",
+                name,
+                len(dropped),
+                "\n  ".join(dropped[:SHOWN_PROBLEMS]),
+                more,
+            )
+            entries[:] = kept
 
     def _filter_long(self, entries: list[ManifestEntry]) -> list[ManifestEntry]:
         if self.max_utterance_duration is None:

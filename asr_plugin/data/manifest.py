@@ -4,6 +4,7 @@ offset (seconds: the utterance is the segment [offset, offset + duration) of a l
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +14,7 @@ from pathlib import Path
 import torch
 
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.data.audio import load_audio
+from asr_plugin.data.audio import load_audio, stat_regular_file
 
 MANIFEST_KEYS = ("id", "path", "duration", "text")
 
@@ -63,10 +64,10 @@ def _parse_line(line: str, where: str) -> ManifestEntry:
     if missing:
         raise ValueError(f"{where}: missing key(s) {missing}")
     duration = record["duration"]
-    if not isinstance(duration, (int, float)) or duration <= 0:
+    if not isinstance(duration, (int, float)) or not math.isfinite(duration) or duration <= 0:
         raise ValueError(f"{where}: duration must be a positive number, got {duration!r}")
     offset = record.get("offset")
-    if offset is not None and (not isinstance(offset, (int, float)) or offset < 0):
+    if offset is not None and (not isinstance(offset, (int, float)) or not math.isfinite(offset) or offset < 0):
         raise ValueError(f"{where}: offset must be a number >= 0 or null, got {offset!r}")
     speaker = record.get("speaker")
     return ManifestEntry(
@@ -93,18 +94,15 @@ def read_manifest(path: str | os.PathLike) -> list[ManifestEntry]:
 
 
 def _stat_problem(path: str) -> str | None:
-    try:
-        size = os.stat(path).st_size
-    except FileNotFoundError:
-        return "missing"
-    except OSError as err:
-        return f"cannot be read ({err.strerror})"
-    return "empty (0 bytes)" if size == 0 else None
+    status, problem = stat_regular_file(path)
+    if status is not None and status.st_size == 0:
+        return "empty (0 bytes)"
+    return problem
 
 
 def audio_problems(entries: Sequence[ManifestEntry], num_threads: int = 16) -> list[tuple[ManifestEntry, str]]:
-    """(entry, "missing" / "empty (0 bytes)" / "cannot be read (...)") for every entry whose audio file does
-    not exist or is empty, in manifest order. One `os.stat` per file, in `num_threads` threads (the calls
+    """(entry, "missing" / "empty (0 bytes)" / "cannot be read (...)" / "a directory, ...") for every entry whose
+    audio file does not exist, is empty or is no regular file, in manifest order. One `os.stat` per file, in `num_threads` threads (the calls
     release the GIL: on a network file system, where one stat waits for a round trip, the threads overlap
     them). docs/data.md gives its speed on a 281k-entry manifest."""
     paths = [entry.path for entry in entries]

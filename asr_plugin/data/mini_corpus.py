@@ -31,6 +31,7 @@ from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.audio import SAMPLE_RATE
 from asr_plugin.data.mini_grammar import random_sentence
 from asr_plugin.data.mini_voices import ENGINES, Speaker, speakers
+from asr_plugin.data.progress import Progress
 from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
 
 CORPUS_VERSION = 3
@@ -161,24 +162,34 @@ def _render(
     return audio
 
 
-def _synthesize(plan: dict[str, list[Utterance]], flac_paths: dict[str, Path], seed: int, workers: int | None) -> None:
+def _synthesize(
+    plan: dict[str, list[Utterance]], flac_paths: dict[str, Path], seed: int, workers: int | None, progress: bool
+) -> None:
     """Writes the missing files of `flac_paths`: only chunks holding one are synthesised, so every file is a
-    function of the plan alone, whichever are missing."""
+    function of the plan alone, whichever are missing. One engine after the other, each with its progress
+    (their speeds differ ~40x: one count over both would give a meaningless ETA)."""
     wanted = {utt_id for utt_id, path in flac_paths.items() if not _is_valid_audio(path)}
     chunks = [chunk for chunk in _chunks(plan, seed) if any(utt.id in wanted for _, utt in chunk[1])]
-    tasks = [
-        (engine, [utt.speaker.voice.request(utt.text, utt.tempo) for _, utt in chunk], chunk_seed)
-        for engine, chunk, chunk_seed in chunks
-    ]
-    for (_, chunk, _), synthesized in zip(chunks, synthesize_lists(tasks, workers)):
-        for utt_id, samples in _render(chunk, synthesized, seed).items():
-            if utt_id in wanted:
-                write_atomic(
-                    flac_paths[utt_id],
-                    lambda tmp, samples=samples: sf.write(
-                        str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"
-                    ),
-                )
+    for engine in ENGINES:
+        of_engine = [chunk for chunk in chunks if chunk[0] == engine]
+        if not of_engine:
+            continue
+        tasks = [
+            (engine, [utt.speaker.voice.request(utt.text, utt.tempo) for _, utt in chunk], chunk_seed)
+            for engine, chunk, chunk_seed in of_engine
+        ]
+        total = sum(len(chunk) for _, chunk, _ in of_engine)
+        with Progress(total, f"synthesizing speech with {engine}", enabled=progress) as shown:
+            for (_, chunk, _), synthesized in zip(of_engine, synthesize_lists(tasks, workers)):
+                for utt_id, samples in _render(chunk, synthesized, seed).items():
+                    if utt_id in wanted:
+                        write_atomic(
+                            flac_paths[utt_id],
+                            lambda tmp, samples=samples: sf.write(
+                                str(tmp), samples, SAMPLE_RATE, format="FLAC", subtype="PCM_16"
+                            ),
+                        )
+                shown.update(len(chunk))
 
 
 def _is_valid_audio(path: Path) -> bool:
@@ -222,13 +233,15 @@ def make_mini_librispeech(
     seed: int = 0,
     train_engines: Sequence[str] = ENGINES,
     workers: int | None = None,
+    progress: bool = True,
 ) -> Path:
     """Generates (or completes) the mini corpus under `root` and returns `root`.
 
     n_train and n_dev utterances of the training engines (`ENGINE_WEIGHTS` shares; `train_engines=["espeak"]`
     leaves Piper out of train and dev), n_test in each engine's test split. `workers`: synthesis processes at
     once (default: every CPU; the files do not depend on it). n_train=24, n_dev=8, n_test=8 makes a corpus for
-    tests in a few seconds. Raises RuntimeError naming what to install without an engine.
+    tests in a few seconds. `progress`: show each engine's synthesis (`asr_plugin.data.progress`). Raises
+    RuntimeError naming what to install without an engine.
     """
     root = Path(root)
     engines = list(_check_engines(train_engines))
@@ -245,7 +258,7 @@ def make_mini_librispeech(
     flac_paths = {
         utt.id: root / split / _chapter_dir(utt.id) / f"{utt.id}.flac" for split in MINI_SPLITS for utt in plan[split]
     }
-    _synthesize(plan, flac_paths, seed, workers)
+    _synthesize(plan, flac_paths, seed, workers, progress)
     for split in MINI_SPLITS:
         chapters: dict[Path, list[str]] = defaultdict(list)
         for utt in plan[split]:

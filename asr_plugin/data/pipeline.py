@@ -104,6 +104,8 @@ class CorpusPlan:
         overrides = [f"data={self.corpus}", *self.source.overrides(), f"data.work_dir={self.layout.work_dir}"]
         if self.tokenizer_path is not None:
             overrides += [f"data.vocab_size={self.vocab_size}", f"data.tokenizer_type={self.tokenizer_type}"]
+        if self.stats_path is not None:  # a log-mel front end with global statistics: not the configs' default
+            overrides += ["data.frontend=null", f"data.num_mel_bins={self.stats_features.get('num_mel_bins', 80)}"]
         return shlex.join(["python", "scripts/prepare_data.py", *overrides])
 
     def read_training_entries(self) -> list[ManifestEntry]:
@@ -194,8 +196,10 @@ def prepare_corpus(
         if "tokenizer" in steps and _to_make(
             plan.tokenizer_path, "tokenizer", overwrite, "the data config brings its own (data.tokenizer)"
         ):
+            texts = [entry.text for entry in plan.read_training_entries()]
+            print(f"tokenizer: training a {plan.vocab_size}-id {plan.tokenizer_type} model on {len(texts)} transcripts")
             tokenizer = train_tokenizer(
-                (entry.text for entry in plan.read_training_entries()),
+                texts,
                 plan.tokenizer_path,
                 plan.vocab_size,
                 plan.tokenizer_type,

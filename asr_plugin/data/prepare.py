@@ -5,27 +5,37 @@ in parallel, write the split's manifest and, when anything was left out, its ski
 from __future__ import annotations
 
 import functools
+import math
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from tqdm import tqdm
-
 from asr_plugin.data.atomic import write_text_atomic
-from asr_plugin.data.audio import probe_audio
+from asr_plugin.data.audio import probe_audio, segment_content_problem
 from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
+from asr_plugin.data.progress import track
 from asr_plugin.data.sources import DataSource, LibriSpeechSource
 
 # How far a stated segment may run past the end of its audio: mp3 and opus headers give lengths to a frame
 # or two (~50 ms), manifests round durations to 10 ms.
 DURATION_TOLERANCE_S = 0.1
 SHOWN_SKIPPED = 20  # left-out items printed by name; the rest are counted (the skip list has them all)
+# A transcript longer than this many characters per second of its audio (plus TEXT_SLACK_CHARACTERS) is not the
+# speech of that audio: fast read speech is 15-20 characters a second, and a model emits at most a few tokens per
+# encoder frame (a 10 MB transcript would ask the loss for tens of GB).
+MAX_CHARACTERS_PER_SECOND = 40
+TEXT_SLACK_CHARACTERS = 20
 
 
 def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
     """Why the candidate's stated segment does not fit its audio of `file_seconds`, or None."""
+    for name, value in (("offset", candidate.offset), ("duration", candidate.duration)):
+        if value is not None and not math.isfinite(value):
+            return f"{name} {value} is not a finite number of seconds"
     offset = candidate.offset or 0.0
     if candidate.duration is None:
         return None
@@ -39,6 +49,17 @@ def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
     return None
 
 
+def text_problem(text: str, seconds: float) -> str | None:
+    """Why a transcript cannot be the speech of `seconds` of audio (far too long for it), or None."""
+    limit = MAX_CHARACTERS_PER_SECOND * seconds + TEXT_SLACK_CHARACTERS
+    if len(text) > limit:
+        return (
+            f"transcript of {len(text)} characters for {seconds:.3f} s of audio (more than "
+            f"{MAX_CHARACTERS_PER_SECOND} a second: no speech is that fast, the text or the segment is wrong)"
+        )
+    return None
+
+
 def _probe(candidate: Candidate, full_check: bool) -> tuple[float | None, str | None]:
     """(seconds the utterance lasts, None) or (None, why it cannot be used)."""
     seconds, problem = probe_audio(candidate.path, None, full_check)
@@ -46,10 +67,12 @@ def _probe(candidate: Candidate, full_check: bool) -> tuple[float | None, str | 
         problem = segment_problem(candidate, seconds)
     if problem is not None:
         return None, problem
-    if candidate.duration is None:
-        return seconds, None
-    offset = candidate.offset or 0.0
-    return min(candidate.duration, seconds - offset), None  # within the tolerance: what the file holds
+    if candidate.duration is not None:  # within the tolerance: what the file holds
+        seconds = min(candidate.duration, seconds - (candidate.offset or 0.0))
+    problem = text_problem(candidate.text, seconds) or segment_content_problem(
+        candidate.path, candidate.offset, None if candidate.offset is None else seconds
+    )
+    return (None, problem) if problem is not None else (seconds, None)
 
 
 def check_candidates(
@@ -63,15 +86,17 @@ def check_candidates(
     file's length and splits the candidates into manifest entries and skipped ones, keeping the input order.
     Any sample rate and channel count is accepted: loading resamples and averages."""
     probe = functools.partial(_probe, full_check=full_check)
-    bar = dict(total=len(candidates), desc=desc, unit="utt", disable=not progress)
+    shown = dict(total=len(candidates), desc=desc, enabled=progress)
     if num_workers > 1 and len(candidates) > 1:
         # forkserver, not fork: a process that already ran torch's or a decoder's threads can deadlock or kill a
         # forked child, and a dead worker hangs multiprocessing.Pool; the executor raises BrokenProcessPool
         context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(num_workers, mp_context=context) as pool:
-            results = list(tqdm(pool.map(probe, candidates, chunksize=64), **bar))
+        with ProcessPoolExecutor(
+            num_workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
+            results = list(track(pool.map(probe, candidates, chunksize=64), **shown))
     else:
-        results = list(tqdm(map(probe, candidates), **bar))
+        results = list(track(map(probe, candidates), **shown))
     entries, skipped = [], []
     for candidate, (duration, reason) in zip(candidates, results):
         if reason is None:
@@ -120,7 +145,7 @@ def prepare_split(
         print(f"{split}: reusing existing manifest {out} (pass --overwrite to rebuild)")
         return out
     candidates, skipped = source.scan(split)
-    entries, bad_audio = check_candidates(candidates, num_workers, full_check, split, progress)
+    entries, bad_audio = check_candidates(candidates, num_workers, full_check, f"{split}: checking audio", progress)
     skipped += bad_audio
     if skipped and strict:
         raise ValueError(

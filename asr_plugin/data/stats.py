@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import random
 from collections.abc import Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
+from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.manifest import ManifestEntry
+from asr_plugin.data.progress import track
 
 
 class _SumsDataset(Dataset):
@@ -43,11 +46,16 @@ def compute_feature_stats(
         raise ValueError("entries: no utterance to compute feature stats on")
     if max_utterances is not None and max_utterances < len(entries):
         entries = random.Random(seed).sample(list(entries), max_utterances)
-    loader = DataLoader(_SumsDataset(entries, featurizer), batch_size=None, num_workers=num_workers)
+    loader = DataLoader(
+        _SumsDataset(entries, featurizer),
+        batch_size=None,
+        num_workers=num_workers,
+        worker_init_fn=functools.partial(die_with_parent, os.getpid()),
+    )
     total = torch.zeros(featurizer.num_mel_bins, dtype=torch.float64)
     total_sq = torch.zeros_like(total)
     frames = 0
-    for item_sum, item_sq, item_frames in tqdm(loader, desc="feature stats", unit="utt", disable=not progress):
+    for item_sum, item_sq, item_frames in track(loader, len(entries), "feature stats", enabled=progress):
         total += item_sum
         total_sq += item_sq
         frames += int(item_frames)

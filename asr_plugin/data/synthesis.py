@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torchaudio
 
+from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.tts import synthesize_espeak
 from asr_plugin.data.tts_piper import synthesize_piper
 
@@ -43,7 +44,7 @@ def synthesize_lists(
     workers: int | None = None,
 ) -> Iterator[list[tuple[np.ndarray, int]]]:
     """For each (engine, requests, seed) task, in order: [((N_i,) float32 audio, sample rate)], each task in a
-    fresh process, up to `workers` (default: every CPU) at once."""
+    fresh process, up to `workers` (default: every CPU) at once; the processes die with this one."""
     for engine, _, _ in tasks:
         if engine not in ENGINES:
             raise ValueError(f"engine: no text-to-speech engine {engine!r} (known: {sorted(ENGINES)})")
@@ -52,7 +53,7 @@ def synthesize_lists(
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     processes = max(1, min(len(tasks), workers or default_workers()))
-    with context.Pool(processes, maxtasksperchild=1) as pool:
+    with context.Pool(processes, initializer=die_with_parent, initargs=(os.getpid(),), maxtasksperchild=1) as pool:
         yield from pool.imap(_run, tasks)
 
 

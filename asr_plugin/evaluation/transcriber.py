@@ -1,36 +1,34 @@
 """Audio files -> text with a trained model, through the tokenizer and the features it was trained on (both read
 from the model file itself: a checkpoint's records, a ``.nemo``'s tokenizer and preprocessor; no run directory or
-data config needed)."""
+data config needed). A file is read piece by piece (`asr_plugin.data.audio_stream`) and cut into chunks as it is
+read (`asr_plugin.evaluation.chunking`): memory stays that of a few chunks, whatever the file's length."""
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import soundfile as sf
 import torch
-import torchaudio
-from tqdm import tqdm
 
+from asr_plugin.data.audio_stream import audio_blocks, audio_seconds
 from asr_plugin.data.frontend import build_frontend
+from asr_plugin.data.progress import Progress
 from asr_plugin.decoding import decode
-from asr_plugin.evaluation.chunking import chunk_bounds
+from asr_plugin.evaluation.chunking import stream_chunks
 from asr_plugin.evaluation.decoding_settings import decoding_settings
 from asr_plugin.formats import read_model
 
 
-def read_audio(path: str | os.PathLike, sample_rate: int) -> torch.Tensor:
-    """Any soundfile-readable file -> (N,) float32 mono at `sample_rate` (channels averaged, resampled)."""
-    try:
-        samples, rate = sf.read(str(path), dtype="float32", always_2d=True)  # (N, C)
-    except (RuntimeError, OSError) as err:
-        raise ValueError(f"{path}: unreadable audio ({err})") from None
-    if samples.shape[0] == 0:
-        raise ValueError(f"{path}: empty audio")
-    waveform = torch.from_numpy(samples.mean(axis=1))
-    return torchaudio.functional.resample(waveform, rate, sample_rate) if rate != sample_rate else waveform
+def _groups(chunks: Iterator[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
+    group: list[torch.Tensor] = []
+    for chunk in chunks:
+        group.append(chunk)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 class Transcriber:
@@ -42,8 +40,8 @@ class Transcriber:
         method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`; ``max_symbols_per_frame=None``
             (the default) is the file's own (its validation's), another value is logged as an override.
         chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
-            quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with a progress bar on
-            stderr; the default is about LibriSpeech's longest training utterance.
+            quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with its progress on
+            stderr (`asr_plugin.data.progress`); the default is about LibriSpeech's longest training utterance.
         chunks_per_batch: chunks encoded together.
     """
 
@@ -84,22 +82,19 @@ class Transcriber:
         return [hyp.text or "" for hyp in hyps]
 
     def transcribe_file(self, path: str | os.PathLike) -> str:
-        """The text of one file; a long one in chunks, their texts joined by spaces."""
+        """The text of one file; a long one in chunks, their texts joined by spaces. ValueError naming the file
+        when it is no audio file, empty, or holds NaN or infinite samples (refused, not transcribed as silence)."""
         rate = self.frontend.sample_rate
-        waveform = read_audio(path, rate)
-        bounds = chunk_bounds(waveform, rate, self.chunk_seconds)
+        seconds = audio_seconds(path)
+        chunks = stream_chunks(audio_blocks(path, rate), rate, self.chunk_seconds)
         texts: list[str] = []
-        with tqdm(
-            total=len(bounds),
-            desc=f"{Path(path).name} ({waveform.shape[0] / rate:.0f} s)",
-            unit="chunk",
-            disable=len(bounds) == 1,
-            file=sys.stderr,
-        ) as progress:
-            for first in range(0, len(bounds), self.chunks_per_batch):
-                group = bounds[first : first + self.chunks_per_batch]
-                texts += self.decode_pieces([waveform[start:end] for start, end in group])
-                progress.update(len(group))
+        done = 0.0  # seconds decoded
+        desc = f"{Path(path).name} ({seconds:.0f} s)"
+        with Progress(round(seconds), desc, unit="s", enabled=seconds > self.chunk_seconds) as progress:
+            for group in _groups(chunks, self.chunks_per_batch):
+                texts += self.decode_pieces(group)
+                before, done = done, done + sum(chunk.shape[0] for chunk in group) / rate
+                progress.update(round(done) - round(before))
         return " ".join(text for text in texts if text)
 
     def transcribe(self, paths: Sequence[str | os.PathLike]) -> list[str]:

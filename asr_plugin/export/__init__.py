@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from asr_plugin.export.export_dir import model_sha256
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
 from asr_plugin.export.onnx_export import check_exportable, export_onnx
 from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces, save_pieces
@@ -25,11 +26,13 @@ def export_transducer(
     feature_dim: int,
     overwrite: bool = False,
     max_symbols_per_frame: int | None = None,
+    source: str | None = None,
 ) -> dict[str, Path]:
-    """Exports and saves the three pieces of `model`; returns {piece or "metadata": path}.
-    `max_symbols_per_frame` (a checkpoint's greedy cap) is recorded in transducer.json (`ExportMetadata`)."""
+    """Exports and saves the three pieces of `model` as the directory `out_dir` (whole: `save_pieces`); returns
+    {piece or "metadata": path}. `max_symbols_per_frame` (a checkpoint's greedy cap) is recorded in
+    transducer.json (`ExportMetadata`), `source` (where the model was loaded from) in export_record.json."""
     programs, meta = export_pieces(model, feature_dim, max_symbols_per_frame)
-    return save_pieces(programs, meta, out_dir, overwrite=overwrite)
+    return save_pieces(programs, meta, out_dir, overwrite=overwrite, model_digest=model_sha256(model), source=source)
 
 
 __all__ = [

@@ -24,6 +24,7 @@ import torch
 from torch.export import Dim
 
 from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.export.export_dir import export_directory, model_sha256
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter, encoder_input
 from asr_plugin.export.onnx_files import write_onnx, write_quantized
 from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
@@ -36,6 +37,8 @@ OPSET = 18  # the dynamo exporter's lowest; sherpa-onnx 2.0.1's onnxruntime runs
 # What sherpa-onnx 2.0.1's NeMo greedy search does (offline-transducer-greedy-search-nemo-decoder.cc): at most
 # 10 tokens per frame for RNN-T, 5 for TDT. `greedy_search` with these gives its transcripts.
 SHERPA_MAX_SYMBOLS = {"rnnt": 10, "tdt": 5}
+# What an ONNX export made before export records holds (its weights in <piece>.onnx.data when large).
+ONNX_EXPORT_FILES = ("encoder*.onnx", "decoder*.onnx", "joiner*.onnx", "*.onnx.data", "tokens.txt")
 
 
 def tdt_durations(model: Transducer) -> tuple[int, ...] | None:
@@ -102,9 +105,12 @@ def export_onnx(
     out_dir: str | os.PathLike,
     int8: bool = False,
     overwrite: bool = False,
+    source: str | None = None,
 ) -> dict[str, Path]:
     """Writes encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (and with `int8` also the *.int8.onnx
-    files, onnxruntime's dynamic quantisation) into `out_dir`; returns {name: path}.
+    files, onnxruntime's dynamic quantisation) as the directory `out_dir`, whole (`export_directory`: written
+    aside and swapped in, with ``export_record.json`` naming the model's hash and `source`, nothing of an
+    earlier export left beside them); returns {name: path}.
 
     Args:
         model: the transducer (put in eval mode); `check_exportable` says which ones export.
@@ -112,21 +118,20 @@ def export_onnx(
             sherpa-onnx computes them (the encoder normalises them as the front end does, `SherpaFeatures`);
             any other kind: the encoder turns sherpa-onnx's into them approximately (`SherpaFeatureAdapter`).
         tokenizer: its tokenizer (ids with blank 0, ``id_to_piece``).
+        source: where the model was loaded from (a checkpoint or .nemo path), recorded for people.
     Raises:
-        ValueError naming what cannot be exported; FileExistsError when files exist and not `overwrite`.
+        ValueError naming what cannot be exported, or files in `out_dir` that no export wrote; FileExistsError
+        when `out_dir` holds an export and not `overwrite`.
     """
     check_exportable(model)
     if tokenizer.vocab_size != model.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the model {model.vocab_size}")
     adapter = encoder_input(frontend_spec)
     out_dir = Path(out_dir)
-    paths = {name: out_dir / f"{name}.onnx" for name in PIECES}
+    names = {name: f"{name}.onnx" for name in PIECES}
     if int8:
-        paths.update({f"{name}.int8": out_dir / f"{name}.int8.onnx" for name in PIECES})
-    paths["tokens"] = out_dir / "tokens.txt"
-    existing = [str(p) for p in paths.values() if p.exists()]
-    if existing and not overwrite:
-        raise FileExistsError(f"{existing} exist; pass overwrite=True (--overwrite) to replace them")
+        names.update({f"{name}.int8": f"{name}.int8.onnx" for name in PIECES})
+    names["tokens"] = "tokens.txt"
     lines = sherpa_token_lines(tokenizer)
     model = model.eval()
     feature_dim = adapter.sherpa_bins
@@ -159,13 +164,14 @@ def export_onnx(
             ({0: auto}, {0: auto}),
         ),
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, (module, args, inputs, outputs, dynamic) in exports.items():
-        piece_metadata = metadata if name == "encoder" else {}
-        write_onnx(paths[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
-        if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
-            write_quantized(
-                paths[name], paths[f"{name}.int8"], "QUInt8" if name == "encoder" else "QInt8", piece_metadata
-            )
-    write_text_atomic(paths["tokens"], "\n".join(lines) + "\n")  # last: its presence means complete
-    return paths
+    with export_directory(
+        out_dir, model_sha256(model), source=source, overwrite=overwrite, legacy_patterns=ONNX_EXPORT_FILES
+    ) as staging:
+        for name, (module, args, inputs, outputs, dynamic) in exports.items():
+            piece_metadata = metadata if name == "encoder" else {}
+            write_onnx(staging / names[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
+            if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
+                weights = "QUInt8" if name == "encoder" else "QInt8"
+                write_quantized(staging / names[name], staging / names[f"{name}.int8"], weights, piece_metadata)
+        write_text_atomic(staging / names["tokens"], "\n".join(lines) + "\n")
+    return {name: out_dir / file_name for name, file_name in names.items()}

@@ -13,11 +13,13 @@ import torch
 from torch.export import Dim, ExportedProgram
 
 from asr_plugin.data.atomic import write_atomic, write_text_atomic
+from asr_plugin.export.export_dir import export_directory, tensors_sha256
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
 from asr_plugin.models import Transducer
 
 PIECES = ("encoder", "predictor", "joint")
 METADATA_FILE = "transducer.json"
+PT2_EXPORT_FILES = ("*.pt2", METADATA_FILE)  # what an export made before export records holds
 
 
 @dataclass(frozen=True)
@@ -94,20 +96,35 @@ def export_pieces(
 
 
 def save_pieces(
-    programs: dict[str, ExportedProgram], meta: ExportMetadata, out_dir: str | os.PathLike, overwrite: bool = False
+    programs: dict[str, ExportedProgram],
+    meta: ExportMetadata,
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    model_digest: str | None = None,
+    source: str | None = None,
 ) -> dict[str, Path]:
-    """Writes <out_dir>/{encoder,predictor,joint}.pt2 and transducer.json; existing files are kept unless `overwrite`."""
+    """Writes <out_dir>/{encoder,predictor,joint}.pt2 and transducer.json as the directory `out_dir`, whole
+    (`asr_plugin.export.export_dir.export_directory`: an existing export is replaced only with `overwrite`, and
+    ``export_record.json`` names `model_digest`, the exported model's `model_sha256` (default: of the programs'
+    own weights), and `source`)."""
     out_dir = Path(out_dir)
-    paths = {name: out_dir / f"{name}.pt2" for name in PIECES}
-    paths["metadata"] = out_dir / METADATA_FILE
-    existing = [str(p) for p in paths.values() if p.exists()]
-    if existing and not overwrite:
-        raise FileExistsError(f"{existing} exist; pass overwrite=True (--overwrite) to replace them")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in PIECES:  # each to a temporary file, renamed when complete
-        write_atomic(paths[name], lambda tmp, program=programs[name]: torch.export.save(program, tmp))
-    write_text_atomic(paths["metadata"], json.dumps(asdict(meta), indent=1))  # last: its presence means complete
-    return paths
+    names = {name: f"{name}.pt2" for name in PIECES}
+    names["metadata"] = METADATA_FILE
+    if model_digest is None:
+        model_digest = tensors_sha256(
+            {
+                f"{piece}.{name}": tensor
+                for piece, program in programs.items()
+                for name, tensor in program.state_dict.items()
+            }
+        )
+    with export_directory(
+        out_dir, model_digest, source=source, overwrite=overwrite, legacy_patterns=PT2_EXPORT_FILES
+    ) as staging:
+        for name in PIECES:
+            write_atomic(staging / names[name], lambda tmp, program=programs[name]: torch.export.save(program, tmp))
+        write_text_atomic(staging / METADATA_FILE, json.dumps(asdict(meta), indent=1))
+    return {name: out_dir / file_name for name, file_name in names.items()}
 
 
 def load_pieces(export_dir: str | os.PathLike) -> tuple[dict[str, torch.nn.Module], ExportMetadata]:

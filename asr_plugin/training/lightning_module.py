@@ -315,6 +315,17 @@ class TransducerModule(L.LightningModule):
         self.log(f"{key}/wer", metric, prog_bar=key == "val", metric_attribute=f"wer.{name}", **options)
         return loss
 
+    def max_tokens(self, feature_frames: torch.Tensor) -> torch.Tensor:
+        """(B,) feature frames -> (B,) the most tokens the model emits from them: its encoder frames times the
+        tokens it emits per frame at most (the greedy cap it validates with)."""
+        return self.model.encoder.output_lengths(feature_frames) * self.hparams.max_symbols_per_frame
+
+    def setup(self, stage: str) -> None:
+        # the data module knows the transcripts, this model how many tokens it can emit from their audio
+        datamodule = self.trainer.datamodule if self._trainer is not None else None
+        if stage in ("fit", "validate") and hasattr(datamodule, "drop_untrainable"):
+            datamodule.drop_untrainable(self.max_tokens)
+
     def on_fit_start(self) -> None:
         # A trainer.validate() before fit (validate_first) ran in inference mode, which left the WER metrics'
         # states as inference tensors that fit's validation (under no_grad) cannot update: start afresh.

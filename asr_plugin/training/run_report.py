@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from asr_plugin.training.config_check import validates_first
 from asr_plugin.training.learning_curves import learning_curves_of
-from asr_plugin.training.signal_stop import SignalStop
+from asr_plugin.training.signal_stop import SignalStop, StepBoundaryStop, final_test_or_stop, validate_or_stop
 
 
 def logged_metrics(trainer: L.Trainer, prefix: str = "") -> dict[str, float]:
@@ -22,13 +22,18 @@ def logged_metrics(trainer: L.Trainer, prefix: str = "") -> dict[str, float]:
 
 
 def validate_first(
-    cfg: DictConfig, trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    stopper: StepBoundaryStop,
+    module: L.LightningModule,
+    datamodule: Any,
+    ckpt_path: str | None,
 ) -> dict[str, float]:
     """The metrics of a validation before the first step (`validates_first`: so the starting WER is logged at
-    step 0), {} without one."""
+    step 0), {} without one or when a signal stopped it (`validate_or_stop`: the fit then does not start)."""
     if not validates_first(cfg, resuming=ckpt_path is not None):
         return {}
-    results = trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    results = validate_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
     return {key: float(value) for result in results for key, value in result.items()}
 
 
@@ -40,13 +45,17 @@ def best_model_path(trainer: L.Trainer) -> str:
     return checkpoint.best_model_path if checkpoint else ""
 
 
-def test_best(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, metrics: dict[str, float]) -> str:
+def test_best(
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, metrics: dict[str, float]
+) -> tuple[str, SignalStop | None]:
     """Tests the best checkpoint (else the last weights) on the data module's test splits, adds the ``test/``
-    metrics to `metrics` and returns which weights it tested ("best" or "last")."""
+    metrics to `metrics` and returns which weights it tested ("best" or "last") and the `SignalStop` of a signal
+    that ended the test (`final_test_or_stop`: its results are then not added), else None."""
     best = best_model_path(trainer)
-    trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
-    metrics.update(logged_metrics(trainer, "test/"))
-    return "best" if best else "last"
+    stop = final_test_or_stop(trainer, module, datamodule=datamodule, ckpt_path=best or None)
+    if stop is None:
+        metrics.update(logged_metrics(trainer, "test/"))
+    return "best" if best else "last", stop
 
 
 def run_report(

@@ -33,8 +33,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         validation before training, {} without one), ``best_model_path``, ``last_model_path``,
         ``test_weights`` ("best", "last", or "" without a test), ``output_dir``, ``global_step``,
         ``learning_curves`` (the PNG drawn from the CSV logger's metrics, "" without a CSV logger or on ranks
-        other than 0), ``stop`` (None, or when a SIGTERM stopped the run at a step boundary: ``signal``,
-        ``exit_status`` (143), ``step`` and ``checkpoint``, the file it wrote; the test is then skipped).
+        other than 0), ``stop`` (None, or when a SIGTERM stopped the run: ``signal``, ``exit_status`` (143),
+        ``step``, ``checkpoint`` (the file it wrote at a step boundary, or the weights a stopped test used) and
+        ``stage`` (validation before training, training, test); after training the test is then skipped).
     """
     check_config(cfg)
     if cfg.get("seed") is not None:
@@ -47,8 +48,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
-    start_metrics = validate_first(cfg, trainer, module, datamodule, ckpt_path)
+    start_metrics = validate_first(cfg, trainer, stopper, module, datamodule, ckpt_path)
     stop = fit_or_stop(trainer, stopper, module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = logged_metrics(trainer)
-    test_weights = test_best(trainer, module, datamodule, metrics) if cfg.get("test") and stop is None else ""
+    test_weights = ""
+    if cfg.get("test") and stop is None:
+        test_weights, stop = test_best(trainer, module, datamodule, metrics)
     return run_report(cfg, trainer, metrics, start_metrics, test_weights, stop)

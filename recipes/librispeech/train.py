@@ -7,6 +7,7 @@ Configs live in the repository's ``conf/`` (see docs/training.md); outputs go to
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
 
 from asr_plugin.training import train  # noqa: E402
 from asr_plugin.training.distributed import register_resolvers  # noqa: E402
+from asr_plugin.training.signal_stop import StoppedBySignal, describe_stop  # noqa: E402
 
 register_resolvers()  # ${run_id:} in conf/hydra/default.yaml: one run directory per job, for every rank
 
@@ -35,10 +37,7 @@ def report(result: dict) -> None:
         print("before training: " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(result["start_metrics"].items())))
     print(f"steps: {result['global_step']}  " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
     if stop := result["stop"]:
-        print(
-            f"stopped by {stop['signal']} at step {stop['step']}: checkpoint {stop['checkpoint'] or '(none)'} "
-            f"(resume with ckpt_path=last); no test; exit status {stop['exit_status']}"
-        )
+        print(describe_stop(stop))  # what was and was not done
     weights = {"best": f"best checkpoint {result['best_model_path']}", "last": "last weights"}.get(
         result["test_weights"]
     )
@@ -56,7 +55,11 @@ def report(result: dict) -> None:
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except StoppedBySignal as stopped:  # before training (data preparation): there is no run to report
+        print(describe_stop(dataclasses.asdict(stopped.stop)))
+        raise SystemExit(stopped.stop.exit_status) from None
     report(result)
     if result["stop"]:  # as a process killed by the signal ends: a calling script (run.sh) stops here
         raise SystemExit(result["stop"]["exit_status"])

@@ -32,6 +32,7 @@ def test_prepare_data_steps_strict_and_reuse(tmp_path):
     (root / "train-clean-100" / "19" / "2" / "19-2-0005.flac").write_bytes(b"junk")
     work = tmp_path / "work"
     config = ["data=librispeech", f"paths.data_dir={data_dir}", f"data.work_dir={work}", *SPLITS, "data.vocab_size=30"]
+    config.append("data.frontend=null")  # a front end with global statistics: the stats step has work
     script = REPO / "scripts" / "prepare_data.py"
     strict = _run(script, "--steps", "manifests", "--strict", "--num-workers", "1", *config)
     assert strict.returncode != 0 and "19-2-0005.flac" in strict.stderr

@@ -140,6 +140,7 @@ def test_train_from_scratch_on_a_streamed_shar_directory(shar_corpus, tmp_path):
             f"data.train_shar={shar}",
             f"data.valid_cuts=[{manifests['dev']}]",
             "data.vocab_size=48",
+            "data.frontend=null",  # global statistics, computed from the Shar
             *LOADER,
             "data.num_workers=2",  # the streamed loader's workers, each reading its own shards
             *MICRO_MODEL,

@@ -111,7 +111,8 @@ def test_the_command_names_the_values_that_decide_the_paths(tmp_path):
     assert plan.command() == (
         f"python scripts/prepare_data.py data=librispeech data.root={tmp_path}/LibriSpeech "
         "'data.train_splits=[train-clean-100]' 'data.valid_splits=[dev-clean]' "
-        f"'data.test_splits=[dev-clean]' data.work_dir={tmp_path}/work data.vocab_size=30 data.tokenizer_type=bpe"
+        f"'data.test_splits=[dev-clean]' data.work_dir={tmp_path}/work data.vocab_size=30 data.tokenizer_type=bpe "
+        "data.frontend=null data.num_mel_bins=40"  # statistics to compute: a log-mel front end, not the default
     )
 
 

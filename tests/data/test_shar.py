@@ -184,6 +184,7 @@ def test_two_ddp_processes_run_two_whole_epochs_of_the_same_steps(shar_corpus, t
         f"data.train_shar={shar}",
         f"data.valid_cuts=[{manifests['dev']}]",
         "data.vocab_size=48",
+        "data.frontend=null",  # the statistics `_module` (log-mel, the Python default) reads below
         f"data.max_duration={MAX_DURATION}",
         "data.num_buckets=2",
         "data.num_workers=2",

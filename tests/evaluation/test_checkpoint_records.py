@@ -4,18 +4,20 @@ checkpoint's own records, never from a run directory or a guess; long audio is d
 from __future__ import annotations
 
 import logging
-import math
 import re
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from test_evaluation_recipe import CONF_DIR, TINY_DATA, save_module_checkpoint
+from test_long_audio import write_speech_like
 
 from asr_plugin.data import read_manifest
 from asr_plugin.evaluation import evaluate
@@ -142,9 +144,54 @@ def test_transcribe_script_decodes_ten_minutes_in_chunks(corpus, tmp_path):
         env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    chunks = re.findall(r" (\d+)/\1 \[", done.stderr)  # the progress bar's last state: N/N chunks
-    assert chunks and int(chunks[-1]) >= math.ceil(600 / 30), done.stderr[-2000:]
+    # the progress (whole lines in a log, `asr_plugin.data.progress`): begun at 0 s, ended at all 600 s decoded
+    progress = re.findall(r"ten-minutes\.flac \(600 s\): (\d+)/600 s \(\d+ %\)", done.stderr)
+    assert progress[0] == "0" and progress[-1] == "600", done.stderr[-2000:]
     assert done.stdout.startswith(f"{path}\t")
+
+
+def _peak_traced_bytes(transcriber: Transcriber, path: Path) -> int:
+    """Peak of the memory Python and numpy allocate (tracemalloc) while `transcriber` transcribes `path`."""
+    tracemalloc.start()
+    try:
+        transcriber.transcribe_file(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_long_file_is_transcribed_in_memory_that_does_not_grow_with_its_length(corpus, tmp_path):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    transcriber = Transcriber([checkpoint], method="greedy", chunk_seconds=10.0)
+    short = write_speech_like(tmp_path / "short.wav", 20.0)  # 48 kHz stereo
+    long = write_speech_like(tmp_path / "long.wav", 120.0)  # 46 MB of float32 if decoded whole
+    peak_short, peak_long = _peak_traced_bytes(transcriber, short), _peak_traced_bytes(transcriber, long)
+    assert peak_long < 1.25 * peak_short + 2**20, (peak_short, peak_long)
+
+
+def test_audio_with_nan_samples_is_refused_naming_the_file_and_the_script_goes_on(corpus, tmp_path):
+    root, datamodule = corpus
+    checkpoint = tmp_path / "model.ckpt"
+    save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
+    broken = tmp_path / "broken.wav"
+    samples = np.full(16_000 * 2, 0.1, dtype=np.float32)
+    samples[16_000:] = np.nan
+    sf.write(str(broken), samples, 16_000, subtype="FLOAT")
+    with pytest.raises(ValueError, match=r"broken\.wav: NaN or infinite samples at 1\.000 s"):
+        Transcriber([checkpoint], method="greedy").transcribe_file(broken)
+    good = write_speech_like(tmp_path / "good.wav", 2.0)
+    script = str(REPO_ROOT / "scripts" / "transcribe.py")
+    done = subprocess.run(
+        [sys.executable, script, str(broken), str(good), "--checkpoint", str(checkpoint), "--method", "greedy"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 1 and f"error: {broken}: NaN or infinite samples" in done.stderr
+    assert done.stdout.startswith(f"{good}\t") and str(broken) not in done.stdout
 
 
 def _recorded_max_symbols(path: Path, max_symbols: int) -> None:

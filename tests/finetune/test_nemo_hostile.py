@@ -121,6 +121,35 @@ def test_a_recursive_alias_is_refused():
         resolve_references(load_yaml_data("a: &a [*a]\n", "cfg"), "cfg")
 
 
+def laughs_nodes(levels: int) -> int:
+    """The nodes of `billion_laughs(levels)` once expanded: the top mapping, and level i's list of 10 of level i-1's."""
+    size, total = 11, 1  # a0: a list of 10 strings
+    for _ in range(levels):
+        total += size
+        size = 1 + 10 * size
+    return total
+
+
+@pytest.mark.parametrize("levels", [8, 13])  # 10^7 and 10^12 nodes once expanded
+def test_an_alias_bomb_is_refused_from_its_counted_size_before_any_copy(levels):
+    config = load_yaml_data(billion_laughs(levels), "cfg")
+    # the exact size: only the count over the shared objects knows it (a copy stops at the budget)
+    with pytest.raises(ValueError, match=f"more than {MAX_CONFIG_NODES:,} nodes \\({laughs_nodes(levels):,}:"):
+        resolve_references(config, "cfg")
+
+
+def test_a_reference_bomb_is_refused_from_its_counted_size():
+    config = {"l0": list(range(10))}
+    for level in range(1, 13):  # 10^12 nodes once expanded
+        config[f"l{level}"] = [f"${{l{level - 1}}}"] * 10
+    expected, size = 1 + 11, 11
+    for _ in range(12):
+        size = 1 + 10 * (1 + size)  # a list of 10 references, each a node and a copy of its target
+        expected += size
+    with pytest.raises(ValueError, match=f"more than {MAX_CONFIG_NODES:,} nodes \\({expected:,}:"):
+        resolve_references(config, "cfg")
+
+
 def test_a_billion_laughs_config_is_refused_under_a_memory_limit(tmp_path):
     path = write_members(
         tmp_path / "laughs.nemo", {"model_config.yaml": billion_laughs(12).encode(), WEIGHTS: b"unused"}

@@ -129,3 +129,82 @@ def test_sigterm_during_training_checkpoints_at_a_step_boundary_and_exits_143(da
         f"stopped by SIGTERM at step {saved}: checkpoint {run_dir / 'hpc_ckpt_1.ckpt'} (resume with "
         "ckpt_path=last); no test; exit status 143"
     ) in out
+
+
+def _recipe(overrides: list[str], tmp_path: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(
+        ASR_RUN_ID="stopped",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parent), env.get("PYTHONPATH", "")]),
+    )
+    command = [sys.executable, TRAIN, *TINY_RUN, *overrides, f"paths.log_dir={tmp_path}/logs"]
+    return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _terminate_when(job: subprocess.Popen, started) -> tuple[str, str]:
+    """Sends SIGTERM once `started()` holds; the job's output."""
+    try:
+        deadline = time.monotonic() + 300
+        while not started():
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.1)
+        job.send_signal(signal.SIGTERM)
+        return job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+
+def _pause_in(stage: str, marker: Path) -> list[str]:
+    return [
+        "+callbacks.pause._target_=training_synthetic.PauseIn",
+        f"+callbacks.pause.stage={stage}",
+        f"+callbacks.pause.marker={marker}",
+    ]
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_validation_before_training_exits_143_having_trained_nothing(data_dir, tmp_path):
+    marker = tmp_path / "validating"
+    overrides = [
+        "validate_first=true",
+        "trainer.limit_val_batches=3",
+        "trainer.max_steps=50",
+        f"paths.data_dir={data_dir}",
+    ]
+    job = _recipe([*overrides, *_pause_in("validate", marker)], tmp_path)
+    out, err = _terminate_when(job, marker.exists)
+    assert job.returncode == 143, err[-3000:]
+    assert (
+        "stopped by SIGTERM during the validation before training: nothing trained, no checkpoint written, no test"
+        in out
+    ), out
+    run_dir = tmp_path / "logs" / "train" / "runs" / "stopped"
+    assert train_steps(run_dir / "csv" / "metrics.csv") == []
+    assert not list(run_dir.rglob("*.ckpt"))
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_test_exits_143_and_says_the_test_gave_no_results(data_dir, tmp_path):
+    marker = tmp_path / "testing"
+    overrides = ["test=true", "trainer.max_steps=1", f"paths.data_dir={data_dir}"]
+    job = _recipe([*overrides, *_pause_in("test", marker)], tmp_path)
+    out, err = _terminate_when(job, marker.exists)
+    assert job.returncode == 143, err[-3000:]
+    assert "stopped by SIGTERM during the test: training is complete (step 1, checkpoint " in out, out
+    assert "the test did not finish and gave no results" in out and "test WER" not in out
+
+
+@pytest.mark.slow
+def test_sigterm_during_data_preparation_exits_143_and_says_what_is_kept(tmp_path):
+    job = _recipe([f"paths.data_dir={tmp_path}/data"], tmp_path)
+    seen: list[str] = []
+
+    def synthesizing() -> bool:
+        seen.append(job.stderr.readline())
+        return "synthesizing speech with" in seen[-1]
+
+    out, err = _terminate_when(job, synthesizing)
+    assert job.returncode == 143, "".join(seen) + err[-3000:]
+    assert "stopped by SIGTERM during data preparation: the files it finished are kept and reused" in out, out

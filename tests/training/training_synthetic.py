@@ -3,6 +3,7 @@ unpickle these classes by name)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import lightning as L
@@ -203,3 +204,22 @@ class CountStepSyncs(L.Callback):
             self._counter = None
         if self.path is not None and trainer.is_global_zero and trainer.global_step >= trainer.max_steps:
             torch.save({"syncs": self.steps, **self.collectives}, self.path)
+
+
+class PauseIn(L.Callback):
+    """Lets a test signal a run while it is in one stage: when `stage` ("validate" or "test", a Trainer function)
+    runs a batch, writes `marker` and makes the batch `seconds` longer."""
+
+    def __init__(self, stage: str, marker: str, seconds: float = 1.0):
+        self.stage, self.marker, self.seconds = stage, marker, seconds
+
+    def _pause(self, trainer) -> None:
+        if trainer.state.fn == self.stage:
+            Path(self.marker).touch()
+            time.sleep(self.seconds)
+
+    def on_validation_batch_start(self, trainer, *args) -> None:
+        self._pause(trainer)
+
+    def on_test_batch_start(self, trainer, *args) -> None:
+        self._pause(trainer)

@@ -3,6 +3,7 @@ test sets by name), each set one split of the project's manifests ("train", "val
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -53,6 +54,15 @@ def check_files(sets: Mapping[str, Sequence[Path]], what: str) -> None:
     missing = [f"{key}: {path}" for key, paths in sets.items() for path in paths if not path.is_file()]
     if missing:
         raise FileNotFoundError(f"{what} not found:\n  " + "\n  ".join(missing))
+
+
+def fingerprint(path: Path) -> str:
+    """The file's path with its size and content hash: a manifest edited after preparation has another one."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"{path} ({path.stat().st_size} bytes, sha256 {digest.hexdigest()})"
 
 
 def utterance_id(stem: str, line: int, index: int, count: int) -> str:
@@ -113,7 +123,8 @@ class ManifestSetSource(DataSource):
         return candidates, skipped
 
     def origin(self, split: str) -> list[str]:
-        return [str(path) for path in self.sets[split]]
+        # with each file's content: a prepared split whose manifests were edited since is not reused
+        return [fingerprint(path) for path in self.sets[split]]
 
     def overrides(self) -> list[str]:
         tests = {name: paths for name, paths in self.sets.items() if name not in (TRAIN_SPLIT, VALID_SPLIT)}

@@ -6,7 +6,7 @@ read as NeMo reads them: `audio_filepath` relative to the manifest's folder when
 (else as given, relative to the working directory: NeMo's `get_full_path`), `offset` (default 0) and
 `duration` select the segment, `speaker` is kept when present and every other key is ignored. The
 manifests are only read. Lines that cannot be used (not UTF-8, not JSON, a missing key, a duration that is
-not a positive number, a negative offset, an empty transcript) are listed as `manifest:line` with the
+not a positive number, a negative offset, NaN or infinity, an empty transcript) are listed as `manifest:line` with the
 reason; the audio of the rest is checked by preparation (missing file, offset past the end, duration
 longer than the file).
 """
@@ -14,6 +14,7 @@ longer than the file).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,6 +33,11 @@ def resolve_audio_path(audio_filepath: str, manifest: Path) -> Path:
     return path.absolute()
 
 
+def _finite_number(value: object) -> bool:
+    """A JSON number that is not NaN or infinite (Python's json reads NaN and Infinity)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def parse_nemo_line(raw: bytes) -> tuple[dict | None, str | None]:
     """(record with audio_filepath, duration, text, offset, speaker) or (None, why the line is unusable)."""
     try:
@@ -48,11 +54,11 @@ def parse_nemo_line(raw: bytes) -> tuple[dict | None, str | None]:
     if missing:
         return None, f"missing key(s) {missing} (NeMo manifests need {list(NEMO_KEYS)})"
     duration, offset = record["duration"], record.get("offset", 0.0)
-    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration <= 0:
+    if not _finite_number(duration) or duration <= 0:
         return None, f"duration must be a positive number of seconds, got {duration!r}"
     if offset is None:
         offset = 0.0
-    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or offset < 0:
+    if not _finite_number(offset) or offset < 0:
         return None, f"offset must be a number of seconds >= 0, got {offset!r}"
     if not isinstance(record["text"], str) or not record["text"].strip():
         return None, f"empty transcript (text {record['text']!r})"

@@ -1,9 +1,11 @@
 """A ``.nemo`` file's ``model_config.yaml`` read as plain data: nothing in it is resolved with a resolver,
 expanded without bound or executed.
 
-- YAML aliases (``*name``) load as shared objects, and the copy below counts every node it makes: a few kB of
-  nested aliases ("billion laughs") that would expand to billions of nodes are refused at `MAX_CONFIG_NODES`,
-  before the expansion (which ``OmegaConf.create`` would attempt, and hang on).
+- YAML aliases (``*name``) load as shared objects, and the size of the expanded config is counted before
+  anything is copied, by a walk that visits each shared object once (its size is remembered): a few kB of nested
+  aliases or references ("billion laughs") that would expand to billions of nodes, or 10^12, are refused past
+  `MAX_CONFIG_NODES` in the time it takes to read them, before any expansion (which ``OmegaConf.create`` would
+  attempt, and hang on).
 - NeMo may save ``${model.x}``-style references unresolved (``feat_in: ${model.preprocessor.features}``). A
   string that is exactly one reference to a key of the model config (with or without the ``model.`` root) is
   replaced by a copy of that value, within a node budget and a depth limit (references of references);
@@ -46,10 +48,33 @@ def load_yaml_data(text: str, source: str) -> Any:
 
 
 class _Resolver:
-    """Copies a config, replacing whole-string references by copies of their targets, counting the nodes made."""
+    """Copies a config, replacing whole-string references by copies of their targets, counting the nodes made;
+    `expanded_nodes` says beforehand how many that will be."""
 
     def __init__(self, config: Mapping[str, Any], source: str) -> None:
         self.config, self.source, self.nodes = config, source, 0
+        # sizes of the shared objects (by id: an alias is the same object) and references already counted
+        self._sizes: dict[int | str, int] = {}
+
+    def expanded_nodes(self, value: Any, depth: int = 0) -> int:
+        """The nodes `copy(value)` makes, counted without copying: each container and each reference target is
+        walked once, so nested aliases and references cost their written size, not their expanded one. A
+        container met again inside itself (a recursive alias) or a chain past `MAX_REFERENCE_DEPTH` counts one
+        node here: `copy` refuses it with its own message."""
+        if isinstance(value, (Mapping, list)):
+            key: int | str = id(value)
+            children = value.values() if isinstance(value, Mapping) else value
+        else:
+            match = REFERENCE.fullmatch(value) if isinstance(value, str) else None
+            found, target = self.target(match.group(1)) if match else (False, None)
+            if not found or depth >= MAX_REFERENCE_DEPTH:
+                return 1
+            key, children, depth = f"${match.group(1)}", (target,), depth + 1
+        if key in self._sizes:
+            return self._sizes[key]
+        self._sizes[key] = 1  # while being counted: met again inside itself, a cycle
+        self._sizes[key] = 1 + sum(self.expanded_nodes(child, depth) for child in children)
+        return self._sizes[key]
 
     def target(self, path: str) -> tuple[bool, Any]:
         node: Any = self.config
@@ -87,8 +112,15 @@ def resolve_references(config: Mapping[str, Any], source: str) -> dict[str, Any]
     """A copy of `config` (aliases expanded) with every ``${model.a.b}`` / ``${a.b}`` string that names a key of
     `config` replaced by (a copy of) its value; other strings are kept. ValueError naming `source` past
     `MAX_CONFIG_NODES` nodes, `MAX_REFERENCE_DEPTH` chained references, or nesting too deep (a recursive alias)."""
+    resolver = _Resolver(config, source)
     try:
-        return _Resolver(config, source).copy(config, "")
+        nodes = resolver.expanded_nodes(config)
+        if nodes > MAX_CONFIG_NODES:
+            raise ValueError(
+                f"{source}: the config expands to more than {MAX_CONFIG_NODES:,} nodes ({nodes:,}: aliases and "
+                "references are copied, and this many is no NeMo model config)"
+            )
+        return resolver.copy(config, "")
     except RecursionError:
         raise ValueError(f"{source}: the config is nested too deeply (a recursive alias?)") from None
 

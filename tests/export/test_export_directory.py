@@ -1,0 +1,177 @@
+"""An export directory is whole and of one model (`asr_plugin.export.export_dir`): an export replacing another leaves
+nothing of the old set (no stale int8 files), a failure or a kill half-way leaves the old set as it was, the
+record names the model's and every file's hash, and files no export wrote are refused, never deleted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from onnx_fixtures import LetterPieces
+from tiny_models import tiny_transducer
+
+from asr_plugin.export import export_onnx, export_transducer
+from asr_plugin.export.export_dir import RECORD_NAME, export_directory, file_sha256, model_sha256, read_record
+
+NEMO = {"kind": "nemo", "options": {"num_mel_bins": 16}}
+
+
+def _files(directory: Path) -> dict[str, str]:
+    return {path.name: file_sha256(path) for path in sorted(directory.iterdir())}
+
+
+def _check_record(directory: Path, model: torch.nn.Module) -> None:
+    record = read_record(directory)
+    files = _files(directory)
+    assert record["model_sha256"] == model_sha256(model)
+    assert record["files"] == {name: digest for name, digest in files.items() if name != RECORD_NAME}
+
+
+def test_an_overwrite_without_int8_leaves_no_int8_file_of_the_old_model(tmp_path):
+    old, new = tiny_transducer(seed=1), tiny_transducer(seed=2)
+    out = tmp_path / "sherpa"
+    export_onnx(old, NEMO, LetterPieces(7), out, int8=True, source="/runs/old.ckpt")
+    assert {name for name in _files(out)} >= {"encoder.int8.onnx", "decoder.int8.onnx", "joiner.int8.onnx"}
+    _check_record(out, old)
+    with pytest.raises(FileExistsError, match="overwrite"):
+        export_onnx(new, NEMO, LetterPieces(7), out)
+    paths = export_onnx(new, NEMO, LetterPieces(7), out, overwrite=True, source="/runs/new.ckpt")
+    assert sorted(_files(out)) == sorted([*(path.name for path in paths.values()), RECORD_NAME])
+    assert not list(out.glob("*.int8.onnx"))
+    _check_record(out, new)
+    assert read_record(out)["source"] == "/runs/new.ckpt" and model_sha256(old) != model_sha256(new)
+    assert not list(tmp_path.glob(".sherpa.*"))  # no staging or replaced directory left
+
+
+def test_a_failure_half_way_through_an_overwrite_leaves_the_old_export_whole(tmp_path, monkeypatch):
+    from asr_plugin.export import onnx_export
+
+    old, new = tiny_transducer(seed=1), tiny_transducer(seed=2)
+    out = tmp_path / "sherpa"
+    export_onnx(old, NEMO, LetterPieces(7), out)
+    before = _files(out)
+    written = []
+
+    def write_then_fail(path, *args, **kwargs):
+        if written:  # the new encoder is written; the decoder is not
+            raise KeyboardInterrupt
+        written.append(path)
+        return real_write(path, *args, **kwargs)
+
+    real_write = onnx_export.write_onnx
+    monkeypatch.setattr(onnx_export, "write_onnx", write_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        export_onnx(new, NEMO, LetterPieces(7), out, overwrite=True)
+    assert written and _files(out) == before
+    _check_record(out, old)
+    assert not list(tmp_path.glob(".sherpa.*"))
+
+
+KILLED_EXPORT = """
+import sys, time
+from onnx_fixtures import LetterPieces
+from tiny_models import tiny_transducer
+from asr_plugin.export import onnx_export
+real = onnx_export.write_quantized
+def slow(*args, **kwargs):
+    real(*args, **kwargs)
+    print("quantized", flush=True)
+    time.sleep(600)
+onnx_export.write_quantized = slow
+onnx_export.export_onnx(tiny_transducer(seed=2), {"kind": "nemo", "options": {"num_mel_bins": 16}}, LetterPieces(7),
+                        sys.argv[1], int8=True, overwrite=True)
+"""
+
+
+def test_a_kill_during_an_overwrite_leaves_the_old_export_and_the_next_export_cleans_up(tmp_path):
+    old = tiny_transducer(seed=1)
+    out = tmp_path / "sherpa"
+    export_onnx(old, NEMO, LetterPieces(7), out)
+    before = _files(out)
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests / "export"), *sys.path])}
+    run = subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, str(out)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "quantized\n"  # the new encoder and its int8 file are written
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert _files(out) == before  # the old set, whole: not the new encoder beside the old decoder
+    (leftover,) = tmp_path.glob(".sherpa.*.staging")
+    assert (leftover / "encoder.onnx").exists()
+    old_time = time.time() - 3600
+    os.utime(leftover, (old_time, old_time))
+    new = tiny_transducer(seed=3)
+    export_onnx(new, NEMO, LetterPieces(7), out, overwrite=True)
+    _check_record(out, new)
+    assert not leftover.exists()
+
+
+def test_files_no_export_wrote_are_refused_by_name_and_kept(tmp_path):
+    model = tiny_transducer(seed=1)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match=r"holds \['notes.txt'\], which no export wrote"):
+            export_onnx(model, NEMO, LetterPieces(7), out, overwrite=overwrite)
+    assert (out / "notes.txt").read_text() == "my notes" and sorted(_files(out)) == ["notes.txt"]
+    export_onnx(model, NEMO, LetterPieces(7), tmp_path / "sherpa")
+    (tmp_path / "sherpa" / "README").write_text("added later")
+    with pytest.raises(ValueError, match=r"\['README'\]"):
+        export_onnx(model, NEMO, LetterPieces(7), tmp_path / "sherpa", overwrite=True)
+
+
+def test_an_export_made_before_records_is_replaced_whole(tmp_path):
+    out = tmp_path / "sherpa"
+    export_onnx(tiny_transducer(seed=1), NEMO, LetterPieces(7), out, int8=True)
+    (out / RECORD_NAME).unlink()  # as an older version wrote it
+    new = tiny_transducer(seed=2)
+    export_onnx(new, NEMO, LetterPieces(7), out, overwrite=True)
+    assert not list(out.glob("*.int8.onnx"))
+    _check_record(out, new)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_torch_export_directory_follows_the_same_rule(tmp_path):
+    old, new = tiny_transducer(seed=1), tiny_transducer(seed=2)
+    out = tmp_path / "export"
+    export_transducer(old, out, feature_dim=16, source="/runs/old.ckpt")
+    (out / "stale.pt2").write_bytes((out / "joint.pt2").read_bytes())  # a file the record does not list
+    with pytest.raises(ValueError, match="stale.pt2"):
+        export_transducer(new, out, feature_dim=16, overwrite=True)
+    (out / "stale.pt2").unlink()
+    export_transducer(new, out, feature_dim=16, overwrite=True)
+    _check_record(out, new)
+    assert sorted(json.loads((out / RECORD_NAME).read_text())["files"]) == [
+        "encoder.pt2",
+        "joint.pt2",
+        "predictor.pt2",
+        "transducer.json",
+    ]
+
+
+def test_the_directory_swap_is_a_piece_of_its_own(tmp_path):
+    """What a streaming export (one directory per lookahead) reuses: any files, written into the staging directory."""
+    out = tmp_path / "lookahead_2"
+    with export_directory(out, "digest-1", source="a.ckpt") as staging:
+        (staging / "a.bin").write_bytes(b"one")
+        (staging / "b.bin").write_bytes(b"two")
+        assert not out.exists()
+    with export_directory(out, "digest-2", overwrite=True) as staging:
+        (staging / "a.bin").write_bytes(b"three")
+    assert sorted(_files(out)) == ["a.bin", RECORD_NAME]
+    assert read_record(out) == {
+        "model_sha256": "digest-2",
+        "source": None,
+        "files": {"a.bin": file_sha256(out / "a.bin")},
+    }
