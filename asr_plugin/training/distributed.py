@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 from asr_plugin.data.pipeline import clear_preparation_failure, preparation_failure_of, record_preparation_failure
-from asr_plugin.training.signal_stop import PREPARATION, stop_on_signal
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +69,7 @@ def prepare_data_once(
 
     Data prepared beforehand (``recipes/librispeech/run.sh`` stages 0-2) makes the wait instant. Ranks on
     nodes that do not share rank 0's file system time out: prepare into a ``data.work_dir`` every node sees.
-    SIGTERM meanwhile raises `StoppedBySignal` at once (`asr_plugin.training.signal_stop.stop_on_signal`): the
-    files finished are kept, and the recipe says so and exits with 143.
     """
-    with stop_on_signal(PREPARATION):
-        _prepare_or_wait(datamodule, rank, timeout_s, poll_s, report_s)
-
-
-def _prepare_or_wait(
-    datamodule: Preparable, rank: int | None, timeout_s: float | None, poll_s: float, report_s: float
-) -> None:
     rank = launch_rank() if rank is None else rank
     job = run_id()
     if rank == 0:

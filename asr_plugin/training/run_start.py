@@ -31,6 +31,7 @@ from asr_plugin.formats.state_dict import extract_model_state
 from asr_plugin.training.distributed import prepare_data_once
 from asr_plugin.training.finetune_settings import describe_settings, module_settings
 from asr_plugin.training.lightning_module import TransducerModule
+from asr_plugin.training.signal_stop import PREPARATION, stop_on_signal
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,8 @@ def build_datamodule(cfg: DictConfig, start: RunStart) -> Any:
     statistics; the other ranks wait for them) and set up for fitting (the tokenizer's size is then known)."""
     data, objects = data_from_checkpoint(cfg, start.resumed)
     datamodule = instantiate(data, **objects)
-    prepare_data_once(datamodule)
+    with stop_on_signal(PREPARATION):  # SIGTERM: StoppedBySignal at once, the files finished are kept (exit 143)
+        prepare_data_once(datamodule)
     datamodule.setup("fit")
     return datamodule
 

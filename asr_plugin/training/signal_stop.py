@@ -11,7 +11,7 @@ and a summary of what was and was not done.
   handler ends their loop with `SIGTERMException`, a ``SystemExit`` of status 0 that would end the process
   silently; it becomes the ``stop`` entry instead (no training after an interrupted validation; no test results
   after an interrupted test).
-- Data preparation (`stop_on_signal`, around ``prepare_data_once``): the signal raises `StoppedBySignal` at once;
+- Data preparation (`stop_on_signal`, around ``prepare_data_once`` in `run_start.build_datamodule`): the signal raises `StoppedBySignal` at once;
   what preparation finished is kept (every file is written whole) and the next run reuses it.
 
 The recipe prints `describe_stop` and exits with 128 + the signal's number (143), as a process killed by SIGTERM
