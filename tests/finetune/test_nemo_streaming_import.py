@@ -12,9 +12,9 @@ import torch
 from nemo_models import write_synthetic_nemo
 
 from asr_plugin.decoding import CacheAwareEncoder
-from asr_plugin.formats import export_nemo, read_model
+from asr_plugin.formats import LoadedModel, export_nemo, read_model
 from asr_plugin.formats.nemo import import_nemo, nemo_frontend_spec, nemo_transducer_kwargs
-from asr_plugin.models import encode_in_chunks
+from asr_plugin.models import build_transducer, encode_in_chunks
 from benchmarks.nemo_examples import ARCHITECTURES
 
 STREAMING = "fast_conformer_streaming"
@@ -127,3 +127,25 @@ def test_what_we_cannot_express_is_refused_naming_the_file_and_the_key(tmp_path,
     for read in (import_nemo, nemo_transducer_kwargs, read_model):
         with pytest.raises(ValueError, match=f"{path}: NeMo config: {message}"):
             read(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"att_context_probs": [0.7, 0.2, 0.1]},
+            r"att_context_probs=\[0.7, 0.2, 0.1\] \(NeMo's ConformerEncoder wants",
+        ),
+        (
+            {"att_context_size": [16, -1], "att_context_probs": None},
+            "a single chunked_limited att_context_size with an",
+        ),
+    ],
+)
+def test_what_nemo_refuses_is_not_exported(streaming_nemo, tmp_path, change, message):
+    loaded = read_model(streaming_nemo[0])  # our probabilities sum to 1 within rounding, NeMo's exactly
+    architecture = {**loaded.architecture, **change}
+    source = LoadedModel(build_transducer(**architecture), architecture, loaded.tokenizer, loaded.frontend_spec)
+    with pytest.raises(ValueError, match=f"NeMo cannot express {message}"):
+        export_nemo(source, tmp_path / "x.nemo")
+    assert not (tmp_path / "x.nemo").exists()

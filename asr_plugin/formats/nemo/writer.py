@@ -17,8 +17,8 @@ Only what NeMo's classes express is exported: relative-position attention, ``str
 subsampling, an embedding as wide as the LSTM, a ReLU or tanh joint, NeMo's front end (``"nemo"`` front-end
 spec); anything else is a ValueError naming the setting. A cache-aware streaming encoder keeps its options in
 NeMo's spelling (``att_context_size`` with every lookahead, ``att_context_style``, ``att_context_probs``,
-``conv_context_size``, ``conv_norm_type``, ``causal_downsampling``), so NeMo's own cache-aware inference runs it. The file is written to a temporary name in the same
-directory and renamed when complete.
+``conv_context_size``, ``conv_norm_type``, ``causal_downsampling``), so NeMo's own cache-aware inference runs it.
+The file is written to a temporary name in the same directory and renamed when complete.
 """
 
 from __future__ import annotations
