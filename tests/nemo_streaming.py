@@ -16,6 +16,8 @@ import torch
 
 
 def whole(nemo, ours, features, lengths, context):
+    """NeMo's and our masked whole-utterance forwards under `context` (NeMo's default set to it) of (B, T, F)
+    features: (NeMo's (B, T', D) frames, lengths, ours, lengths)."""
     nemo.set_default_att_context_size(context)
     theirs, their_lengths = nemo(audio_signal=features.transpose(1, 2), length=lengths)
     mine, my_lengths = ours(features, lengths, context)
