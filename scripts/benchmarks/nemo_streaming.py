@@ -13,7 +13,7 @@ preprocessor's valid frames (what NeMo's ``transcribe`` and training see). They 
 the preprocessor's output *tensor* as the stream, one frame longer than the valid length the preprocessor returns
 (``append_processed_signal`` counts ``processed_signal.size(-1)``; the extra frame is the padding value 0). And
 NeMo's streaming departs from its own whole-utterance result at a stream's edges: its buffer stops before a last
-chunk shorter than the subsampling factor (those feature frames are never fed: ``unfed``), and it pads the
+chunk shorter than the subsampling factor (only the first ``fed`` feature frames are fed), and it pads the
 pre-encode cache of the second chunk with zero features when the first chunk was shorter than that cache
 (``zero_padded``: lookahead 0; docs/streaming.md, "Exactness").
 
@@ -21,7 +21,8 @@ Our side is this project's as a user runs it: the model read through the seam (`
 its own front end (NeMo's preprocessor, `NemoMelFrontend`, for a ``.nemo``) on the whole file, as NeMo's buffer
 computes it, and the features fed in pieces to a `StreamingRecognizer` over a `CacheAwareEncoder` with the same
 lookahead, all utterances as one batch of streams; "offline" is the masked whole-utterance forward under the
-context and `greedy_search`.
+context and `greedy_search`. Given the frames NeMo's buffer fed instead (``frames=nemo.fed``), ours decodes what
+NeMo's streaming decoded.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class NemoTranscripts:
         streaming: ``conformer_stream_step`` fed by the ``CacheAwareStreamingAudioBuffer``.
         buffer_offline: the buffer's features decoded at once (one padding frame more than the valid ones).
         offline: the preprocessor's valid frames decoded at once: NeMo's own whole-utterance result.
-        unfed: the feature frames of each utterance the buffer never fed (a last chunk shorter than the
+        frames: each utterance's feature frames in the buffer (the valid ones and the padding frame).
+        fed: how many of them the buffer fed to ``conformer_stream_step`` (the rest: a last chunk shorter than the
             subsampling factor).
         zero_padded: whether the buffer pads the second chunk's pre-encode cache with zero features.
     """
@@ -65,7 +67,8 @@ class NemoTranscripts:
     streaming: list[str]
     buffer_offline: list[str]
     offline: list[str]
-    unfed: list[int]
+    frames: list[int]
+    fed: list[int]
     zero_padded: bool
 
 
@@ -95,7 +98,7 @@ def nemo_streaming_transcripts(
     model.change_decoding_strategy(decoding)
     model.eval()
     config = model.encoder.streaming_cfg
-    result = NemoTranscripts([], [], [], [], zero_padded=config.shift_size[0] < config.pre_encode_cache_size[1])
+    result = NemoTranscripts([], [], [], [], [], zero_padded=config.shift_size[0] < config.pre_encode_cache_size[1])
     for path in audio_paths:
         buffer = CacheAwareStreamingAudioBuffer(model=model, online_normalization=False, pad_and_drop_preencoded=False)
         buffer.append_audio_file(str(path), stream_id=-1)
@@ -124,8 +127,27 @@ def nemo_streaming_transcripts(
                 return_transcription=True,
             )
         result.streaming += _texts(streamed)
-        result.unfed.append(max(0, int(buffer.streams_length[0]) - buffer.buffer_idx))
+        result.frames.append(int(buffer.streams_length[0]))
+        result.fed.append(min(buffer.buffer_idx, result.frames[-1]))  # where the buffer stopped
     return result
+
+
+def _features(
+    loaded: LoadedModel, audio_paths: Sequence[str | os.PathLike], frames: Sequence[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's own front end on the whole files: (B, T, F) features and (B,) lengths, the valid frames, or
+    with `frames` each utterance's first ``frames[b]``, those past its end zero (NeMo's padding value)."""
+    frontend = build_frontend(loaded.require_frontend_spec()).eval()
+    waves = [load_audio(path) for path in audio_paths]
+    features, lengths = frontend(
+        torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
+    )
+    if frames is None:
+        return features, lengths
+    width = max(features.shape[1], *frames)
+    features = torch.nn.functional.pad(features, (0, 0, 0, width - features.shape[1]))  # (B, width, F)
+    padding = torch.arange(width) >= lengths.unsqueeze(1)  # (B, width): past each utterance's valid frames
+    return features.masked_fill(padding.unsqueeze(2), 0.0), torch.tensor(list(frames))
 
 
 @torch.no_grad()
@@ -133,16 +155,15 @@ def our_streaming_transcripts(
     loaded: LoadedModel,
     audio_paths: Sequence[str | os.PathLike],
     att_context_size: Sequence[int] | None = None,
+    frames: Sequence[int] | None = None,
     piece_frames: int = PIECE_FRAMES,
 ) -> Transcripts:
-    """This project's cache-aware streaming of all the files as one batch of streams (see the module docstring);
-    `att_context_size`: one of the model's contexts, None its default."""
+    """This project's cache-aware streaming of all the files as one batch of streams (see the module docstring)
+    and its whole-utterance decoding; `att_context_size`: one of the model's contexts, None its default;
+    `frames`: each utterance's first ``frames[b]`` feature frames instead of its valid ones, zero past its end
+    (what NeMo's buffer feeds: `NemoTranscripts.fed`)."""
     model, tokenizer = loaded.model.eval(), loaded.require_tokenizer()
-    frontend = build_frontend(loaded.require_frontend_spec()).eval()
-    waves = [load_audio(path) for path in audio_paths]
-    features, lengths = frontend(
-        torch.nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
-    )  # (B, T, F), (B,)
+    features, lengths = _features(loaded, audio_paths, frames)  # (B, T, F), (B,)
     session = StreamingRecognizer(
         model,
         CacheAwareEncoder(model, att_context_size),
@@ -150,7 +171,7 @@ def our_streaming_transcripts(
         max_symbols_per_frame=MAX_SYMBOLS,
         tokenizer=tokenizer,
     )
-    state = session.initial_state(len(waves))
+    state = session.initial_state(len(audio_paths))
     for start in range(0, features.shape[1], piece_frames):
         state = session.accept(
             features[:, start : start + piece_frames], (lengths - start).clamp(0, piece_frames), state
