@@ -32,7 +32,7 @@ RANKS = {
     "export": 6,
 }
 SEAM_ONLY = {"evaluation": ("finetune",), "export": ("finetune",)}
-OUTSIDE = ("benchmarks", "gpucheck", "tests", "tiny_models", "nemo_models")
+OUTSIDE = ("benchmarks", "gpucheck", "tests", "tiny_models", "nemo_models", "nemo_streaming")
 
 
 def imported_modules(path: Path) -> list[str]:

@@ -5,7 +5,11 @@ and ``examples/asr/conf/fastconformer/fast-conformer_transducer_bpe.yaml`` with 
 the loss/WER fusion turned off; "fast_conformer_tdt" is the FastConformer one turned TDT the way NeMo's TDT
 configs (``examples/asr/conf/fastconformer/tdt/``) do it: ``model_defaults.tdt_durations``, the joint's
 ``num_extra_outputs``, ``decoding.model_type: tdt`` and ``loss_name: tdt`` with ``tdt_kwargs``, written as
-NeMo writes them (``${model.model_defaults...}`` interpolations), at sizes no other fixture uses.
+NeMo writes them (``${model.model_defaults...}`` interpolations), at sizes no other fixture uses;
+"fast_conformer_streaming" is the cache-aware streaming FastConformer of NeMo's
+``examples/asr/conf/fastconformer/cache_aware_streaming/fastconformer_transducer_bpe_streaming.yaml`` (causal
+``dw_striding`` subsampling, a causal convolution with LayerNorm, ``chunked_limited`` attention as the
+multi-lookahead model its comments describe, ``normalize: NA`` features), shrunk to sizes of its own.
 `nemo_config` needs no NeMo. `build_example_model` and `save_example_model`
 import NeMo (``pip install -e '.[nemo]'``, best in a virtual environment of its own) when called.
 
@@ -61,7 +65,25 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
         n_layers=3,
         feat_in=96,
     ),
+    "fast_conformer_streaming": dict(
+        subsampling="dw_striding",
+        subsampling_factor=8,
+        subsampling_conv_channels=12,
+        conv_kernel_size=7,
+        d_model=48,
+        n_heads=3,
+        n_layers=2,
+        causal_downsampling=True,
+        # NeMo's multi-lookahead layout ([[70, 13], [70, 6], [70, 1], [70, 0]]) shrunk: 1.28 s of left context,
+        # lookaheads of 240, 80 and 0 ms; the first is the default
+        att_context_size=[[16, 3], [16, 1], [16, 0]],
+        att_context_style="chunked_limited",
+        conv_context_size="causal",
+        conv_norm_type="layer_norm",
+    ),
 }
+# Preprocessor overrides: a streaming model's features are not normalised per utterance (NeMo's "NA")
+PREPROCESSORS: dict[str, dict[str, Any]] = {"fast_conformer_streaming": {"normalize": "NA"}}
 HIDDEN = 24  # predictor and joint width of the shrunk forms
 TDT_HIDDEN = 36  # ... of the TDT one
 TDT_DURATIONS = [0, 1, 2, 3, 4]
@@ -150,6 +172,7 @@ def nemo_config(name: str, tokenizer_dir: str | os.PathLike, full_size: bool = F
             "frame_splicing": 1,
             "dither": 0.00001,
             "pad_to": 0,
+            **PREPROCESSORS.get(name, {}),
         },
         "spec_augment": {
             "_target_": "nemo.collections.asr.modules.SpectrogramAugmentation",

@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torchaudio
@@ -89,9 +89,31 @@ class ReferenceSettings:
     ctc_weight: float = 0.5
     seed: int = 0
 
+    # the example config (`benchmarks.nemo_examples`) the model is NeMo's of (a class constant: not in the key)
+    example: ClassVar[str] = "fast_conformer_transducer"
+
     def key(self) -> str:
         """16 hex digits of the sha256 of the settings (the cache directory's suffix)."""
         return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    def encoder_overrides(self) -> dict[str, Any]:
+        """Encoder keys set beyond the example's and the sizes above (none)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class StreamingReferenceSettings(ReferenceSettings):
+    """The reference as NeMo's cache-aware streaming hybrid FastConformer (``fastconformer_hybrid_transducer_ctc_
+    bpe_streaming.yaml``, the example "fast_conformer_streaming": causal subsampling, a causal convolution with
+    LayerNorm, features not normalised per utterance) at the sizes above, trained by NeMo with its multi-lookahead
+    ``att_context_size`` (``chunked_limited``; NeMo draws one per training step, uniformly; the first is the
+    default): what the streaming comparison with NeMo decodes (tests/finetune/test_nemo_streaming.py)."""
+
+    att_context_size: tuple[tuple[int, int], ...] = ((16, 3), (16, 1), (16, 0))
+    example: ClassVar[str] = "fast_conformer_streaming"
+
+    def encoder_overrides(self) -> dict[str, Any]:
+        return {"att_context_size": [list(context) for context in self.att_context_size]}
 
 
 # The reference of docs/finetune.md's tables: a model NeMo trains well on this project's 2-core CPU (17 min 43 s
@@ -212,8 +234,9 @@ def _write_manifest(path: Path, entries: list[dict[str, Any]]) -> Path:
 
 
 def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: dict[str, Path]) -> dict[str, Any]:
-    """The example FastConformer config at `settings`' sizes, hybrid, with NeMo's data and optimiser sections."""
-    config = nemo_config("fast_conformer_transducer", tokenizer_dir)
+    """The example FastConformer config of `settings` at its sizes, hybrid, with NeMo's data and optimiser
+    sections."""
+    config = nemo_config(settings.example, tokenizer_dir)
     config["encoder"].update(
         d_model=settings.d_model,
         n_layers=settings.n_layers,
@@ -221,6 +244,7 @@ def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: d
         conv_kernel_size=settings.conv_kernel_size,
         subsampling_factor=settings.subsampling_factor,
         subsampling_conv_channels=settings.d_model,
+        **settings.encoder_overrides(),
     )
     for key in ("dropout", "dropout_pre_encoder", "dropout_att"):
         config["encoder"][key] = settings.dropout

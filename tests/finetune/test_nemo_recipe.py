@@ -11,6 +11,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from nemo_models import write_synthetic_nemo
 
+from asr_plugin.formats import export_nemo
+from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -129,3 +131,28 @@ def test_a_new_vocabulary_is_an_explicit_opt_in(data_dir, tmp_path, caplog):
     assert state["model.joint.output.weight"].shape[0] == 40
     key = "encoder.layers.1.conv.depthwise_conv.weight"
     assert state[f"model.{key}"].shape == source.state_dict()[key].shape
+
+
+@pytest.mark.slow
+def test_a_streaming_checkpoint_fine_tunes_keeping_its_lookaheads(data_dir, tmp_path):
+    nemo_path, source = write_synthetic_nemo(tmp_path, "fast_conformer_streaming")
+    cfg = _compose(
+        [*TINY_DATA, f"paths.data_dir={data_dir}", "+finetune=from_nemo", f"finetune.path={nemo_path}", *RUN],
+        tmp_path,
+    )
+    result = train(cfg)
+    assert result["global_step"] == 3 and torch.isfinite(torch.tensor(result["metrics"]["train/loss_epoch"]))
+    saved = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)
+    model = saved["hyper_parameters"]["model"]  # the checkpoint's architecture: every lookahead, NeMo's first first
+    assert model["att_context_size"] == [[16, 3], [16, 1], [16, 0]] and model["att_context_style"] == "chunked_limited"
+    assert (model["conv_context_size"], model["conv_norm_type"], model["causal_downsampling"]) == (
+        "causal",
+        "layer_norm",
+        True,
+    )
+    key = "encoder.layers.1.self_attn.linear_q.weight"
+    assert not torch.equal(saved["state_dict"][f"model.{key}"], source.state_dict()[key])  # it trained
+    # back to NeMo with its lookaheads
+    exported = import_nemo(export_nemo(result["last_model_path"], tmp_path / "finetuned.nemo"))
+    assert exported.config["encoder"]["att_context_size"] == [[16, 3], [16, 1], [16, 0]]
+    assert exported.model.encoder.att_context_sizes == [(16, 3), (16, 1), (16, 0)]

@@ -5,6 +5,13 @@ it either maps onto our model, changes nothing at inference (initialisation, mem
 dropouts we fold into one), or has the one value we support. Anything else raises ValueError naming
 the key, so an unsupported architecture is never imported approximately. The other top-level sections
 (data sets, optimiser, spec-augment, decoding, ...) describe NeMo's training run and are not read.
+
+Cache-aware streaming encoders (NeMo's ``*_streaming`` FastConformers) map one to one: ``att_context_size`` (one
+``[left, right]`` or a multi-lookahead list, the first NeMo's default), ``att_context_probs``,
+``att_context_style`` (``regular``, ``chunked_limited``), ``conv_context_size`` (null, ``causal`` or ``[left,
+right]``), ``conv_norm_type`` (``batch_norm``, ``layer_norm``) and ``causal_downsampling`` keep their names in
+`build_transducer` (`streaming_kwargs`). Refused by key: ``chunked_limited_with_rc`` and its
+``att_chunk_context_size``, ``conv_context_style: dcc``, the other convolution norms, stochastic depth.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from typing import Any
 
 import torch
 
+from asr_plugin.models.conformer_block import CONV_NORM_TYPES, conv_context
+from asr_plugin.models.context import CONTEXT_STYLES, FULL_CONTEXT, context_probs, context_sizes
 from asr_plugin.models.frontend import LOG_GUARD_TYPES, MEL_NORMS, NORMALIZATIONS, WINDOWS
 
 
@@ -42,23 +51,25 @@ ENCODER_KEYS: dict[str, Callable[[Any], bool]] = {
     "subsampling_factor": _any,
     "subsampling_conv_channels": _any,
     "subsampling_conv_chunking_factor": _any,
-    "causal_downsampling": _equals(False),
+    "causal_downsampling": _equals(False, True),
     "reduction": _equals(None),
     "reduction_position": _equals(None),
     "reduction_factor": _equals(1),
     "ff_expansion_factor": _any,
     "self_attention_model": _equals("rel_pos"),
-    "att_context_size": lambda v: list(v) in ([-1, -1], [[-1, -1]]),
-    "att_context_probs": _equals(None),
-    "att_context_style": _equals("regular", "chunked_limited"),
+    "att_context_size": _any,  # checked in streaming_kwargs
+    "att_context_probs": _any,  # checked in streaming_kwargs
+    "att_context_style": _equals(*CONTEXT_STYLES),  # not chunked_limited_with_rc
+    "att_chunk_context_size": _equals(None),  # chunked_limited_with_rc's [left, chunk, right]
     "xscaling": _any,
     "untie_biases": _equals(True),
     "pos_emb_max_len": _any,
     "use_pytorch_sdpa": _any,
     "use_pytorch_sdpa_backends": _any,
-    "conv_kernel_size": lambda v: int(v) % 2 == 1,
-    "conv_norm_type": _equals("batch_norm"),
-    "conv_context_size": _equals(None),
+    "conv_kernel_size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "conv_norm_type": _equals(*CONV_NORM_TYPES),  # not instance_norm, fused_batch_norm, group_normN
+    "conv_context_size": _any,  # checked with conv_kernel_size in streaming_kwargs
+    "conv_context_style": _equals("regular"),  # not dcc
     "dropout": _any,
     "dropout_pre_encoder": _any,
     "dropout_emb": _any,
@@ -110,6 +121,9 @@ JOINTNET_KEYS: dict[str, Callable[[Any], bool]] = {
     "encoder_hidden": _any,
     "pred_hidden": _any,
 }
+# NeMo's spellings of "no normalisation" (its streaming configs' "NA"; anything but per_feature and all_features
+# normalises nothing in NeMo's preprocessor, these are the ones its configs and streaming buffer write)
+NO_NORMALIZATION = ("NA", "None", "none")
 # NeMo's log_zero_guard_value names: float32's finfo values (NeMo's features are float32).
 LOG_GUARD_NAMES = {"tiny": float(torch.finfo(torch.float32).tiny), "eps": float(torch.finfo(torch.float32).eps)}
 PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
@@ -120,7 +134,7 @@ PREPROCESSOR_KEYS: dict[str, Callable[[Any], bool]] = {
     "n_window_size": _any,
     "n_window_stride": _any,
     "window": _equals(*WINDOWS),
-    "normalize": _equals(*NORMALIZATIONS),
+    "normalize": _equals(*NORMALIZATIONS, *NO_NORMALIZATION),
     "n_fft": _any,
     "preemph": _any,
     "features": _any,
@@ -181,6 +195,48 @@ def _required(section: str, node: Mapping[str, Any], key: str) -> Any:
     return node[key]
 
 
+def _streaming_error(key: str, value: Any, err: Exception) -> ValueError:
+    return ValueError(f"NeMo config: encoder.{key}={value!r} is not supported by the importer ({err})")
+
+
+def streaming_kwargs(enc: Mapping[str, Any]) -> dict[str, Any]:
+    """The cache-aware streaming options of a checked ``encoder`` section as `build_transducer` arguments (NeMo's
+    names), each only where it differs from the full-context default, so a full-context model's arguments are
+    what they were before streaming existed. Checked as NeMo's ``ConformerEncoder`` checks them (a chunked_limited
+    left context a multiple of the chunk, probabilities summing to 1, ``conv_context_size`` summing to the
+    kernel); ValueError naming the key otherwise."""
+    style = enc.get("att_context_style", "regular")
+    size, probs = enc.get("att_context_size"), enc.get("att_context_probs")
+    try:
+        contexts = context_sizes(size, style)
+    except ValueError as err:
+        raise _streaming_error("att_context_size", size, err) from None
+    try:
+        context_probs(probs, len(contexts))
+    except (TypeError, ValueError) as err:
+        raise _streaming_error("att_context_probs", probs, err) from None
+    kernel, conv = int(enc.get("conv_kernel_size", 31)), enc.get("conv_context_size")
+    try:
+        conv_context(conv, kernel)
+    except ValueError as err:
+        raise _streaming_error("conv_context_size", conv, err) from None
+    kwargs: dict[str, Any] = {}
+    if contexts != [FULL_CONTEXT]:  # one context as [left, right], several as a list of them (NeMo's spellings)
+        listed = [list(context) for context in contexts]
+        kwargs["att_context_size"] = listed[0] if len(listed) == 1 else listed
+    if probs is not None:
+        kwargs["att_context_probs"] = [float(p) for p in probs]
+    if style != "regular":
+        kwargs["att_context_style"] = style
+    if conv is not None:
+        kwargs["conv_context_size"] = conv if isinstance(conv, str) else [int(side) for side in conv]
+    if enc.get("conv_norm_type", "batch_norm") != "batch_norm":
+        kwargs["conv_norm_type"] = enc["conv_norm_type"]
+    if enc.get("causal_downsampling", False):
+        kwargs["causal_downsampling"] = True
+    return kwargs
+
+
 def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     """`build_transducer` keyword arguments (all but ``vocab_size``, which is NeMo's ``num_classes`` + 1)
     for NeMo's model config. Raises ValueError naming the first unsupported key or value."""
@@ -227,6 +283,7 @@ def transducer_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "joint_dropout": float(jointnet.get("dropout", 0.0)),
         "blank_id": 0,
         "lattice": lattice,
+        **streaming_kwargs(enc),
     }
 
 
@@ -326,6 +383,7 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "preprocessor.n_fft", pre.get("n_fft") or 2 ** math.ceil(math.log2(win_length)), win_length, MAX_WINDOW
     )
     guard = pre.get("log_zero_guard_value", 2.0**-24)
+    normalize = pre.get("normalize", "per_feature")
     return {
         "sample_rate": sample_rate,
         "num_mel_bins": _bounded("preprocessor.features", pre.get("features", pre.get("nfilt", 64)), 1, 4096),
@@ -338,7 +396,7 @@ def frontend_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         "f_min": float(pre.get("lowfreq") or 0.0),
         "f_max": float(pre["highfreq"]) if pre.get("highfreq") else None,
         "window": pre.get("window", "hann"),
-        "normalize": pre.get("normalize", "per_feature") or None,
+        "normalize": None if normalize in NO_NORMALIZATION else normalize or None,
         "mag_power": float(pre.get("mag_power", 2.0)),
         "log": bool(pre.get("log", True)),
         "log_guard_type": pre.get("log_zero_guard_type", "add"),

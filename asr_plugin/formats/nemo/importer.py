@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,15 @@ def _checked_vocabulary(archive: NemoArchive, state: dict[str, torch.Tensor]) ->
     return vocab_size
 
 
+def _read_config(archive: NemoArchive, read: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """`read` (`transducer_kwargs`, `frontend_kwargs`) of the archive's config; its ValueError, which names the
+    key, then names the file too."""
+    try:
+        return read(archive.config)
+    except ValueError as err:
+        raise ValueError(f"{archive.path}: {err}") from None
+
+
 def _converted(archive: NemoArchive) -> tuple[dict[str, torch.Tensor], NemoWeightReport]:
     return convert_state_dict(archive.state_dict, len(lattice_record(archive.config).get("durations", ())))
 
@@ -115,7 +125,7 @@ def checked_architecture(path: str | os.PathLike) -> tuple[NemoArchive, dict[str
     parameter shapes they imply were found equal to the stored ones (ValueError naming the file, the key and
     both values otherwise): building that model allocates only what the file holds."""
     archive = read_nemo(path, map_location="meta")
-    model_kwargs = transducer_kwargs(archive.config)
+    model_kwargs = _read_config(archive, transducer_kwargs)
     shapes, _ = _converted(archive)
     vocab_size = _checked_vocabulary(archive, shapes)
     transducer_shapes, _ = split_auxiliary_ctc(shapes)
@@ -161,7 +171,7 @@ def nemo_tokenizer(path: str | os.PathLike) -> NemoTokenizer:
 def nemo_frontend_spec(path: str | os.PathLike) -> dict[str, Any]:
     """The front-end spec of the ``.nemo`` file's preprocessor: ``{"kind": "nemo", "options": NemoMelFrontend
     arguments}`` (dither in training mode only)."""
-    return {"kind": "nemo", "options": frontend_kwargs(read_nemo(path, weights=False).config)}
+    return {"kind": "nemo", "options": _read_config(read_nemo(path, weights=False), frontend_kwargs)}
 
 
 def nemo_transducer_kwargs(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
@@ -188,16 +198,17 @@ def nemo_transducer(path: str | os.PathLike, vocab_size: int | None = None, **ov
 def import_nemo(path: str | os.PathLike) -> NemoImport:
     """Reads a NeMo ``EncDecRNNTBPEModel`` or ``EncDecHybridRNNTCTCBPEModel`` checkpoint (no NeMo needed) into
     our classes: (Fast)Conformer RNN-T or TDT (``loss_name: tdt``; the model gets its lattice), hybrids with
-    their CTC decoder as ``auxiliary_ctc``.
+    their CTC decoder as ``auxiliary_ctc``, cache-aware streaming encoders with every lookahead they were trained
+    with (``att_context_size``: the model's contexts, NeMo's first its default; `config.streaming_kwargs`).
 
-    Raises ValueError naming the config key when the model uses something we cannot express
-    (another attention, subsampling, decoder, joint or front end), when a declared size differs from the stored
-    weights' (checked before the model is built), when a weight is NaN or infinite, and when any of our
-    parameters would be left without a NeMo weight.
+    Raises ValueError naming the file and the config key when the model uses something we cannot express
+    (another attention, subsampling, streaming style, decoder, joint or front end), when a declared size differs
+    from the stored weights' (checked before the model is built), when a weight is NaN or infinite, and when any
+    of our parameters would be left without a NeMo weight.
     """
     archive, state, report = _checked_weights(path)
-    model_kwargs = transducer_kwargs(archive.config)
-    frontend_spec = {"kind": "nemo", "options": frontend_kwargs(archive.config)}
+    model_kwargs = _read_config(archive, transducer_kwargs)
+    frontend_spec = {"kind": "nemo", "options": _read_config(archive, frontend_kwargs)}
     frontend = NemoMelFrontend(**frontend_spec["options"]).eval()
     tokenizer = _tokenizer(archive)
     vocab_size = _checked_vocabulary(archive, state)

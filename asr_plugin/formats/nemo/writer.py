@@ -15,8 +15,10 @@ bias `NEVER_EMITTED`) and the embedding never sees; our blank becomes NeMo's bla
 
 Only what NeMo's classes express is exported: relative-position attention, ``striding``/``dw_striding``
 subsampling, an embedding as wide as the LSTM, a ReLU or tanh joint, NeMo's front end (``"nemo"`` front-end
-spec); anything else is a ValueError naming the setting. The file is written to a temporary name in the same
-directory and renamed when complete.
+spec); anything else is a ValueError naming the setting. A cache-aware streaming encoder keeps its options in
+NeMo's spelling (``att_context_size`` with every lookahead, ``att_context_style``, ``att_context_probs``,
+``conv_context_size``, ``conv_norm_type``, ``causal_downsampling``), so NeMo's own cache-aware inference runs it.
+The file is written to a temporary name in the same directory and renamed when complete.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from asr_plugin.formats.nemo.training_options import nemo_spec_augment_section
 from asr_plugin.formats.nemo.weights import to_nemo_state_dict
 from asr_plugin.losses import TDT, TransducerLattice
 from asr_plugin.models import NemoMelFrontend
+from asr_plugin.models.context import context_sizes
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
 
 RNNT_TARGET = "nemo.collections.asr.models.EncDecRNNTBPEModel"
@@ -80,6 +83,12 @@ def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[st
         )
     if architecture.get("joint_activation", "tanh") not in NEMO_ACTIVATIONS:
         problems.append(f"joint_activation={architecture.get('joint_activation')!r} (NeMo: {NEMO_ACTIVATIONS})")
+    probs = architecture.get("att_context_probs")
+    if probs is not None and sum(float(p) for p in probs) != 1:
+        problems.append(f"att_context_probs={list(probs)} (NeMo's ConformerEncoder wants a sum of exactly 1)")
+    contexts = context_sizes(architecture.get("att_context_size"), architecture.get("att_context_style", "regular"))
+    if architecture.get("att_context_style") == "chunked_limited" and len(contexts) == 1 and contexts[0][1] < 0:
+        problems.append("a single chunked_limited att_context_size with an unlimited right context (NeMo refuses it)")
     if architecture.get("blank_id", 0) != 0:
         problems.append(f"blank_id={architecture['blank_id']}")
     if frontend_spec.get("kind") != "nemo":
@@ -89,6 +98,25 @@ def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[st
         )
     if problems:
         raise ValueError("export_nemo: NeMo cannot express " + "; ".join(problems))
+
+
+def streaming_section(architecture: Mapping[str, Any]) -> dict[str, Any]:
+    """The cache-aware streaming keys of NeMo's ``encoder`` section for our architecture (the inverse of
+    `asr_plugin.formats.nemo.config.streaming_kwargs`; a full-context model's are NeMo's defaults):
+    ``att_context_size`` as one ``[left, right]`` or the list of a multi-lookahead model (its first NeMo's
+    default, as ours), ``att_context_style``, ``att_context_probs`` (null: uniform, in both),
+    ``conv_context_size``, ``conv_norm_type`` and ``causal_downsampling``."""
+    style = architecture.get("att_context_style", "regular")
+    contexts = [list(context) for context in context_sizes(architecture.get("att_context_size"), style)]
+    probs, conv = architecture.get("att_context_probs"), architecture.get("conv_context_size")
+    return {
+        "causal_downsampling": bool(architecture.get("causal_downsampling", False)),
+        "att_context_size": contexts[0] if len(contexts) == 1 else contexts,
+        "att_context_style": style,
+        "att_context_probs": None if probs is None else [float(p) for p in probs],
+        "conv_norm_type": architecture.get("conv_norm_type", "batch_norm"),
+        "conv_context_size": conv if conv is None or isinstance(conv, str) else [int(side) for side in conv],
+    }
 
 
 def preprocessor_section(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,15 +201,13 @@ def nemo_model_config(source: LoadedModel, vocabulary: list[str]) -> dict[str, A
             "subsampling": arch["subsampling"],
             "subsampling_factor": int(arch["subsampling_factor"]),
             "subsampling_conv_channels": int(arch.get("subsampling_channels") or default_channels or d_model),
-            "causal_downsampling": False,
             "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
             "self_attention_model": "rel_pos",
-            "att_context_size": [-1, -1],
+            **streaming_section(arch),
             "xscaling": bool(arch["xscaling"]),
             "untie_biases": True,
             "pos_emb_max_len": 5000,
             "conv_kernel_size": int(arch["conv_kernel_size"]),
-            "conv_norm_type": "batch_norm",
             "use_bias": bool(arch.get("encoder_bias", True)),
             "dropout": float(arch["dropout"]),
             "dropout_pre_encoder": float(arch["dropout"]),

@@ -1,0 +1,189 @@
+"""Cache-aware streaming `.nemo` checkpoints against NeMo 3.0 itself (skipped without NeMo).
+
+- Import exactness, on NeMo's streaming FastConformer example saved by NeMo with random weights
+  (`benchmarks.nemo_examples`, "fast_conformer_streaming"), read through the seam: for every lookahead our masked
+  whole-utterance forward equals NeMo's, and our step API equals NeMo's ``cache_aware_stream_step`` where NeMo
+  streams exactly (tests/nemo_streaming.py, docs/streaming.md "Exactness"). Its export restores in NeMo with the
+  same lookaheads, streaming configuration and weights.
+- On a cache-aware FastConformer NeMo itself trained (the session's `nemo_streaming_reference`, slow), for every
+  lookahead (`benchmarks.nemo_streaming`): our streaming transcripts (`StreamingRecognizer` over
+  `CacheAwareEncoder`) are our whole-utterance ones and NeMo's own whole-utterance decoding; NeMo's cache-aware
+  inference as its example runs it (``conformer_stream_step`` fed by its ``CacheAwareStreamingAudioBuffer``)
+  agrees except where NeMo's streaming departs from NeMo's own result, each such utterance printed with the cause
+  (-s). The export of our import streams in NeMo as the original does; ``+finetune=from_nemo`` starts where NeMo
+  is and keeps the lookaheads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("nemo.collections.asr")
+pytestmark = pytest.mark.nemo
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from nemo.collections.asr.models import ASRModel  # noqa: E402
+from nemo_streaming import stream_both, whole  # noqa: E402
+
+from asr_plugin.formats import export_nemo, read_model  # noqa: E402
+from asr_plugin.formats.nemo import import_nemo  # noqa: E402
+from asr_plugin.training import train  # noqa: E402
+from benchmarks.nemo_examples import ARCHITECTURES, save_example_model  # noqa: E402
+from benchmarks.nemo_reference import (  # noqa: E402
+    EVAL_SPLITS,
+    FineTuneSettings,
+    read_nemo_manifest,
+    recipe_overrides,
+    word_error_rate,
+)
+from benchmarks.nemo_streaming import nemo_streaming_transcripts, our_streaming_transcripts  # noqa: E402
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONTEXTS = ARCHITECTURES["fast_conformer_streaming"]["att_context_size"]  # [left, right] lists, as NeMo's
+AGREEMENT = 0.99  # the share of utterances whose streaming transcripts must be NeMo's, for every lookahead
+
+
+def restore(path) -> ASRModel:
+    return ASRModel.restore_from(str(path), map_location="cpu").eval()
+
+
+@pytest.fixture(scope="module")
+def random_streaming(tmp_path_factory):
+    path = save_example_model("fast_conformer_streaming", tmp_path_factory.mktemp("streaming"))
+    return path, restore(path), read_model(path)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_the_import_computes_nemos_frames_for_every_lookahead(random_streaming, context):
+    _, nemo, loaded = random_streaming
+    assert loaded.model.encoder.att_context_sizes == [tuple(c) for c in nemo.encoder.att_context_size_all]
+    assert loaded.model.encoder.att_context_size == tuple(CONTEXTS[0])  # NeMo's default, the first
+    torch.manual_seed(1)
+    features, lengths = torch.randn(2, 190, 80), torch.tensor([190, 123])
+    with torch.no_grad():
+        theirs, their_lengths, mine, my_lengths = whole(nemo.encoder, loaded.model.encoder, features, lengths, context)
+        worst = stream_both(nemo.encoder, loaded.model.encoder, features, lengths, context)
+    assert my_lengths.tolist() == their_lengths.tolist()
+    forward = max(float((theirs[b, :n] - mine[b, :n]).abs().max()) for b, n in enumerate(my_lengths.tolist()))
+    print(f"{context}: whole-utterance {forward:.1e}, " + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()))
+    assert forward <= 1e-4 and worst["frames"] <= 1e-4 and worst["caches"] <= 1e-4
+    assert (worst["departure"] > 1e-3) == (context[1] == 0)  # NeMo's zero-feature pre-encode cache, not ours
+
+
+def test_the_export_restores_in_nemo_with_its_lookaheads(random_streaming, tmp_path):
+    path, nemo, loaded = random_streaming
+    exported = restore(export_nemo(loaded, tmp_path / "exported.nemo"))
+    assert exported.encoder.att_context_size_all == nemo.encoder.att_context_size_all == CONTEXTS
+    assert exported.encoder.att_context_size == restore(path).encoder.att_context_size == CONTEXTS[0]  # the default
+    assert exported.encoder.conv_context_size == nemo.encoder.conv_context_size
+    assert exported.encoder.pre_encode.is_causal and exported.encoder.att_context_style == "chunked_limited"
+    assert type(exported.encoder.layers[0].conv.batch_norm) is torch.nn.LayerNorm
+    for context in CONTEXTS:
+        nemo.encoder.set_default_att_context_size(context)
+        exported.encoder.set_default_att_context_size(context)
+        assert exported.encoder.streaming_cfg == nemo.encoder.streaming_cfg, context
+    before, after = nemo.state_dict(), exported.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before if k != "preprocessor.featurizer.fb")
+
+
+# ---------------------------------------------------------------- the NeMo-trained streaming model (slow)
+
+
+def _audio(reference) -> list[str]:
+    return [
+        entry["audio_filepath"] for split in EVAL_SPLITS for entry in read_nemo_manifest(reference.manifests[split])
+    ]
+
+
+def _contexts(reference) -> list[tuple[int, int]]:
+    return [tuple(context) for context in reference.settings["att_context_size"]]
+
+
+@pytest.fixture(scope="module")
+def streamed(nemo_streaming_reference):
+    """{context: (NeMo's transcripts, ours, ours of the frames NeMo's buffer fed)} of the reference's dev and test
+    utterances, per lookahead."""
+    path = nemo_streaming_reference.models["hybrid"]
+    nemo, loaded, audio = restore(path), read_model(path), _audio(nemo_streaming_reference)
+    result = {}
+    for context in _contexts(nemo_streaming_reference):
+        theirs = nemo_streaming_transcripts(nemo, audio, context)
+        result[context] = (
+            theirs,
+            our_streaming_transcripts(loaded, audio, context),
+            our_streaming_transcripts(loaded, audio, context, frames=theirs.fed),
+        )
+    return result
+
+
+@pytest.mark.slow
+def test_nemo_trained_a_streaming_model_that_transcribes(nemo_streaming_reference, streamed):
+    references = [text for split in EVAL_SPLITS for text in nemo_streaming_reference.references(split)]
+    for context, (theirs, *_) in streamed.items():
+        wer = word_error_rate(theirs.streaming, references)
+        print(f"{list(context)}: NeMo's streaming WER {wer:.3f}")
+        assert sum(bool(text) for text in theirs.streaming) >= 0.9 * len(references) and wer < 0.95, context
+
+
+def _cause(theirs, ours_fed_as_nemo, index: int) -> str:
+    """Which of NeMo's streaming departures (`benchmarks.nemo_streaming`) changed NeMo's transcript `index`."""
+    causes = []
+    if theirs.buffer_offline[index] != theirs.offline[index]:
+        causes.append("the buffer's padding frame (NeMo's decoding of the buffer's whole features says so too)")
+    if theirs.fed[index] < theirs.frames[index]:
+        causes.append(f"the buffer's last {theirs.frames[index] - theirs.fed[index]} frames never fed")
+    if ours_fed_as_nemo.streaming[index] != theirs.streaming[index] and theirs.zero_padded:
+        causes.append("the second chunk's zero-padded pre-encode cache")
+    return "; ".join(causes)
+
+
+@pytest.mark.slow
+def test_our_streaming_transcripts_are_nemos_for_every_lookahead(streamed):
+    """Ours streams exactly (its whole-utterance result) and gives NeMo's own whole-utterance result, and of the
+    frames NeMo's buffer feeds, what NeMo's ``conformer_stream_step`` gives, on 99 % or more; where ours differs
+    from NeMo's buffer-fed streaming, NeMo's streaming departs from NeMo's own result (each printed with -s)."""
+    for context, (theirs, ours, ours_fed_as_nemo) in streamed.items():
+        total = len(ours.streaming)
+        assert ours.streaming == ours.offline and ours_fed_as_nemo.streaming == ours_fed_as_nemo.offline  # exact
+        agree = sum(a == b for a, b in zip(ours.streaming, theirs.streaming))
+        agree_offline = sum(a == b for a, b in zip(ours.streaming, theirs.offline))
+        agree_fed = sum(a == b for a, b in zip(ours_fed_as_nemo.streaming, theirs.streaming))
+        print(
+            f"{list(context)}: ours = NeMo's conformer_stream_step on {agree}/{total} utterances, = NeMo's "
+            f"whole-utterance decoding on {agree_offline}/{total}; of the frames NeMo's buffer fed, ours = NeMo's "
+            f"conformer_stream_step on {agree_fed}/{total}"
+        )
+        assert agree_offline >= AGREEMENT * total and agree_fed >= AGREEMENT * total, context
+        for index, (mine, nemos) in enumerate(zip(ours.streaming, theirs.streaming)):
+            if mine != nemos:
+                print(f"  {index}: ours {mine!r}, NeMo {nemos!r}: {_cause(theirs, ours_fed_as_nemo, index)}")
+                assert nemos != theirs.offline[index], (context, index)  # NeMo departs from its own result
+
+
+@pytest.mark.slow
+def test_the_export_of_the_import_streams_in_nemo_as_the_original(nemo_streaming_reference, streamed, tmp_path):
+    exported = restore(export_nemo(read_model(nemo_streaming_reference.models["hybrid"]), tmp_path / "x.nemo"))
+    audio = _audio(nemo_streaming_reference)
+    for context, (theirs, *_) in streamed.items():
+        assert nemo_streaming_transcripts(exported, audio, context).streaming == theirs.streaming, context
+
+
+@pytest.mark.slow
+def test_finetune_from_nemo_starts_at_nemo_and_keeps_the_lookaheads(nemo_streaming_reference, tmp_path):
+    settings = FineTuneSettings(steps=3, warmup_steps=1)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        overrides = recipe_overrides(nemo_streaming_reference, "hybrid", "samplewise", tmp_path, settings)
+        cfg = compose("train", overrides=overrides)
+    result = train(cfg)
+    # validation decodes with the default lookahead, as NeMo's transcribe does
+    assert result["start_metrics"]["val/wer"] == pytest.approx(nemo_streaming_reference.wer["hybrid"]["dev"], abs=1e-6)
+    assert result["global_step"] == settings.steps
+    model = torch.load(result["last_model_path"], map_location="cpu", weights_only=True)["hyper_parameters"]["model"]
+    contexts = [list(context) for context in _contexts(nemo_streaming_reference)]
+    assert model["att_context_size"] == contexts and model["att_context_style"] == "chunked_limited"
+    again = import_nemo(export_nemo(result["last_model_path"], tmp_path / "finetuned.nemo"))
+    assert again.config["encoder"]["att_context_size"] == contexts
