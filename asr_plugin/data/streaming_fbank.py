@@ -46,6 +46,7 @@ class StreamingFbank(StreamingFrames):
                 "which cannot be computed as audio arrives; use kind 'sherpa_online' (or 'sherpa' with normalize None)"
             )
         super().__init__(frontend)
+        self.reach = FRAME_REACH
 
     def ready_frames(self, received: torch.Tensor) -> torch.Tensor:
         """Frames whose last sample has arrived (kaldi-native-fbank's NumFrames without flush)."""

@@ -51,7 +51,12 @@ class StreamingFrames(ABC):
     Args:
         frontend: the built front end (``asr_plugin.data.build_frontend``), with ``num_mel_bins`` and
             ``num_frames``.
+
+    Attributes:
+        reach: the samples from hop * m on that frame m needs (its lookahead; a subclass sets it).
     """
+
+    reach: int
 
     def __init__(self, frontend: nn.Module) -> None:
         self.frontend = frontend
