@@ -78,12 +78,13 @@ def eval_runs(streaming: Any, att_context_size: Any, stream: Mapping[str, Any], 
         windows = BufferedWindows(**dict(stream.get("buffered") or {}))
         return [EvalRun(StreamingMode("buffered", None, windows, endpointing))]
     if att_context_size != ALL_CONTEXTS:
-        context = None if att_context_size is None else _context(att_context_size)
+        default = getattr(loaded.model.encoder, "att_context_size", (-1, -1))
+        context = _context(default if att_context_size is None else att_context_size)
         return [EvalRun(StreamingMode("cache_aware", context, endpointing=endpointing))]
     streamable = streaming_contexts(loaded)
     runs = [EvalRun(StreamingMode("cache_aware", context, endpointing=endpointing)) for context in streamable]
     if not runs:  # a full-context model: `build_session` says so and offers buffered streaming
-        return [EvalRun(StreamingMode("cache_aware", None, endpointing=endpointing))]
+        return [EvalRun(StreamingMode("cache_aware", (-1, -1), endpointing=endpointing))]
     offline = [tuple(c) for c in loaded.model.encoder.att_context_sizes if tuple(c) not in streamable]
     return runs + [EvalRun(None, context) for context in offline]
 
