@@ -13,13 +13,13 @@ import pytest
 import torch
 from eval_setup import eval_cfg
 from nemo_models import write_synthetic_nemo
-from streaming_checkpoints import BINS, FULL_CONTEXT, ONLINE, STREAMING, save_model_checkpoint
 
 from asr_plugin.data import build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation import evaluate
 from asr_plugin.evaluation.decode_sets import RUN_COLUMNS, SUMMARY_COLUMNS
 from asr_plugin.formats import read_model
+from benchmarks.tiny_streaming import BINS, FULL_CONTEXT, ONLINE, STREAMING, save_model_checkpoint
 
 SHERPA = {"kind": "sherpa", "options": {"num_mel_bins": BINS}}
 SETS = ("dev", "test-espeak", "test-piper")

@@ -15,7 +15,14 @@ import pytest
 import soundfile as sf
 import torch
 from nemo_models import write_synthetic_nemo
-from streaming_checkpoints import (
+
+from asr_plugin.data import build_frontend
+from asr_plugin.decoding import greedy_search
+from asr_plugin.evaluation.streaming_session import StreamingMode
+from asr_plugin.evaluation.streaming_transcriber import StreamingTranscriber
+from asr_plugin.evaluation.transcriber import Transcriber
+from asr_plugin.formats import read_model
+from benchmarks.tiny_streaming import (
     BINS,
     CONTEXTS,
     FULL_CONTEXT,
@@ -25,13 +32,6 @@ from streaming_checkpoints import (
     speechlike_audio,
     write_audio,
 )
-
-from asr_plugin.data import build_frontend
-from asr_plugin.decoding import greedy_search
-from asr_plugin.evaluation.streaming_session import StreamingMode
-from asr_plugin.evaluation.streaming_transcriber import StreamingTranscriber
-from asr_plugin.evaluation.transcriber import Transcriber
-from asr_plugin.formats import read_model
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "transcribe.py"
 SHERPA = {"kind": "sherpa", "options": {"num_mel_bins": BINS}}  # per-utterance normalisation

@@ -1,6 +1,7 @@
-"""Tiny model files for the streaming entry points' tests (a uniquely named module, imported by name from
-tests/evaluation): training checkpoints of a cache-aware streaming model (NeMo's FastConformer layout, random
-weights) and of a full-context one, with a SentencePiece tokenizer and a front-end record, and speech-like audio."""
+"""Tiny model files for the streaming benchmark's --quick mode and the streaming entry points' tests: training
+checkpoints of a cache-aware streaming model (NeMo's FastConformer layout, random weights, lookaheads of 3, 1 and 0
+frames and full context, as experiment=mini_streaming) and of a full-context one, with a SentencePiece tokenizer and
+a front-end record, and speech-like audio."""
 
 from __future__ import annotations
 
