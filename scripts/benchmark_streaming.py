@@ -11,15 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from asr_plugin.evaluation.streaming_session import context_argument
 from benchmarks.streaming import benchmark_streaming, quick_benchmark, table
-
-
-def context_pair(text: str) -> tuple[int, int]:
-    try:
-        left, right = (int(side) for side in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give the context as L,R (two integers, e.g. 70,13)") from None
-    return left, right
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("inputs", nargs="*", help="a manifest (JSON lines with transcripts) or audio files")
     parser.add_argument(
         "--att-context-size",
-        type=context_pair,
+        type=context_argument,
         action="append",
         metavar="L,R",
         help="a context to measure (repeatable; default: every context the model streams with)",

@@ -21,21 +21,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode
+from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode, context_argument
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
 from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.formats import model_files
 
 PARTIAL = "partial"  # the first field of a --partials line
-
-
-def context_pair(text: str) -> tuple[int, int]:
-    """``L,R`` -> (L, R): an --att-context-size value."""
-    try:
-        left, right = (int(side) for side in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give the context as L,R (two integers, e.g. 70,13)") from None
-    return left, right
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     modes.add_argument("--buffered", action="store_true", help="buffered streaming (any model)")
     stream.add_argument(
         "--att-context-size",
-        type=context_pair,
+        type=context_argument,
         default=None,
         metavar="L,R",
         help="--streaming: the model's attention context to stream with (default: its default context)",

@@ -14,6 +14,7 @@ Two modes (docs/streaming.md, "Transcribing and evaluating as a stream"):
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
 import torch
@@ -109,6 +110,16 @@ class StreamingSession:
     mode: StreamingMode
     latency: StreamingLatency
     sample_rate: int
+
+
+def context_argument(text: str) -> tuple[int, int]:
+    """An attention context given on a command line as ``L,R`` (``--att-context-size 70,13``); argparse's error
+    naming the value otherwise."""
+    try:
+        left, right = (int(side) for side in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give the context as L,R (two integers, e.g. 70,13)") from None
+    return left, right
 
 
 def streaming_contexts(loaded: LoadedModel) -> list[tuple[int, int]]:

@@ -19,8 +19,9 @@ from benchmarks.nemo_examples import SENTENCES
 BINS = 16
 ONLINE = {"kind": "sherpa_online", "options": {"num_mel_bins": BINS}}
 CONTEXTS = [[8, 3], [8, 1], [8, 0], [-1, -1]]  # experiment=mini_streaming's kind of model: three lookaheads, full
-STREAMING = dict(
-    input_dim=BINS,
+# NeMo's FastConformer streaming layout at the tests' tiny size: causal 8x dw_striding subsampling, a causal kernel-5
+# convolution with LayerNorm (the attention contexts and their style are a model's own)
+STREAMING_ENCODER = dict(
     d_model=16,
     num_layers=2,
     num_heads=2,
@@ -32,11 +33,15 @@ STREAMING = dict(
     subsampling_channels=8,
     subsampling_factor=8,
     xscaling=True,
-    att_context_size=CONTEXTS,
-    att_context_style="chunked_limited",
     conv_context_size="causal",
     conv_norm_type="layer_norm",
     causal_downsampling=True,
+)
+STREAMING = dict(
+    input_dim=BINS,
+    **STREAMING_ENCODER,
+    att_context_size=CONTEXTS,
+    att_context_style="chunked_limited",
     predictor_embed_dim=8,
     predictor_dim=12,
     joint_dim=10,
