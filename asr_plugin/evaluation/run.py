@@ -1,5 +1,5 @@
-"""``evaluate(cfg)``: a model file (a checkpoint, the average of several, a ``.nemo``) -> decode the configured sets
--> result files (conf/eval.yaml)."""
+"""``evaluate(cfg)``: a model file (a checkpoint, the average of several, a ``.nemo``) -> decode the configured sets,
+offline or as streams -> result files (conf/eval.yaml)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     statistics) are the file's own (a checkpoint's records): the data config only says where the audio and the
     transcripts are. A checkpoint written before checkpoints carried them is decoded with the data config's
     tokenizer and features, with a warning. The greedy and beam searches' ``max_symbols_per_frame`` is the
-    file's (its validation's) unless ``decoding`` sets one (logged as an override).
+    file's (its validation's) unless ``decoding`` sets one (logged as an override). ``cfg.streaming`` true or
+    ``buffered`` streams the sets' audio instead (`evaluate_streaming`).
 
     Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """

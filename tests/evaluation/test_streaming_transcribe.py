@@ -175,3 +175,24 @@ def test_refusals_name_the_problem(files, capsys, checkpoint, options, message) 
         run_script(capsys, files["a"], "--checkpoint", files[checkpoint], *options)
     assert exit_info.value.code == 2
     assert len(re.findall(message, capsys.readouterr().err)) == 1
+
+
+@pytest.mark.slow
+def test_a_long_file_streams_from_disk_in_flat_memory(files, tmp_path) -> None:
+    """Ten minutes of 48 kHz stereo audio (decoded whole: 220 MiB of float32, 37 MiB resampled to 16 kHz mono): the
+    resident set size sampled as the text grows stays within a few MiB of its value after the first minute, and
+    far below a whole decode above its value before the file was opened."""
+    from test_long_audio import write_speech_like
+
+    from benchmarks.streaming import resident_bytes
+
+    path = write_speech_like(tmp_path / "ten-minutes.wav", 600.0)
+    transcriber = StreamingTranscriber([files["streaming"]], StreamingMode("cache_aware", (8, 3)))
+    samples: list[int] = []
+    before = resident_bytes()
+    text = transcriber.transcribe_file(path, lambda _: samples.append(resident_bytes()))
+    assert len(text.split()) > 100 and len(samples) > 100
+    mib = 2**20
+    after_a_minute = samples[len(samples) // 10 :]
+    assert max(after_a_minute) - after_a_minute[0] < 16 * mib, [s // mib for s in after_a_minute[::50]]
+    assert max(samples) - before < 64 * mib, (before // mib, max(samples) // mib)
