@@ -159,6 +159,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{idsub:>14} {r['rtf']:>7.4f}"
         )
         if runs:
-            line += f" {r.get('mode', ''):<12} {r.get('att_context_size', ''):<10} {r.get('latency_ms', ''):>10}"
+            context = "" if r.get("att_context_size") in (None, "") else ",".join(map(str, r["att_context_size"]))
+            line += f" {r.get('mode', ''):<12} {context:<10} {str(r.get('latency_ms', '')):>10}"
         lines.append(line)
     return "\n".join(lines)

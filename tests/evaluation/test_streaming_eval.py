@@ -17,7 +17,7 @@ from nemo_models import write_synthetic_nemo
 from asr_plugin.data import build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation import evaluate
-from asr_plugin.evaluation.decode_sets import RUN_COLUMNS, SUMMARY_COLUMNS
+from asr_plugin.evaluation.decode_sets import RUN_COLUMNS, SUMMARY_COLUMNS, format_table
 from asr_plugin.formats import read_model
 from benchmarks.tiny_streaming import BINS, FULL_CONTEXT, ONLINE, STREAMING, save_model_checkpoint
 
@@ -79,6 +79,12 @@ def test_every_lookahead_streamed_equals_the_masked_forward_and_full_context_is_
     with open(tmp_path / "wer-summary.tsv") as table:
         header = next(csv.reader(table, delimiter="\t"))
     assert tuple(header) == SUMMARY_COLUMNS + RUN_COLUMNS
+    printed = format_table(rows).splitlines()  # eval.py's table
+    assert printed[0].split()[-4:] == ["mode", "context", "latency", "ms"]
+    assert printed[2].split()[-3:] == ["cache_aware", "8,3", "327.5"] and printed[5].split()[-2:] == [
+        "offline",
+        "-1,-1",
+    ]
     summary = json.loads((tmp_path / "wer-summary.json").read_text())
     assert [run["tag"] for run in summary["streaming"]] == list(tags.values())
     assert summary["streaming"][0]["endpointing"] is False and summary["streaming"][0]["chunk_ms"] == 320.0
