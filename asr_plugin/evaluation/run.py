@@ -14,7 +14,15 @@ from omegaconf import DictConfig, ListConfig
 
 from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
 from asr_plugin.evaluation.decoding_settings import decoding_settings
-from asr_plugin.evaluation.streaming_eval import describe_run, eval_runs, run_fields, sessions, stream_set
+from asr_plugin.evaluation.streaming_eval import (
+    STREAM_BATCH_SIZE,
+    describe_run,
+    eval_runs,
+    run_fields,
+    sessions,
+    stream_set,
+)
+from asr_plugin.evaluation.streaming_transcriber import PIECE_MS
 from asr_plugin.formats import LoadedModel, model_files, read_model
 
 log = logging.getLogger(__name__)
@@ -81,11 +89,9 @@ def evaluate_streaming(
                     )["greedy"]
                 }
             else:
-                results = {
-                    "greedy": stream_set(
-                        session, entries, float(stream.get("piece_ms", 100)), int(stream.get("batch_size", 16)), device
-                    )
-                }
+                piece_ms = float(stream.get("piece_ms", PIECE_MS))
+                batch_size = int(stream.get("batch_size", STREAM_BATCH_SIZE))
+                results = {"greedy": stream_set(session, entries, piece_ms, batch_size, device)}
             rows += write_set_results(results, name, cfg.output_dir, run_fields(run, session), run.tag)
     return rows, {"streaming": [describe_run(run, session) for run, session in zip(runs, built)]}
 

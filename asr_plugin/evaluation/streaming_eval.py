@@ -34,6 +34,7 @@ from asr_plugin.formats import LoadedModel
 log = logging.getLogger(__name__)
 ALL_CONTEXTS = "all"
 STREAMING_VALUES = (False, True, "buffered")
+STREAM_BATCH_SIZE = 16  # utterances streamed together (conf/eval.yaml's stream.batch_size)
 
 
 @dataclass(frozen=True)
