@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from asr_plugin.models import ConformerEncoder, Transducer, build_transducer
+from benchmarks.tiny_streaming import STREAMING_ENCODER
 
 TINY_SIZES = dict(
     input_dim=16,
@@ -81,22 +82,9 @@ def streaming_encoder(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3))
     torch.manual_seed(0)
     settings = dict(
         input_dim=STREAMING_FEATURES,
-        d_model=16,
-        num_layers=2,
-        num_heads=2,
-        ffn_dim=32,
-        conv_kernel_size=5,
-        dropout=0.0,
-        attention="rel_pos",
-        subsampling="dw_striding",
-        subsampling_channels=8,
-        subsampling_factor=8,
-        xscaling=True,
+        **STREAMING_ENCODER,
         att_context_size=[list(context) for context in contexts],
         att_context_style=style,
-        conv_context_size="causal",
-        conv_norm_type="layer_norm",
-        causal_downsampling=True,
     )
     encoder = ConformerEncoder(**{**settings, **options})
     with torch.no_grad():

@@ -452,14 +452,19 @@ class TransducerDataModule(L.LightningDataModule):
         entries = [e for split in self.valid_splits for e in self._read(self.split_manifest(split), split)]
         return self._loader(entries, train=False)
 
-    def eval_dataloader(self, manifest: str | os.PathLike) -> DataLoader:
-        """Sorted batches of one manifest: a path, or a split name (e.g. "test-clean")."""
+    def eval_entries(self, manifest: str | os.PathLike) -> list[ManifestEntry]:
+        """The entries of one manifest, a path or a split name (e.g. "test-clean"), their transcripts normalised
+        by the tokenizer (what a streaming evaluation feeds as audio)."""
         path = Path(manifest)
         name = path.stem
         if not path.suffix and not path.exists():
             path, name = self.split_manifest(str(manifest)), str(manifest)
         self._require([path])
-        return self._loader(self._read(path, name), train=False)
+        return self._read(path, name)
+
+    def eval_dataloader(self, manifest: str | os.PathLike) -> DataLoader:
+        """Sorted batches of one manifest: a path, or a split name (e.g. "test-clean")."""
+        return self._loader(self.eval_entries(manifest), train=False)
 
     def test_dataloader(self) -> list[DataLoader]:
         """One sorted loader per `test_splits` entry, in that order."""

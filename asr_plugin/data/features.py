@@ -42,10 +42,10 @@ class LogMelFeatures(nn.Module):
         self.win_length = round(sample_rate * window_ms / 1000)
         self.hop_length = round(sample_rate * hop_ms / 1000)
         self.log_floor = log_floor
-        n_fft = 1 << (self.win_length - 1).bit_length()  # next power of two: 512 for 400 samples
+        self.n_fft = 1 << (self.win_length - 1).bit_length()  # next power of two: 512 for 400 samples
         self.mel = torchaudio.transforms.MelSpectrogram(
             sample_rate=sample_rate,
-            n_fft=n_fft,
+            n_fft=self.n_fft,
             win_length=self.win_length,
             hop_length=self.hop_length,
             n_mels=num_mel_bins,

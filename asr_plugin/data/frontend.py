@@ -84,6 +84,10 @@ class LogMelFrontend(nn.Module):
     def num_mel_bins(self) -> int:
         return self.features.num_mel_bins
 
+    @property
+    def n_fft(self) -> int:
+        return self.features.n_fft
+
     def num_frames(self, num_samples: torch.Tensor) -> torch.Tensor:
         """(B,) sample counts -> (B,) int64 frames."""
         return torch.div(num_samples, self.hop_length, rounding_mode="floor").long() + 1

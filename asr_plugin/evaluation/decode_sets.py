@@ -37,6 +37,8 @@ SUMMARY_COLUMNS = (
     "decode_seconds",
     "rtf",
 )
+# a streaming evaluation's rows say how each was decoded (asr_plugin.evaluation.streaming_eval); offline rows have none
+RUN_COLUMNS = ("mode", "att_context_size", "chunk_ms", "latency_ms")
 
 
 @dataclass
@@ -58,11 +60,13 @@ def decode_batches(
     device: str | torch.device = "cpu",
     beam: int = 4,
     max_symbols_per_frame: int = 4,
+    att_context_size: tuple[int, int] | None = None,
 ) -> dict[str, SetResult]:
     """Encodes every batch once and decodes it with each method; returns {method: SetResult}.
 
     Args:
         frame_shift: seconds per feature frame (audio duration = feature frames * frame_shift).
+        att_context_size: the encoder's attention context, one of the model's (None: its default).
     """
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
@@ -72,7 +76,7 @@ def decode_batches(
     for batch in batches:
         batch = batch.to(device)
         start = time.perf_counter()
-        encoder_out, encoder_lengths = model.encode(batch.features, batch.feature_lengths)
+        encoder_out, encoder_lengths = model.encode(batch.features, batch.feature_lengths, att_context_size)
         encode_seconds = time.perf_counter() - start
         audio = float(batch.feature_lengths.sum()) * frame_shift
         for method in methods:
@@ -88,15 +92,21 @@ def decode_batches(
 
 
 def write_set_results(
-    results: Mapping[str, SetResult], set_name: str, out_dir: str | os.PathLike
+    results: Mapping[str, SetResult],
+    set_name: str,
+    out_dir: str | os.PathLike,
+    run: Mapping[str, Any] | None = None,
+    tag: str = "",
 ) -> list[dict[str, Any]]:
-    """recogs-<set>-<method>.txt and errs-<set>-<method>.txt per method; returns summary rows."""
+    """recogs-<set>-<method>.txt and errs-<set>-<method>.txt per method (recogs-<set>-<method>-<tag>.txt with a
+    `tag`); returns summary rows, with `run`'s fields (`RUN_COLUMNS`: how the set was decoded) when given."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for method, result in results.items():
-        write_recogs(result.recognitions, out_dir / f"recogs-{set_name}-{method}.txt")
-        write_errs(result.recognitions, out_dir / f"errs-{set_name}-{method}.txt")
+        name = f"{set_name}-{method}" + (f"-{tag}" if tag else "")
+        write_recogs(result.recognitions, out_dir / f"recogs-{name}.txt")
+        write_errs(result.recognitions, out_dir / f"errs-{name}.txt")
         counts = score(result.recognitions)
         rows.append(
             {
@@ -112,6 +122,7 @@ def write_set_results(
                 "audio_seconds": round(result.audio_seconds, 2),
                 "decode_seconds": round(result.decode_seconds, 3),
                 "rtf": round(result.decode_seconds / result.audio_seconds, 4) if result.audio_seconds else 0.0,
+                **(run or {}),
             }
         )
     return rows
@@ -120,11 +131,13 @@ def write_set_results(
 def write_summary(
     rows: list[dict[str, Any]], out_dir: str | os.PathLike, extra: Mapping[str, Any]
 ) -> tuple[Path, Path]:
-    """wer-summary.tsv (one row per set and method) and wer-summary.json (rows plus `extra`, e.g. checkpoints),
-    each written to a temporary file and renamed when complete."""
+    """wer-summary.tsv (one row per set and method, and how it was decoded where rows say: `RUN_COLUMNS`) and
+    wer-summary.json (rows plus `extra`, e.g. checkpoints), each written to a temporary file and renamed when
+    complete."""
     out_dir = Path(out_dir)
     table = io.StringIO()
-    writer = csv.DictWriter(table, fieldnames=SUMMARY_COLUMNS, delimiter="\t", lineterminator="\n")
+    columns = SUMMARY_COLUMNS + tuple(column for column in RUN_COLUMNS if any(column in row for row in rows))
+    writer = csv.DictWriter(table, fieldnames=columns, delimiter="\t", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     tsv = write_text_atomic(out_dir / "wer-summary.tsv", table.getvalue())
@@ -133,13 +146,20 @@ def write_summary(
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """A fixed-width table of set, method, WER, errors and RTF."""
+    """A fixed-width table of set, method, WER, errors and RTF (and the mode, context and latency of a streaming
+    evaluation's rows)."""
+    runs = any("mode" in r for r in rows)
     header = f"{'set':<16} {'method':<8} {'WER%':>7} {'errors':>12} {'ins/del/sub':>14} {'RTF':>7}"
+    header += f" {'mode':<12} {'context':<10} {'latency ms':>10}" if runs else ""
     lines = [header, "-" * len(header)]
     for r in rows:
         idsub = f"{r['insertions']}/{r['deletions']}/{r['substitutions']}"
-        lines.append(
+        line = (
             f"{r['set']:<16} {r['method']:<8} {r['wer']:>7.2f} {str(r['errors']) + '/' + str(r['ref_words']):>12} "
             f"{idsub:>14} {r['rtf']:>7.4f}"
         )
+        if runs:
+            context = "" if r.get("att_context_size") in (None, "") else ",".join(map(str, r["att_context_size"]))
+            line += f" {r.get('mode', ''):<12} {context:<10} {str(r.get('latency_ms', '')):>10}"
+        lines.append(line)
     return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""The decoding settings of an evaluation or transcription: the model file's own (`LoadedModel.decoding`, what
-its validation decoded with), each replaced by the user's value where one is given, and every such override
-logged, so a WER that differs from the training run's validation says why."""
+"""What decoding takes from a model file: its tokenizer (checked against the model), and the decoding settings of
+an evaluation or transcription: the file's own (`LoadedModel.decoding`, what its validation decoded with), each
+replaced by the user's value where one is given, and every such override logged, so a WER that differs from the
+training run's validation says why."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.formats import LoadedModel
 
 log = logging.getLogger(__name__)
+
+
+def model_tokenizer(loaded: LoadedModel) -> Tokenizer:
+    """`loaded`'s tokenizer; ValueError naming the file when it records none or one of another size than its
+    model's vocabulary."""
+    tokenizer = loaded.require_tokenizer()
+    if tokenizer.vocab_size != loaded.model.vocab_size:
+        raise ValueError(
+            f"{loaded.path}: its tokenizer has {tokenizer.vocab_size} ids, its model {loaded.model.vocab_size}"
+        )
+    return tokenizer
 
 
 def decoding_settings(loaded: LoadedModel, overrides: Mapping[str, Any], where: str = "") -> dict[str, Any]:

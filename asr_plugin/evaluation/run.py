@@ -1,5 +1,5 @@
-"""``evaluate(cfg)``: a model file (a checkpoint, the average of several, a ``.nemo``) -> decode the configured sets
--> result files (conf/eval.yaml)."""
+"""``evaluate(cfg)``: a model file (a checkpoint, the average of several, a ``.nemo``) -> decode the configured sets,
+offline or as streams -> result files (conf/eval.yaml)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ from omegaconf import DictConfig, ListConfig
 
 from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
 from asr_plugin.evaluation.decoding_settings import decoding_settings
-from asr_plugin.formats import model_files, read_model
+from asr_plugin.evaluation.streaming_eval import (
+    STREAM_BATCH_SIZE,
+    describe_run,
+    eval_runs,
+    run_fields,
+    sessions,
+    stream_set,
+)
+from asr_plugin.evaluation.streaming_transcriber import PIECE_MS
+from asr_plugin.formats import LoadedModel, model_files, read_model
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,53 @@ def describe_weights(paths: list[Path]) -> str:
     return f"average of {len(paths)} checkpoints: {', '.join(p.name for p in paths)}"
 
 
+def evaluate_streaming(
+    cfg: DictConfig,
+    loaded: LoadedModel,
+    datamodule: Any,
+    sets: Mapping[str, str],
+    max_symbols: int,
+    device: torch.device,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every set decoded by every run ``cfg.streaming`` and ``cfg.att_context_size`` ask for
+    (`asr_plugin.evaluation.streaming_eval`): streamed runs with greedy search, offline ones (a multi-lookahead
+    model's full context) with greedy search on the data module's whole-utterance features. Returns the summary
+    rows and what the summary's JSON records of the runs."""
+    stream = cfg.get("stream") or {}
+    runs = eval_runs(cfg.streaming, cfg.get("att_context_size"), stream, loaded)
+    built = sessions(runs, loaded, max_symbols, device)
+    if list(cfg.decoding.methods) != ["greedy"]:
+        log.warning(
+            "streaming evaluation decodes with greedy search only (decoding.methods=%s)", list(cfg.decoding.methods)
+        )
+    frontend = datamodule.frontend
+    rows = []
+    for name, manifest in sets.items():
+        entries = datamodule.eval_entries(manifest)
+        for run, session in zip(runs, built):
+            if session is None:
+                loader = datamodule.eval_dataloader(manifest)
+                frame_shift = frontend.hop_length / frontend.sample_rate
+                results = {
+                    "greedy": decode_batches(
+                        loaded.model,
+                        loader,
+                        ["greedy"],
+                        datamodule.tokenizer,
+                        frame_shift,
+                        device,
+                        max_symbols_per_frame=max_symbols,
+                        att_context_size=run.att_context_size,
+                    )["greedy"]
+                }
+            else:
+                piece_ms = float(stream.get("piece_ms", PIECE_MS))
+                batch_size = int(stream.get("batch_size", STREAM_BATCH_SIZE))
+                results = {"greedy": stream_set(session, entries, piece_ms, batch_size, device)}
+            rows += write_set_results(results, name, cfg.output_dir, run_fields(run, session), run.tag)
+    return rows, {"streaming": [describe_run(run, session) for run, session in zip(runs, built)]}
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Decodes every evaluation set with every method and writes the result files to ``cfg.output_dir``.
 
@@ -48,7 +104,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     statistics) are the file's own (a checkpoint's records): the data config only says where the audio and the
     transcripts are. A checkpoint written before checkpoints carried them is decoded with the data config's
     tokenizer and features, with a warning. The greedy and beam searches' ``max_symbols_per_frame`` is the
-    file's (its validation's) unless ``decoding`` sets one (logged as an override).
+    file's (its validation's) unless ``decoding`` sets one (logged as an override). ``cfg.streaming`` true or
+    ``buffered`` streams the sets' audio instead (`evaluate_streaming`).
 
     Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """
@@ -83,19 +140,27 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         loaded, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")}, "decoding."
     )["max_symbols_per_frame"]
     out_dir = Path(cfg.output_dir)
-    rows = []
-    for name, manifest in _eval_sets(cfg.get("manifests"), datamodule).items():
-        results = decode_batches(
-            model,
-            datamodule.eval_dataloader(manifest),
-            list(decoding.methods),
-            tokenizer,
-            frame_shift,
-            device,
-            beam=int(decoding.beam),
-            max_symbols_per_frame=max_symbols,
-        )
-        rows += write_set_results(results, name, out_dir)
+    sets = _eval_sets(cfg.get("manifests"), datamodule)
+    extra: dict[str, Any] = {}
+    streaming = cfg.get("streaming", False)
+    if streaming is False:
+        if cfg.get("att_context_size") is not None:
+            raise ValueError("att_context_size: the context of streaming evaluation; set streaming=true with it")
+        rows = []
+        for name, manifest in sets.items():
+            results = decode_batches(
+                model,
+                datamodule.eval_dataloader(manifest),
+                list(decoding.methods),
+                tokenizer,
+                frame_shift,
+                device,
+                beam=int(decoding.beam),
+                max_symbols_per_frame=max_symbols,
+            )
+            rows += write_set_results(results, name, out_dir)
+    else:
+        rows, extra = evaluate_streaming(cfg, loaded, datamodule, sets, max_symbols, device)
     weights = describe_weights(paths)
     write_summary(
         rows,
@@ -105,6 +170,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             "weights": weights,
             "beam": int(decoding.beam),
             "max_symbols_per_frame": max_symbols,
+            **extra,
         },
     )
     log.info("results in %s", out_dir)

@@ -16,7 +16,7 @@ from asr_plugin.data.frontend import build_frontend
 from asr_plugin.data.progress import Progress
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.chunking import stream_chunks
-from asr_plugin.evaluation.decoding_settings import decoding_settings
+from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.formats import read_model
 
 
@@ -60,11 +60,7 @@ class Transcriber:
                 f"chunk_seconds={chunk_seconds} must be positive and chunks_per_batch={chunks_per_batch} >= 1"
             )
         loaded = read_model(list(checkpoints), device=device)
-        self.model, self.tokenizer = loaded.model, loaded.require_tokenizer()
-        if self.tokenizer.vocab_size != self.model.vocab_size:
-            raise ValueError(
-                f"{loaded.path}: its tokenizer has {self.tokenizer.vocab_size} ids, its model {self.model.vocab_size}"
-            )
+        self.model, self.tokenizer = loaded.model, model_tokenizer(loaded)
         self.frontend = build_frontend(loaded.require_frontend_spec()).eval().to(device)  # eval: no dither
         decoding = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
         self.options = {"method": method, "beam": beam, **decoding}

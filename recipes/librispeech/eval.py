@@ -2,7 +2,8 @@
 ``python eval.py checkpoint=../../logs/train/runs/<date>_<time>/checkpoints avg=3 decoding.methods=[greedy,beam]``.
 
 Writes recogs-<set>-<method>.txt, errs-<set>-<method>.txt and wer-summary.{tsv,json} to the run
-directory (``logs/eval/runs/<date>_<time>``); see docs/decoding.md.
+directory (``logs/eval/runs/<date>_<time>``); see docs/decoding.md. ``streaming=true`` (``att_context_size=all``
+for every lookahead) or ``streaming=buffered`` scores the sets as streams: docs/streaming.md.
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from test_evaluation_recipe import CONF_DIR, TINY_DATA, save_module_checkpoint
+from eval_setup import eval_cfg
+from test_evaluation_recipe import CONF_DIR, save_module_checkpoint
 from test_long_audio import write_speech_like
 
 from asr_plugin.data import read_manifest
@@ -28,38 +27,13 @@ from asr_plugin.formats.checkpoint import load_model
 REPO_ROOT = CONF_DIR.parent
 
 
-def _eval_cfg(root: Path, checkpoint: Path, *overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(
-            config_name="eval",
-            overrides=[
-                *TINY_DATA,
-                f"paths.root_dir={root}",
-                f"output_dir={root}/eval",
-                f"checkpoint={checkpoint}",
-                "decoding.methods=[greedy]",
-                *overrides,
-            ],
-        )
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """(root, data module) of the tiny mini corpus, prepared once."""
-    root = tmp_path_factory.mktemp("corpus")
-    datamodule = instantiate(_eval_cfg(root, root).data)
-    datamodule.prepare_data()
-    datamodule.setup("test")
-    return root, datamodule
-
-
 def test_evaluation_uses_the_checkpoints_tokenizer_whatever_the_data_config_says(corpus, tmp_path):
     root, datamodule = corpus
     checkpoint = tmp_path / "model.ckpt"
     save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1)
-    reference = evaluate(_eval_cfg(root, checkpoint))["rows"]
+    reference = evaluate(eval_cfg(root, checkpoint))["rows"]
     # another tokenizer size and another number of mel bins in the data config: before, a size error
-    other = evaluate(_eval_cfg(root, checkpoint, "data.vocab_size=40", "data.num_mel_bins=64"))["rows"]
+    other = evaluate(eval_cfg(root, checkpoint, "data.vocab_size=40", "data.num_mel_bins=64"))["rows"]
     assert [(r["set"], r["wer"], r["errors"]) for r in other] == [(r["set"], r["wer"], r["errors"]) for r in reference]
 
 
@@ -70,7 +44,7 @@ def test_a_checkpoint_without_records_is_evaluated_with_the_data_config_and_refu
     checkpoint = tmp_path / "old.ckpt"
     save_module_checkpoint(checkpoint, datamodule, seed=0, epoch=0, step=1, records=False)
     with caplog.at_level(logging.WARNING):
-        assert evaluate(_eval_cfg(root, checkpoint))["rows"]
+        assert evaluate(eval_cfg(root, checkpoint))["rows"]
     assert any("records no tokenizer and front end" in r.getMessage() for r in caplog.records)
     with pytest.raises(ValueError, match=r"old\.ckpt: no tokenizer and front-end record"):
         Transcriber([checkpoint])
@@ -204,7 +178,7 @@ def _recorded_max_symbols(path: Path, max_symbols: int) -> None:
 
 
 def _greedy_hypotheses(root: Path, checkpoint: Path, run: str, *overrides: str) -> list[str]:
-    result = evaluate(_eval_cfg(root, checkpoint, f"output_dir={root}/{run}", *overrides))
+    result = evaluate(eval_cfg(root, checkpoint, f"output_dir={root}/{run}", *overrides))
     name = result["rows"][0]["set"]
     lines = (Path(result["output_dir"]) / f"recogs-{name}-greedy.txt").read_text().splitlines()[1:]
     return [line.split("\t")[2] for line in lines]

@@ -1,0 +1,198 @@
+"""scripts/transcribe.py as a stream: --streaming on a tiny cache-aware model gives, at every lookahead, the text of
+the offline masked forward under that context plus greedy search (exact by construction), with endpointing on and
+off; --partials lines are prefixes of the final text; endpoints' segments are joined; --buffered decodes any model
+(full-context checkpoints, NeMo-layout .nemo files, TDT included) as the offline model does when its windows cover
+the utterance; the refusals name the problem (a full-context model offers --buffered, a lookahead the model was not
+trained with names those it was, a front end that cannot stream)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+import torch
+from nemo_models import write_synthetic_nemo
+
+from asr_plugin.data import build_frontend
+from asr_plugin.decoding import greedy_search
+from asr_plugin.evaluation.streaming_session import StreamingMode
+from asr_plugin.evaluation.streaming_transcriber import StreamingTranscriber
+from asr_plugin.evaluation.transcriber import Transcriber
+from asr_plugin.formats import read_model
+from benchmarks.tiny_streaming import (
+    BINS,
+    CONTEXTS,
+    FULL_CONTEXT,
+    STREAMING,
+    save_model_checkpoint,
+    small_tokenizer,
+    speechlike_audio,
+    write_audio,
+)
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "transcribe.py"
+SHERPA = {"kind": "sherpa", "options": {"num_mel_bins": BINS}}  # per-utterance normalisation
+LOOKAHEADS = [tuple(context) for context in CONTEXTS if context[1] >= 0]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("transcribe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """{name: path}: a cache-aware streaming checkpoint (three lookaheads and full context, sherpa_online front end),
+    a full-context checkpoint and a streaming one on the sherpa front end (per-utterance normalisation), and two
+    audio files (3.2 s and 2.5 s)."""
+    root = tmp_path_factory.mktemp("streaming")
+    tokenizer = small_tokenizer(root)
+    save_model_checkpoint(root / "streaming.ckpt", tokenizer, STREAMING)
+    save_model_checkpoint(root / "full.ckpt", tokenizer, FULL_CONTEXT, frontend=SHERPA)
+    save_model_checkpoint(root / "sherpa_streaming.ckpt", tokenizer, STREAMING, frontend=SHERPA)
+    return {
+        "root": root,
+        "tokenizer": tokenizer,
+        "streaming": root / "streaming.ckpt",
+        "full": root / "full.ckpt",
+        "sherpa_streaming": root / "sherpa_streaming.ckpt",
+        "a": write_audio(root / "a.wav", speechlike_audio(3.2, 0)),
+        "b": write_audio(root / "b.wav", speechlike_audio(2.5, 1)),
+    }
+
+
+def offline_text(checkpoint: Path, audio: Path, context) -> str:
+    """The reference: the whole utterance's features, the encoder's masked forward under `context`, greedy search
+    with the checkpoint's cap (4: it records none)."""
+    loaded = read_model(checkpoint)
+    samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
+    features, frames = build_frontend(loaded.frontend_spec).eval()(samples, torch.tensor([samples.shape[1]]))
+    encoded = loaded.model.encode(features, frames, list(context))
+    return greedy_search(loaded.model, *encoded, 4, loaded.tokenizer)[0].text
+
+
+def run_script(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
+    capsys.readouterr()
+    status = load_script().main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err.splitlines()
+
+
+@pytest.mark.parametrize("endpointing", [True, False])
+@pytest.mark.parametrize("context", LOOKAHEADS)
+def test_streaming_gives_the_masked_forward_text_at_every_lookahead(files, capsys, context, endpointing) -> None:
+    flags = [] if endpointing else ["--no-endpointing"]
+    lookahead = ["--att-context-size", f"{context[0]},{context[1]}"]
+    audio = [files["a"], files["b"]]
+    status, out, err = run_script(
+        capsys, *audio, "--checkpoint", files["streaming"], "--streaming", *lookahead, "--partials", *flags
+    )
+    assert status == 0
+    want = [offline_text(files["streaming"], path, context) for path in audio]
+    assert out == [f"{path}\t{text}" for path, text in zip(audio, want)]
+    assert all(len(text.split()) >= 3 for text in want), want  # the random model says something
+    for path, text in zip(audio, want):
+        partials = [line.split("\t")[2] for line in err if line.startswith(f"partial\t{path}\t")]
+        assert len(partials) >= 2 and len(set(partials)) == len(partials)  # a line per change
+        assert all(text.startswith(partial) for partial in partials), (partials, text)
+
+
+def test_the_default_lookahead_is_the_models_default_context(files, capsys) -> None:
+    status, out, err = run_script(capsys, files["a"], "--checkpoint", files["streaming"], "--streaming")
+    assert status == 0 and not err
+    assert out == [f"{files['a']}\t{offline_text(files['streaming'], files['a'], CONTEXTS[0])}"]
+
+
+def test_endpoints_close_segments_whose_texts_are_joined(files) -> None:
+    """A model that emits blanks through 2 s of silence between two bursts: rule 2 (1.2 s of silence after a
+    token) closes a segment there; the final text is the segments' texts joined, and without endpointing the
+    text is the offline one."""
+    root = files["root"]
+    checkpoint = root / "blanks.ckpt"
+    save_model_checkpoint(checkpoint, files["tokenizer"], STREAMING, blank_bias=3.0)
+    audio = write_audio(root / "pause.wav", speechlike_audio(5.0, 2, pause=(1.5, 3.5)))
+    transcriber = StreamingTranscriber([checkpoint], StreamingMode("cache_aware", (8, 1)))
+    session = transcriber.session.recognizer
+    samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
+    state = session.initial_state(1)
+    for start in range(0, samples.shape[1], 1600):
+        piece = samples[:, start : start + 1600]
+        state = session.accept(piece, torch.tensor([piece.shape[1]]), state)
+    segments = session.segments(session.finish(state))[0]
+    assert len(segments) >= 2 and 2 in {segment.rule for segment in segments}
+    assert transcriber.transcribe_file(audio) == " ".join(segment.hypothesis.text for segment in segments)
+    whole = StreamingTranscriber([checkpoint], StreamingMode("cache_aware", (8, 1), endpointing=False))
+    assert whole.transcribe_file(audio) == offline_text(checkpoint, audio, (8, 1))
+
+
+def test_buffered_streaming_decodes_a_full_context_model_as_offline_when_windows_cover_the_audio(files, capsys):
+    """NeMo's default windows (10 s left, 2 s chunks, 2 s right) cover these 2.5-3.2 s files whole; the sherpa
+    front end's per-utterance normalisation runs per window, here the whole utterance."""
+    audio = [files["a"], files["b"]]
+    status, out, _ = run_script(capsys, *audio, "--checkpoint", files["full"], "--buffered", "--no-endpointing")
+    offline = Transcriber([files["full"]], method="greedy").transcribe(audio)
+    assert status == 0 and out == [f"{path}\t{text}" for path, text in zip(audio, offline)]
+    # short windows: the same number of lines, another (approximate) text
+    status, out, _ = run_script(
+        capsys, files["a"], "--checkpoint", files["full"], "--buffered", "--buffer-chunk-ms", "320",
+        "--buffer-left-ms", "640", "--buffer-right-ms", "160",
+    )  # fmt: skip
+    assert status == 0 and len(out) == 1 and out[0].startswith(f"{files['a']}\t")
+
+
+@pytest.mark.parametrize("name", ["fast_conformer_transducer", "fast_conformer_tdt"])
+def test_a_nemo_file_streams_buffered_and_is_refused_cache_aware(files, capsys, tmp_path, name) -> None:
+    nemo, _ = write_synthetic_nemo(tmp_path, name)
+    status, out, _ = run_script(capsys, files["b"], "--checkpoint", nemo, "--buffered", "--no-endpointing")
+    assert status == 0 and out == [f"{files['b']}\t{Transcriber([nemo], method='greedy').transcribe_file(files['b'])}"]
+    with pytest.raises(SystemExit):
+        run_script(capsys, files["b"], "--checkpoint", nemo, "--streaming")
+    assert "is a full-context model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "checkpoint, options, message",
+    [
+        ("full", ["--streaming"], r"full\.ckpt is a full-context model .* --buffered"),
+        ("streaming", ["--streaming", "--att-context-size", "5,5"], r"\[5, 5\] is not one of this model's contexts "
+         r"\[\[8, 3\], \[8, 1\], \[8, 0\], \[-1, -1\]\]"),
+        ("streaming", ["--streaming", "--att-context-size=-1,-1"], r"\[-1, -1\] has an unlimited right context"),
+        ("sherpa_streaming", ["--streaming"], r"kind 'sherpa', normalize='per_feature'.* --buffered"),
+        ("streaming", ["--att-context-size", "8,3"], "need --streaming or --buffered"),
+        ("streaming", ["--streaming", "--method", "beam"], "streaming decodes with greedy search"),
+        ("streaming", ["--buffered", "--att-context-size", "8,3"], "buffered streaming encodes windows"),
+        ("full", ["--buffered", "--buffer-chunk-ms", "100"], r"chunk_ms=100: must be a multiple of 80 ms"),
+        ("streaming", ["--streaming", "--att-context-size", "8"], "give the context as L,R"),
+    ],
+)  # fmt: skip
+def test_refusals_name_the_problem(files, capsys, checkpoint, options, message) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(capsys, files["a"], "--checkpoint", files[checkpoint], *options)
+    assert exit_info.value.code == 2
+    assert len(re.findall(message, capsys.readouterr().err)) == 1
+
+
+@pytest.mark.slow
+def test_a_long_file_streams_from_disk_in_flat_memory(files, tmp_path) -> None:
+    """Ten minutes of 48 kHz stereo audio (decoded whole: 220 MiB of float32, 37 MiB resampled to 16 kHz mono): the
+    resident set size sampled as the text grows stays within a few MiB of its value after the first minute, and
+    far below a whole decode above its value before the file was opened."""
+    from test_long_audio import write_speech_like
+
+    from benchmarks.streaming import resident_bytes
+
+    path = write_speech_like(tmp_path / "ten-minutes.wav", 600.0)
+    transcriber = StreamingTranscriber([files["streaming"]], StreamingMode("cache_aware", (8, 3)))
+    samples: list[int] = []
+    before = resident_bytes()
+    text = transcriber.transcribe_file(path, lambda _: samples.append(resident_bytes()))
+    assert len(text.split()) > 100 and len(samples) > 100
+    mib = 2**20
+    after_a_minute = samples[len(samples) // 10 :]
+    assert max(after_a_minute) - after_a_minute[0] < 16 * mib, [s // mib for s in after_a_minute[::50]]
+    assert max(samples) - before < 64 * mib, (before // mib, max(samples) // mib)
