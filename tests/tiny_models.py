@@ -24,16 +24,29 @@ TINY_SIZES = dict(
 )
 
 
-# Smaller than conf/model/tiny.yaml, as overrides of a recipe's model node: a few seconds per step on one CPU core.
-MICRO_MODEL = [
-    "model.d_model=32",
-    "model.num_layers=1",
-    "model.num_heads=2",
-    "model.ffn_dim=64",
-    "model.conv_kernel_size=3",
-    "model.predictor_embed_dim=16",
-    "model.predictor_dim=32",
-    "model.joint_dim=32",
+# Smaller than conf/model/tiny.yaml: a few seconds per step on one CPU core. MICRO_MODEL: as overrides of a
+# recipe's model node; MICRO_LOGMEL: as build_transducer arguments on 80 log-mel bins.
+MICRO_SIZES = dict(
+    d_model=32,
+    num_layers=1,
+    num_heads=2,
+    ffn_dim=64,
+    conv_kernel_size=3,
+    predictor_embed_dim=16,
+    predictor_dim=32,
+    joint_dim=32,
+)
+MICRO_MODEL = [f"model.{key}={value}" for key, value in MICRO_SIZES.items()]
+MICRO_LOGMEL = dict(input_dim=80, **MICRO_SIZES)
+# A mini corpus small enough for a test's evaluation or export (the data module's overrides).
+TINY_CORPUS = [
+    "data.mini_corpus.n_train=24",
+    "data.mini_corpus.n_dev=8",
+    "data.mini_corpus.n_test=8",
+    "data.vocab_size=48",
+    "data.num_workers=0",
+    "data.prepare_num_workers=0",
+    "data.max_duration=10",
 ]
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from test_evaluation_recipe import CONF_DIR, TINY_DATA
+from test_evaluation_recipe import CONF_DIR
+from tiny_models import TINY_CORPUS
 
 
 def eval_cfg(root: Path, checkpoint: Path, *overrides: str):
@@ -15,7 +16,7 @@ def eval_cfg(root: Path, checkpoint: Path, *overrides: str):
         return compose(
             config_name="eval",
             overrides=[
-                *TINY_DATA,
+                *TINY_CORPUS,
                 f"paths.root_dir={root}",
                 f"output_dir={root}/eval",
                 f"checkpoint={checkpoint}",

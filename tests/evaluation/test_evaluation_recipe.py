@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from tiny_models import MICRO_LOGMEL, TINY_CORPUS
 
 from asr_plugin.evaluation import evaluate
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs
@@ -17,26 +18,6 @@ from asr_plugin.formats.checkpoint import average_state_dicts, select_checkpoint
 from asr_plugin.models import build_transducer
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-MICRO = dict(
-    input_dim=80,
-    d_model=32,
-    num_layers=1,
-    num_heads=2,
-    ffn_dim=64,
-    conv_kernel_size=3,
-    predictor_embed_dim=16,
-    predictor_dim=32,
-    joint_dim=32,
-)
-TINY_DATA = [
-    "data.mini_corpus.n_train=24",
-    "data.mini_corpus.n_dev=8",
-    "data.mini_corpus.n_test=8",
-    "data.vocab_size=48",
-    "data.num_workers=0",
-    "data.prepare_num_workers=0",
-    "data.max_duration=10",
-]
 
 
 def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: int, records: bool = True) -> dict:
@@ -47,7 +28,7 @@ def save_module_checkpoint(path: Path, datamodule, seed: int, epoch: int, step: 
     model_cfg = {
         "_target_": "asr_plugin.models.build_transducer",
         "vocab_size": datamodule.tokenizer.vocab_size,
-        **MICRO,
+        **MICRO_LOGMEL,
     }
     model = build_transducer(**{k: v for k, v in model_cfg.items() if k != "_target_"})
     with torch.no_grad():
@@ -103,7 +84,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
             config_name="eval",
-            overrides=TINY_DATA
+            overrides=TINY_CORPUS
             + [
                 f"paths.root_dir={tmp_path}",
                 f"output_dir={tmp_path}/eval",

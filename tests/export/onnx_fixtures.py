@@ -7,18 +7,6 @@ from pathlib import Path
 from tiny_models import CharTokenizer
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-# the evaluation tests' micro model (tests/evaluation/test_evaluation_recipe.py) on 80 log-mel bins
-MICRO = {
-    "input_dim": 80,
-    "d_model": 32,
-    "num_layers": 1,
-    "num_heads": 2,
-    "ffn_dim": 64,
-    "conv_kernel_size": 3,
-    "predictor_embed_dim": 16,
-    "predictor_dim": 32,
-    "joint_dim": 32,
-}
 
 
 class LetterPieces(CharTokenizer):
@@ -26,14 +14,3 @@ class LetterPieces(CharTokenizer):
 
     def id_to_piece(self, token_id: int) -> str:
         return "\u2581" + self.decode([token_id])
-
-
-TINY_DATA = [
-    "data.mini_corpus.n_train=24",
-    "data.mini_corpus.n_dev=8",
-    "data.mini_corpus.n_test=8",
-    "data.vocab_size=48",
-    "data.num_workers=0",
-    "data.prepare_num_workers=0",
-    "data.max_duration=10",
-]

@@ -21,7 +21,8 @@ pytest.importorskip("sherpa_onnx")
 pytest.importorskip("kaldi_native_fbank")
 
 from nemo_models import write_synthetic_nemo
-from onnx_fixtures import CONF_DIR, MICRO, TINY_DATA, LetterPieces
+from onnx_fixtures import CONF_DIR, LetterPieces
+from tiny_models import MICRO_LOGMEL, TINY_CORPUS
 
 from asr_plugin.data import build_frontend, complete_frontend_spec, load_audio, read_manifest
 from asr_plugin.export import export_onnx
@@ -48,7 +49,7 @@ def corpus(tmp_path_factory):
             config_name="eval",
             # the log-mel front end (global statistics): what the adapter's tests below adapt, not the default
             overrides=[
-                *TINY_DATA,
+                *TINY_CORPUS,
                 "data.frontend=null",
                 f"paths.root_dir={root}",
                 f"output_dir={root}/eval",
@@ -105,7 +106,7 @@ def _check_export(model, spec, tokenizer, waveforms, out_dir):
 def test_micro_model_decodes_in_sherpa_as_greedy_search(corpus, tmp_path):
     datamodule, waveforms = corpus
     torch.manual_seed(0)
-    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO).eval()
+    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO_LOGMEL).eval()
     with torch.no_grad():
         model.joint.output.bias[0] -= 2.0  # emit some tokens
     _check_export(model, datamodule.frontend_spec, datamodule.tokenizer, waveforms, tmp_path / "micro")
@@ -129,7 +130,7 @@ def test_a_model_on_the_sherpa_front_end_decodes_in_sherpa_as_on_its_training_fe
     datamodule, waveforms = corpus
     spec = complete_frontend_spec({"kind": "sherpa", "options": {"normalize": normalize}})
     torch.manual_seed(0)
-    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO).eval()
+    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO_LOGMEL).eval()
     with torch.no_grad():
         model.joint.output.bias[0] -= 2.0  # emit some tokens
     out_dir = tmp_path / f"sherpa_{normalize}"
@@ -173,7 +174,7 @@ def test_ten_minutes_of_features_run_through_the_encoder(tmp_path):
     torch.manual_seed(0)
     model = build_transducer(
         vocab_size=7,
-        **{**MICRO, "d_model": 16, "num_heads": 1},
+        **{**MICRO_LOGMEL, "d_model": 16, "num_heads": 1},
         attention="rel_pos",
         subsampling="dw_striding",
         subsampling_factor=8,
@@ -194,7 +195,7 @@ def test_a_large_model_gets_its_weights_in_an_external_file_that_sherpa_reads(mo
 
     datamodule, waveforms = corpus
     torch.manual_seed(0)
-    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO).eval()
+    model = build_transducer(vocab_size=datamodule.tokenizer.vocab_size, **MICRO_LOGMEL).eval()
     monkeypatch.setattr(onnx_files, "EXTERNAL_DATA_BYTES", 0)  # every piece counts as large
     spec = datamodule.frontend_spec
     paths = export_onnx(model, spec, datamodule.tokenizer, tmp_path / "large", int8=True)
