@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 from omegaconf import OmegaConf
-from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN, StubTrainer, train_steps
+from train_configs import CONF_DIR, REPO_ROOT, TINY_RUN, StubTrainer, job_free_env, train_steps
 
 from asr_plugin.training.distributed import register_resolvers, slurm_layout
 from asr_plugin.training.slurm_requeue import (
@@ -40,6 +40,17 @@ SLURM_TASK = {
     "SLURM_JOB_NAME": "ls960",
     "SLURM_NODELIST": "localhost",
 }
+
+
+def slurm_task_env(tmp_path, **extra: str) -> dict[str, str]:
+    """The environment of one SLURM task of a test's job (`SLURM_TASK` on a job-free environment, `extra` on
+    top) whose ``scontrol`` is a stand-in that records the requeue request in ``tmp_path/scontrol.log``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    env = job_free_env(**{**SLURM_TASK, **extra})
+    return {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}"}
 
 
 def test_the_launcher_asks_sbatch_for_the_signal_lightning_listens_for(tmp_path):
@@ -99,21 +110,7 @@ def test_trainer_devices_and_nodes_follow_slurm(monkeypatch):
 
 @pytest.mark.slow
 def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_dir, tmp_path):
-    bin_dir = tmp_path / "bin"  # scontrol stand-in: records the requeue request
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
-    (bin_dir / "scontrol").chmod(0o755)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")
-    }
-    env.update(
-        SLURM_TASK,
-        OMP_NUM_THREADS="1",
-        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]),
-    )
+    env = slurm_task_env(tmp_path)
     # no checkpoint but the requeue one: step checkpoints far apart, no validation
     overrides = [
         *TINY_RUN,
@@ -175,24 +172,8 @@ def test_sigusr1_writes_a_checkpoint_and_the_requeued_job_resumes_from_it(data_d
 def test_a_signal_to_one_ddp_rank_checkpoints_both_at_the_same_step(data_dir, tmp_path, free_port):
     """Two srun tasks (gloo DDP); SIGUSR1 reaches rank 1 only: both ranks save at one step (a rank saving
     alone would wait forever in the checkpoint's barrier), rank 0 requeues once, and training goes on."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
-    (bin_dir / "scontrol").chmod(0o755)
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("SLURM_") and k not in ("ASR_RUN_ID", "TORCHELASTIC_RUN_ID")
-    }
-    base.update(
-        SLURM_TASK,
-        SLURM_NTASKS="2",
-        SLURM_NTASKS_PER_NODE="2",
-        OMP_NUM_THREADS="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(free_port),
-        PATH=f"{bin_dir}{os.pathsep}{base['PATH']}",
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), base.get("PYTHONPATH", "")]),
+    base = slurm_task_env(
+        tmp_path, SLURM_NTASKS="2", SLURM_NTASKS_PER_NODE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port)
     )
     overrides = [
         *TINY_RUN,
