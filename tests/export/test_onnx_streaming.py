@@ -1,0 +1,184 @@
+"""The streaming (sherpa-onnx online) export's encoder run the way sherpa-onnx runs it, and what the export refuses.
+
+sherpa-onnx feeds the encoder windows of ``window_size`` feature frames every ``chunk_shift`` frames from the
+stream's first frame, with zero caches and ``cache_last_channel_len`` 0 at the start (its source:
+``OnlineRecognizerTransducerNeMoImpl::DecodeStreams``, ``OnlineTransducerNeMoModel``), batching streams by
+concatenating their caches. `sherpa_encoder_run` below does exactly that under onnxruntime; its frames must be the
+step API's frames of the stream's features from frame 2f on, chunk by chunk, the first and last windows included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from onnx_fixtures import LetterPieces
+from tiny_models import STREAMING_FEATURES, streaming_encoder
+
+from asr_plugin.export import export_onnx, export_onnx_streaming
+from asr_plugin.export.onnx_streaming import check_streaming_exportable, streaming_contexts
+from asr_plugin.export.sherpa_decode import onnx_metadata
+from asr_plugin.export.sherpa_online_decode import sherpa_windows
+from asr_plugin.export.sherpa_tokens import sherpa_token_lines
+from asr_plugin.losses import lattice_from_record
+from asr_plugin.models import Joint, LSTMPredictor, Transducer
+
+pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+ONLINE = {"kind": "sherpa_online", "options": {"num_mel_bins": STREAMING_FEATURES}}
+VOCAB = 7
+CACHES = ("cache_last_channel", "cache_last_time", "cache_last_channel_len")
+
+
+def streaming_transducer(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3)), lattice=None, **options):
+    """A tiny cache-aware transducer (`streaming_encoder`, an LSTM predictor and a joint) with random weights."""
+    encoder = streaming_encoder(style, contexts, **options)
+    lattice = lattice_from_record(lattice or {"kind": "rnnt"})
+    torch.manual_seed(1)
+    joint = Joint(encoder.output_dim, 12, 10, VOCAB, num_extra_outputs=lattice.num_extra_outputs)
+    return Transducer(encoder, LSTMPredictor(VOCAB, 8, 12), joint, lattice).eval()
+
+
+def sherpa_encoder_run(path, features: list[np.ndarray], starts: list[int]) -> list[list[tuple[np.ndarray, dict]]]:
+    """Each stream's (T, F) features through encoder.onnx as sherpa-onnx runs it: its windows while more frames
+    than a window's end are there, stream b from call ``starts[b]`` on, the streams with a window ready batched
+    into one call. Returns, per stream, each window's (T_out, H) frames and its next caches."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    meta = onnx_metadata(path)
+    window, shift = int(meta["window_size"]), int(meta["chunk_shift"])
+    dims = {name: [int(meta[f"{name}_dim{i}"]) for i in (1, 2, 3)] for name in CACHES[:2]}
+    caches = [
+        {
+            "cache_last_channel": np.zeros((1, *dims["cache_last_channel"]), np.float32),
+            "cache_last_time": np.zeros((1, *dims["cache_last_time"]), np.float32),
+            "cache_last_channel_len": np.zeros(1, np.int64),
+        }
+        for _ in features
+    ]
+    counts = [sherpa_windows(len(x), window, shift) for x in features]
+    results: list[list[tuple[np.ndarray, dict]]] = [[] for _ in features]
+    for call in range(max(start + count for start, count in zip(starts, counts))):
+        rows = [b for b, (start, count) in enumerate(zip(starts, counts)) if start <= call < start + count]
+        windows = [(call - starts[b]) * shift for b in rows]
+        inputs = {
+            "audio_signal": np.stack([features[b][k : k + window].T for b, k in zip(rows, windows)]),
+            "length": np.full(len(rows), window, np.int64),
+            **{name: np.concatenate([caches[b][name] for b in rows]) for name in CACHES},
+        }
+        frames, lengths, *next_caches = session.run(None, inputs)
+        for i, b in enumerate(rows):
+            caches[b] = {name: cache[i : i + 1] for name, cache in zip(CACHES, next_caches)}
+            assert lengths[i] == frames.shape[2]
+            results[b].append((frames[i].T, caches[b]))
+    return results
+
+
+@torch.no_grad()
+def step_api_run(model, context, features: np.ndarray, windows: int) -> list[tuple[np.ndarray, dict]]:
+    """The step API on features from frame 2f on, one whole chunk per window: each step's projected frames and
+    its caches in sherpa's layout (batch first)."""
+    encoder = model.encoder
+    setup = encoder.streaming_setup(context)
+    x = torch.from_numpy(features[setup.drop_extra_pre_encoded * setup.subsampling_factor :])
+    state, done, steps = encoder.initial_state(1, setup), 0, []
+    for k in range(windows):
+        size = setup.first_chunk_frames if k == 0 else setup.chunk_frames
+        frames, counts, state = encoder.step(x[None, done : done + size], torch.tensor([size]), state, setup)
+        done += size
+        caches = {
+            "cache_last_channel": state.cache_last_channel.transpose(0, 1).numpy(),
+            "cache_last_time": state.cache_last_time.transpose(0, 1).numpy(),
+            "cache_last_channel_len": state.cache_last_channel_len.numpy(),
+        }
+        steps.append((model.joint.encoder_proj(frames[0, : int(counts[0])]).numpy(), caches))
+    return steps
+
+
+def largest_difference(sherpa, ours) -> float:
+    """The largest absolute difference of frames and float caches over two runs of the same windows."""
+    assert len(sherpa) == len(ours) > 2
+    largest = 0.0
+    for (frames, caches), (want_frames, want_caches) in zip(sherpa, ours):
+        assert frames.shape == want_frames.shape
+        assert np.array_equal(caches["cache_last_channel_len"], want_caches["cache_last_channel_len"])
+        for value, want in ((frames, want_frames), *((caches[n], want_caches[n]) for n in CACHES[:2])):
+            largest = max(largest, float(np.abs(value - want).max()))
+    return largest
+
+
+@pytest.fixture(scope="module")
+def lookahead_0(tmp_path_factory):
+    """(model, the export of its context [4, 0], a one-feature first chunk)."""
+    model = streaming_transducer()
+    out = tmp_path_factory.mktemp("online") / "4_0"
+    return model, export_onnx_streaming(model, ONLINE, LetterPieces(VOCAB), out, att_context_size=[4, 0])
+
+
+def test_sherpas_windows_through_the_encoder_give_the_step_apis_frames(lookahead_0):
+    """Streams of several lengths batched as sherpa-onnx batches them (a stream's first window beside another's
+    later ones): every window's frames and caches are the step API's, from the first window to the last."""
+    model, paths = lookahead_0
+    rng = np.random.default_rng(0)
+    features = [rng.normal(-4.0, 3.0, (frames, STREAMING_FEATURES)).astype(np.float32) for frames in (300, 121, 57)]
+    features[2] = np.concatenate([features[0][:40], features[2]])  # streams that share a start part ways
+    runs = sherpa_encoder_run(paths["encoder"], features, starts=[0, 2, 5])
+    for x, run in zip(features, runs):
+        assert largest_difference(run, step_api_run(model, [4, 0], x, len(run))) <= 1e-4
+
+
+def test_the_encoder_metadata_holds_what_sherpa_online_reads(lookahead_0):
+    import onnx
+
+    model, paths = lookahead_0
+    setup = model.encoder.streaming_setup([4, 0])
+    meta = onnx_metadata(paths["encoder"])
+    assert {key: meta[key] for key in ("window_size", "chunk_shift", "subsampling_factor", "vocab_size")} == {
+        "window_size": str(setup.pre_encode_cache_size + setup.chunk_frames),  # NeMo's export: chunk + cache
+        "chunk_shift": str(setup.chunk_frames),
+        "subsampling_factor": "8",
+        "vocab_size": str(VOCAB - 1),
+    }
+    layers, d_model = len(model.encoder.layers), model.encoder.output_dim
+    assert [int(meta[f"cache_last_channel_dim{i}"]) for i in (1, 2, 3)] == [layers, 4, d_model]
+    assert [int(meta[f"cache_last_time_dim{i}"]) for i in (1, 2, 3)] == [layers, d_model, 4]  # kernel 5, causal
+    assert (meta["normalize_type"], meta["pred_rnn_layers"], meta["pred_hidden"]) == ("", "1", "12")
+    assert "tdt" not in meta["url"]
+    graph = onnx.load(str(paths["encoder"])).graph
+    assert [i.name for i in graph.input] == ["audio_signal", "length", *CACHES]
+    shape = [d.dim_value or d.dim_param for d in graph.input[0].type.tensor_type.shape.dim]
+    assert shape[1:] == [STREAMING_FEATURES, setup.window_frames] and isinstance(shape[0], str)  # F read by sherpa
+    decoder = onnx.load(str(paths["decoder"])).graph
+    assert len(decoder.output) > 1  # what makes sherpa-onnx take its NeMo online path
+    lines = paths["tokens"].read_text().splitlines()
+    assert lines == sherpa_token_lines(LetterPieces(VOCAB)) and lines[-1] == f"<blk> {VOCAB - 1}"
+
+
+def test_refusals_name_the_problem(tmp_path):
+    model = streaming_transducer(contexts=((4, 1), (-1, -1)))
+    assert streaming_contexts(model) == [(4, 1)]
+    with pytest.raises(ValueError, match=r"att_context_size=\[-1, -1\] is full context.*without --streaming"):
+        check_streaming_exportable(model, ONLINE, [-1, -1])
+    with pytest.raises(
+        ValueError, match=r"att_context_size=\[4, 3\] is not one of this model's contexts"
+    ):  # a lookahead the model lacks
+        check_streaming_exportable(model, ONLINE, [4, 3])
+    for kind in ("sherpa", "nemo", "logmel"):
+        with pytest.raises(ValueError, match=rf"front end of kind '{kind}'.*data.frontend=sherpa_online"):
+            check_streaming_exportable(model, {**ONLINE, "kind": kind}, None)
+    with pytest.raises(ValueError, match="front end has 80 mel bins, the encoder takes 20"):
+        check_streaming_exportable(model, {"kind": "sherpa_online", "options": {"num_mel_bins": 80}}, None)
+    tdt = streaming_transducer(contexts=((4, 1),), lattice={"kind": "tdt", "durations": [0, 1, 2]})
+    with pytest.raises(ValueError, match=r"TDT lattice \(durations \[0, 1, 2\]\).*RNN-T only"):
+        check_streaming_exportable(tdt, ONLINE, None)
+    with pytest.raises(ValueError, match=r"att_context_size=\[1, 0\] keeps 1 encoder frames of left context"):
+        check_streaming_exportable(streaming_transducer(contexts=((1, 0),)), ONLINE, None)
+    with pytest.raises(ValueError, match="causal subsampling"):
+        check_streaming_exportable(streaming_transducer(causal_downsampling=False), ONLINE, None)
+    with pytest.raises(ValueError, match="kind 'sherpa_online'.*--streaming"):  # the offline export
+        export_onnx(model, ONLINE, LetterPieces(VOCAB), tmp_path / "offline")
+    with pytest.raises(ValueError, match="full context"):
+        export_onnx_streaming(streaming_transducer(contexts=((-1, -1),)), ONLINE, LetterPieces(VOCAB), tmp_path / "x")
+    assert not (tmp_path / "offline").exists() and not (tmp_path / "x").exists()
