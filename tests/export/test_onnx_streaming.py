@@ -49,8 +49,9 @@ def test_sherpas_windows_through_the_encoder_give_the_step_apis_frames(lookahead
     features = [rng.normal(-4.0, 3.0, (frames, STREAMING_FEATURES)).astype(np.float32) for frames in (300, 121, 57)]
     features[2] = np.concatenate([features[0][:40], features[2]])  # streams that share a start part ways
     runs = sherpa_encoder_run(paths["encoder"], features, starts=[0, 2, 5])
-    for x, run in zip(features, runs):
-        assert largest_difference(run, step_api_run(model, [4, 0], x, len(run))) <= 1e-4
+    differences = [largest_difference(run, step_api_run(model, [4, 0], x, len(run))) for x, run in zip(features, runs)]
+    print(f"[4, 0]: largest difference from the step API {max(differences):.1e}")
+    assert max(differences) <= 1e-4
 
 
 def test_the_encoder_metadata_holds_what_sherpa_online_reads(lookahead_0):
