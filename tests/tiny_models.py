@@ -72,6 +72,24 @@ def random_encoder_out(model: Transducer, batch: int, frames: int, seed: int) ->
 
 
 STREAMING_FEATURES = 20  # feature bins of `streaming_encoder`
+# `streaming_encoder`'s layout and sizes but its contexts (`ConformerEncoder` and `build_transducer` arguments)
+STREAMING_ENCODER = dict(
+    input_dim=STREAMING_FEATURES,
+    d_model=16,
+    num_layers=2,
+    num_heads=2,
+    ffn_dim=32,
+    conv_kernel_size=5,
+    dropout=0.0,
+    attention="rel_pos",
+    subsampling="dw_striding",
+    subsampling_channels=8,
+    subsampling_factor=8,
+    xscaling=True,
+    conv_context_size="causal",
+    conv_norm_type="layer_norm",
+    causal_downsampling=True,
+)
 
 
 def streaming_encoder(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3)), **options) -> ConformerEncoder:
@@ -80,23 +98,9 @@ def streaming_encoder(style="chunked_limited", contexts=((4, 0), (4, 1), (4, 3))
     weights, biases, norm scales and BatchNorm statistics."""
     torch.manual_seed(0)
     settings = dict(
-        input_dim=STREAMING_FEATURES,
-        d_model=16,
-        num_layers=2,
-        num_heads=2,
-        ffn_dim=32,
-        conv_kernel_size=5,
-        dropout=0.0,
-        attention="rel_pos",
-        subsampling="dw_striding",
-        subsampling_channels=8,
-        subsampling_factor=8,
-        xscaling=True,
+        STREAMING_ENCODER,
         att_context_size=[list(context) for context in contexts],
         att_context_style=style,
-        conv_context_size="causal",
-        conv_norm_type="layer_norm",
-        causal_downsampling=True,
     )
     encoder = ConformerEncoder(**{**settings, **options})
     with torch.no_grad():

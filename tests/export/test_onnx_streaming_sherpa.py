@@ -24,7 +24,7 @@ from onnx_fixtures import (
     step_api_run,
     streaming_transducer,
 )
-from tiny_models import STREAMING_FEATURES
+from tiny_models import STREAMING_ENCODER, STREAMING_FEATURES
 
 from asr_plugin.data.features import SherpaOnlineFbank
 from asr_plugin.export import export_onnx_streaming
@@ -45,23 +45,13 @@ ONLINE_80 = {"kind": "sherpa_online", "options": {"num_mel_bins": 80}}
 # experiment=mini_streaming's layout at a test's size: causal 8x subsampling and convolution, chunked_limited
 # attention with lookaheads 3, 1 and 0 and a full-context one (which does not stream: not exported)
 ARCHITECTURE = dict(
+    STREAMING_ENCODER,
     input_dim=80,
     d_model=32,
-    num_layers=2,
-    num_heads=2,
     ffn_dim=64,
-    conv_kernel_size=5,
-    dropout=0.0,
-    attention="rel_pos",
-    subsampling="dw_striding",
     subsampling_channels=16,
-    subsampling_factor=8,
-    xscaling=True,
     att_context_size=[[16, 3], [16, 1], [16, 0], [-1, -1]],
     att_context_style="chunked_limited",
-    conv_context_size="causal",
-    conv_norm_type="layer_norm",
-    causal_downsampling=True,
     predictor_embed_dim=16,
     predictor_dim=32,
     predictor_dropout=0.0,
