@@ -9,6 +9,8 @@ step API's frames of the stream's features from frame 2f on, chunk by chunk, the
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from onnx_fixtures import (
@@ -107,3 +109,16 @@ def test_refusals_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="full context"):
         export_onnx_streaming(streaming_transducer(contexts=((-1, -1),)), ONLINE, LetterPieces(VOCAB), tmp_path / "x")
     assert not (tmp_path / "offline").exists() and not (tmp_path / "x").exists()
+
+
+def test_the_script_parses_the_context_and_refuses_streaming_options_without_streaming(capsys):
+    script = importlib.import_module("export_onnx")
+    assert script.context_size("32,3") == [32, 3] and script.context_size("-1,-1") == [-1, -1]
+    for arguments, message in (
+        (["--att-context-size", "32"], "'32' is not two integers LEFT,RIGHT"),
+        (["--streaming", "--att-context-size", "32,3", "--every-lookahead"], "not allowed with argument"),
+        (["--att-context-size", "32,3"], "--att-context-size and --every-lookahead need --streaming"),
+    ):
+        with pytest.raises(SystemExit):
+            script.main(["model.ckpt", "out", *arguments])
+        assert message in capsys.readouterr().err

@@ -112,12 +112,30 @@ def test_sherpa_onnx_online_gives_the_streaming_recognizers_transcripts_at_every
             recipe.append(_normalised(recipe_streaming(model, context, frontend, waveform, tokenizer).text))
         assert len({word for text in ours for word in text.split()}) >= 5  # transcripts that vary
         assert sherpa == ours
+        assert _batched_transcripts(recognizer, waveforms[:5], padding, starts=[0, 3, 7, 8, 15]) == sherpa[:5]
         int8 = [_normalised(online_transcribe(online_recognizer(directory, int8=True), w, padding)) for w in waveforms]
         equal = sum(a == b for a, b in zip(recipe, sherpa))
         print(
             f"{context}: sherpa-onnx float = ours on its windows for {len(waveforms)} of {len(waveforms)}, = the "
             f"recipe's streaming for {equal}; int8 = float for {sum(a == b for a, b in zip(int8, sherpa))}"
         )
+
+
+def _batched_transcripts(recognizer, waveforms, padding: int, starts: list[int]) -> list[str]:
+    """sherpa-onnx's transcripts of streams decoded together (``decode_streams`` on every ready stream, its caches
+    stacked), stream b joining after ``starts[b]`` pieces of 100 ms."""
+    audio = [np.concatenate([w, np.zeros(padding, np.float32)]) for w in waveforms]
+    pieces = [[samples[i : i + 1600] for i in range(0, len(samples), 1600)] for samples in audio]
+    streams = [recognizer.create_stream() for _ in waveforms]
+    for step in range(max(start + len(chunks) for start, chunks in zip(starts, pieces))):
+        for stream, start, chunks in zip(streams, starts, pieces):
+            if 0 <= step - start < len(chunks):
+                stream.accept_waveform(16000, chunks[step - start])
+                if step - start == len(chunks) - 1:
+                    stream.input_finished()
+        while ready := [stream for stream in streams if recognizer.is_ready(stream)]:
+            recognizer.decode_streams(ready)
+    return [_normalised(recognizer.get_result(stream)) for stream in streams]
 
 
 @pytest.mark.parametrize(
