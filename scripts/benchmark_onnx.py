@@ -2,13 +2,19 @@
 What is measured is `benchmarks.onnx`'s docstring.
 
     OMP_NUM_THREADS=1 python scripts/benchmark_onnx.py CHECKPOINT data/manifests/test.jsonl --out exp/sherpa
+    OMP_NUM_THREADS=1 python scripts/benchmark_onnx.py CHECKPOINT data/manifests/test.jsonl --out exp/online --streaming
+
+With --streaming (a cache-aware model on the "sherpa_online" front end): our streaming recogniser against
+sherpa-onnx's online recogniser fed 100 ms pieces, per lookahead (--att-context-size L,R, else every one).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from benchmarks.onnx import benchmark_onnx, table
+from export_onnx import context_size
+
+from benchmarks.onnx import benchmark_onnx, benchmark_onnx_streaming, table
 
 
 def main() -> None:
@@ -18,8 +24,20 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="export directory (exported there unless it already holds one)")
     parser.add_argument("--threads", type=int, default=1, help="threads of both runtimes")
     parser.add_argument("--limit", type=int, default=None, help="decode only the first N utterances")
+    parser.add_argument("--streaming", action="store_true", help="sherpa-onnx's online recogniser (OUT/<L>_<R>/)")
+    parser.add_argument(
+        "--att-context-size", type=context_size, metavar="L,R", help="with --streaming: the one lookahead to measure"
+    )
     args = parser.parse_args()
-    print(table(benchmark_onnx(args.source, args.manifest, args.out, args.threads, args.limit)))
+    if args.att_context_size and not args.streaming:
+        parser.error("--att-context-size needs --streaming")
+    if args.streaming:
+        rows = benchmark_onnx_streaming(
+            args.source, args.manifest, args.out, args.att_context_size, args.threads, args.limit
+        )
+    else:
+        rows = benchmark_onnx(args.source, args.manifest, args.out, args.threads, args.limit)
+    print(table(rows))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ exported = ExportedTransducer.load("exp/export")
 hyps = greedy_search(exported, *exported.encode(features, lengths))
 
 export_onnx(model, frontend_spec, tokenizer, "exp/sherpa", int8=True)   # encoder/decoder/joiner.onnx, tokens.txt
+export_onnx_streaming(model, frontend_spec, tokenizer, "exp/online", att_context_size=[32, 3])  # sherpa-onnx online
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from asr_plugin.export.export_dir import model_sha256
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
 from asr_plugin.export.onnx_export import check_exportable, export_onnx
+from asr_plugin.export.onnx_streaming import export_onnx_every_lookahead, export_onnx_streaming
 from asr_plugin.export.programs import ExportMetadata, export_pieces, load_pieces, save_pieces
 from asr_plugin.export.runtime import ExportedTransducer
 from asr_plugin.models import Transducer
@@ -43,6 +45,8 @@ __all__ = [
     "PredictorPiece",
     "check_exportable",
     "export_onnx",
+    "export_onnx_every_lookahead",
+    "export_onnx_streaming",
     "export_pieces",
     "export_transducer",
     "load_pieces",

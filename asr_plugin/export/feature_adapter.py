@@ -142,6 +142,12 @@ def check_sherpa_compatible(spec: Mapping[str, Any]) -> dict[str, Any]:
             "front end of kind 'sherpa' computes sherpa-onnx's own features: it needs no adapter "
             "(encoder_input gives SherpaFeatures)"
         )
+    if spec["kind"] == "sherpa_online":
+        raise ValueError(
+            "front end of kind 'sherpa_online' computes the features of sherpa-onnx's online recogniser, which its "
+            "offline recogniser does not: export the model for sherpa_onnx.OnlineRecognizer "
+            "(scripts/export_onnx.py --streaming, asr_plugin.export.export_onnx_streaming)"
+        )
     options = spec["options"]
     if options["sample_rate"] != sherpa_fbank.SAMPLE_RATE:
         raise ValueError(

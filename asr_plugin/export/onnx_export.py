@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 from torch.export import Dim
 
 from asr_plugin.data.atomic import write_text_atomic
@@ -98,6 +100,84 @@ def encoder_metadata(model: Transducer, feature_dim: int, adapted: bool = True) 
     }
 
 
+@dataclass(frozen=True)
+class OnnxPiece:
+    """One ONNX file to write: the module, example inputs, the input and output names, and each input's dynamic
+    axes ({axis: Dim}) for the dynamo exporter."""
+
+    module: nn.Module
+    args: tuple
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    dynamic: tuple[dict[int, Any], ...]
+
+
+def predictor_pieces(model: Transducer) -> dict[str, OnnxPiece]:
+    """decoder.onnx and joiner.onnx as sherpa-onnx's NeMo transducers (offline and online alike) call them."""
+    joint_dim, layers, hidden = model.joint.hidden_dim, model.predictor.num_layers, model.predictor.hidden_dim
+    state = torch.zeros(layers, 2, hidden)  # batch 2: an example size of 1 would be specialised
+    auto = Dim.AUTO
+    return {
+        "decoder": OnnxPiece(
+            SherpaDecoder(model),
+            (torch.zeros(2, 1, dtype=torch.int32), torch.ones(2, dtype=torch.int32), state, state.clone()),
+            ("targets", "target_length", "states.1", "states.2"),
+            ("decoder_output", "decoder_output_length", "states_next.1", "states_next.2"),
+            ({0: auto}, {0: auto}, {1: auto}, {1: auto}),
+        ),
+        "joiner": OnnxPiece(
+            SherpaJoiner(model),
+            (torch.randn(2, joint_dim, 1), torch.randn(2, joint_dim, 1)),
+            ("encoder_outputs", "decoder_outputs"),
+            ("outputs",),
+            ({0: auto}, {0: auto}),
+        ),
+    }
+
+
+def write_sherpa_export(
+    model: Transducer,
+    encoder: OnnxPiece,
+    metadata: Mapping[str, str],
+    tokenizer: PieceTable,
+    out_dir: str | os.PathLike,
+    int8: bool,
+    overwrite: bool,
+    source: str | None,
+) -> dict[str, Path]:
+    """Writes `encoder` (with `metadata`), the model's decoder and joiner (`predictor_pieces`) and tokens.txt, and
+    with `int8` their quantisation, as the directory `out_dir`, whole (`export_directory`); returns {name: path}."""
+    if tokenizer.vocab_size != model.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the model {model.vocab_size}")
+    lines = sherpa_token_lines(tokenizer)
+    out_dir = Path(out_dir)
+    names = {name: f"{name}.onnx" for name in PIECES}
+    if int8:
+        names.update({f"{name}.int8": f"{name}.int8.onnx" for name in PIECES})
+    names["tokens"] = "tokens.txt"
+    pieces = {"encoder": encoder, **predictor_pieces(model)}
+    with export_directory(
+        out_dir, model_sha256(model), source=source, overwrite=overwrite, legacy_patterns=ONNX_EXPORT_FILES
+    ) as staging:
+        for name, piece in pieces.items():
+            piece_metadata = metadata if name == "encoder" else {}
+            write_onnx(
+                staging / names[name],
+                piece.module,
+                piece.args,
+                piece.inputs,
+                piece.outputs,
+                piece.dynamic,
+                piece_metadata,
+                OPSET,
+            )
+            if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
+                weights = "QUInt8" if name == "encoder" else "QInt8"
+                write_quantized(staging / names[name], staging / names[f"{name}.int8"], weights, piece_metadata)
+        write_text_atomic(staging / names["tokens"], "\n".join(lines) + "\n")
+    return {name: out_dir / file_name for name, file_name in names.items()}
+
+
 def export_onnx(
     model: Transducer,
     frontend_spec: Mapping[str, Any],
@@ -116,7 +196,8 @@ def export_onnx(
         model: the transducer (put in eval mode); `check_exportable` says which ones export.
         frontend_spec: the front-end spec of its training features (a checkpoint's record). Kind "sherpa":
             sherpa-onnx computes them (the encoder normalises them as the front end does, `SherpaFeatures`);
-            any other kind: the encoder turns sherpa-onnx's into them approximately (`SherpaFeatureAdapter`).
+            any other kind but "sherpa_online" (the online recogniser's features: `export_onnx_streaming`):
+            the encoder turns sherpa-onnx's into them approximately (`SherpaFeatureAdapter`).
         tokenizer: its tokenizer (ids with blank 0, ``id_to_piece``).
         source: where the model was loaded from (a checkpoint or .nemo path), recorded for people.
     Raises:
@@ -124,54 +205,18 @@ def export_onnx(
         when `out_dir` holds an export and not `overwrite`.
     """
     check_exportable(model)
-    if tokenizer.vocab_size != model.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} ids, the model {model.vocab_size}")
     adapter = encoder_input(frontend_spec)
-    out_dir = Path(out_dir)
-    names = {name: f"{name}.onnx" for name in PIECES}
-    if int8:
-        names.update({f"{name}.int8": f"{name}.int8.onnx" for name in PIECES})
-    names["tokens"] = "tokens.txt"
-    lines = sherpa_token_lines(tokenizer)
     model = model.eval()
     feature_dim = adapter.sherpa_bins
     metadata = encoder_metadata(model, feature_dim, adapted=isinstance(adapter, SherpaFeatureAdapter))
-    joint_dim, layers, hidden = model.joint.hidden_dim, model.predictor.num_layers, model.predictor.hidden_dim
     frames = max(64, 4 * model.encoder.subsampling.min_input_length())
     features, lengths = torch.randn(2, feature_dim, frames), torch.tensor([frames, frames - 3])
-    state = torch.zeros(layers, 2, hidden)  # batch 2: an example size of 1 would be specialised
     auto = Dim.AUTO
-    exports = {
-        "encoder": (
-            SherpaEncoder(model, adapter),
-            (features, lengths),
-            ("audio_signal", "length"),
-            ("outputs", "encoded_lengths"),
-            ({0: auto, 2: auto}, {0: auto}),
-        ),
-        "decoder": (
-            SherpaDecoder(model),
-            (torch.zeros(2, 1, dtype=torch.int32), torch.ones(2, dtype=torch.int32), state, state.clone()),
-            ("targets", "target_length", "states.1", "states.2"),
-            ("decoder_output", "decoder_output_length", "states_next.1", "states_next.2"),
-            ({0: auto}, {0: auto}, {1: auto}, {1: auto}),
-        ),
-        "joiner": (
-            SherpaJoiner(model),
-            (torch.randn(2, joint_dim, 1), torch.randn(2, joint_dim, 1)),
-            ("encoder_outputs", "decoder_outputs"),
-            ("outputs",),
-            ({0: auto}, {0: auto}),
-        ),
-    }
-    with export_directory(
-        out_dir, model_sha256(model), source=source, overwrite=overwrite, legacy_patterns=ONNX_EXPORT_FILES
-    ) as staging:
-        for name, (module, args, inputs, outputs, dynamic) in exports.items():
-            piece_metadata = metadata if name == "encoder" else {}
-            write_onnx(staging / names[name], module, args, inputs, outputs, dynamic, piece_metadata, OPSET)
-            if int8:  # sherpa-onnx's own NeMo scripts: unsigned weights for the encoder, signed for the others
-                weights = "QUInt8" if name == "encoder" else "QInt8"
-                write_quantized(staging / names[name], staging / names[f"{name}.int8"], weights, piece_metadata)
-        write_text_atomic(staging / names["tokens"], "\n".join(lines) + "\n")
-    return {name: out_dir / file_name for name, file_name in names.items()}
+    encoder = OnnxPiece(
+        SherpaEncoder(model, adapter),
+        (features, lengths),
+        ("audio_signal", "length"),
+        ("outputs", "encoded_lengths"),
+        ({0: auto, 2: auto}, {0: auto}),
+    )
+    return write_sherpa_export(model, encoder, metadata, tokenizer, out_dir, int8, overwrite, source)

@@ -30,7 +30,7 @@ def sherpa_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
 
     export_dir = Path(export_dir)
     suffix = ".int8.onnx" if int8 else ".onnx"
-    feature_dim = _feature_dim(export_dir / f"encoder{suffix}")
+    feature_dim = int(onnx_metadata(export_dir / f"encoder{suffix}")["feat_dim"])
     return sherpa_onnx.OfflineRecognizer.from_transducer(
         encoder=str(export_dir / f"encoder{suffix}"),
         decoder=str(export_dir / f"decoder{suffix}"),
@@ -44,11 +44,11 @@ def sherpa_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
     )
 
 
-def _feature_dim(encoder_path: Path) -> int:
+def onnx_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The metadata of the ONNX file `path` (what sherpa-onnx reads from an encoder)."""
     import onnx
 
-    metadata = {p.key: p.value for p in onnx.load(str(encoder_path), load_external_data=False).metadata_props}
-    return int(metadata["feat_dim"])
+    return {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
 
 
 def sherpa_transcribe(recognizer, waveforms: Sequence[np.ndarray]) -> list[str]:

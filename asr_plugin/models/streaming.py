@@ -229,7 +229,20 @@ def step(
         the next state.
     """
     final = _check_step(encoder, features, lengths, state, setup, final)
-    lengths = lengths.to(features.device)
+    return step_unchecked(encoder, features, lengths.to(features.device), state, setup, final)
+
+
+def step_unchecked(
+    encoder: nn.Module,
+    features: torch.Tensor,
+    lengths: torch.Tensor,
+    state: StreamState,
+    setup: StreamingSetup,
+    final: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, StreamState]:
+    """`step` without its argument checks, whose host reads ``torch.export`` cannot trace: the ONNX streaming
+    export runs this on the windows it is given (`asr_plugin.export.streaming_modules`). The caller guarantees
+    what `step` checks; `final` is a (B,) bool tensor and `lengths` are on the features' device."""
     x, computed = _subsample(encoder, features, lengths, state, setup)  # (B, frames, D), (B,)
     waiting = (lengths == 0) & ~final
     emitted = torch.where(final, computed, torch.where(waiting, 0, computed.clamp(max=setup.valid_out_len)))

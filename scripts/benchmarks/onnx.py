@@ -7,27 +7,82 @@ Every utterance of the manifest is decoded alone (batch 1) by each of:
 - "sherpa-onnx float" / "sherpa-onnx int8": ``sherpa_onnx.OfflineRecognizer.from_transducer`` on the
   `export_onnx` files, features computed by sherpa-onnx itself.
 
+With ``streaming`` (a cache-aware model on the "sherpa_online" front end), per lookahead (the one asked for, else
+every streaming context of the model), each utterance is fed in 100 ms pieces to:
+
+- "ours streaming": the recipe's `StreamingRecognizer` (online features as the audio arrives, the cache-aware
+  encoder, greedy search with sherpa-onnx's cap), finished: every frame decoded (`recipe_streaming`);
+- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio followed by
+  `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the export is exact to);
+- "sherpa-onnx float" / "sherpa-onnx int8": ``sherpa_onnx.OnlineRecognizer.from_transducer`` on the
+  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, each window decoded as soon as it is ready, then the
+  same silence and the end of input, as sherpa-onnx's examples do (`online_transcribe`).
+
 RTF = decoding wall time (features included, reading the audio not) / audio duration, on `num_threads` threads
-for both runtimes. "agree" is the share of utterances whose transcript equals ours greedy's.
+for both runtimes. "equal to X" is the share of utterances whose transcript equals X's.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from asr_plugin.data import build_frontend, load_audio, read_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
-from asr_plugin.export import export_onnx
+from asr_plugin.export import export_onnx, export_onnx_streaming
+from asr_plugin.export.onnx_streaming import lookahead_dir_name, streaming_contexts
 from asr_plugin.export.sherpa_decode import (
     greedy_on_training_features,
+    onnx_metadata,
     sherpa_recognizer,
     sherpa_transcribe,
 )
+from asr_plugin.export.sherpa_online_decode import (
+    online_recognizer,
+    online_transcribe,
+    recipe_streaming,
+    streaming_on_sherpa_windows,
+    tail_padding_samples,
+)
 from asr_plugin.formats import read_model
+
+
+def _test_set(manifest: str | os.PathLike, limit: int | None) -> tuple[list, list[np.ndarray], float]:
+    """The manifest's first `limit` entries, their waveforms and their total duration in seconds."""
+    entries = read_manifest(manifest)[:limit]
+    waveforms = [load_audio(e.path).numpy() for e in entries]
+    return entries, waveforms, sum(len(w) for w in waveforms) / 16000
+
+
+def measured_rows(
+    methods: dict[str, Callable[[np.ndarray], str]],
+    entries: Sequence,
+    waveforms: Sequence[np.ndarray],
+    seconds: float,
+    references: Sequence[str],
+) -> list[dict]:
+    """Decodes every waveform with each method in turn: one row per method, {"method", "wer", "rtf",
+    "utterances", "agree": {reference: share of transcripts equal to that method's}}."""
+    texts, elapsed = {}, {}
+    for name, decode in methods.items():
+        start = time.perf_counter()
+        texts[name] = [" ".join(decode(w).split()) for w in waveforms]
+        elapsed[name] = time.perf_counter() - start
+    return [
+        {
+            "method": name,
+            "wer": score([Recognition(e.id, e.text, t) for e, t in zip(entries, texts[name])]).wer,
+            "rtf": elapsed[name] / seconds,
+            "agree": {ref: float(np.mean([a == b for a, b in zip(texts[name], texts[ref])])) for ref in references},
+            "utterances": len(entries),
+        }
+        for name in methods
+    ]
 
 
 def benchmark_onnx(
@@ -38,15 +93,13 @@ def benchmark_onnx(
     limit: int | None = None,
 ) -> list[dict]:
     """Exports `source` (a checkpoint or .nemo) into `out_dir` (kept if it is already there) and decodes
-    `manifest`; returns one row per method: {"method", "wer", "rtf", "agree", "utterances"}."""
+    `manifest`; returns `measured_rows` (agreement with "ours greedy")."""
     loaded = read_model(source)
     spec, tokenizer = loaded.require_frontend_spec(), loaded.require_tokenizer()
     out_dir = Path(out_dir)
     if not (out_dir / "tokens.txt").exists():
         export_onnx(loaded.model, spec, tokenizer, out_dir, int8=True)
-    entries = read_manifest(manifest)[:limit]
-    waveforms = [load_audio(e.path).numpy() for e in entries]
-    seconds = sum(len(w) for w in waveforms) / 16000
+    entries, waveforms, seconds = _test_set(manifest, limit)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
 
@@ -57,25 +110,62 @@ def benchmark_onnx(
     for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
         recognizer = sherpa_recognizer(out_dir, int8=int8, num_threads=num_threads)
         methods[name] = lambda waveform, recognizer=recognizer: sherpa_transcribe(recognizer, [waveform])[0]
-    rows, reference = [], None
-    for name, decode in methods.items():
-        start = time.perf_counter()
-        texts = [" ".join(decode(w).split()) for w in waveforms]
-        elapsed = time.perf_counter() - start
-        reference = reference or texts
-        counts = score([Recognition(e.id, e.text, t) for e, t in zip(entries, texts)])
-        agree = sum(a == b for a, b in zip(texts, reference)) / len(texts)
-        rows.append(
-            {"method": name, "wer": counts.wer, "rtf": elapsed / seconds, "agree": agree, "utterances": len(texts)}
-        )
+    return measured_rows(methods, entries, waveforms, seconds, ["ours greedy"])
+
+
+def benchmark_onnx_streaming(
+    source: str | os.PathLike,
+    manifest: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    att_context_size: list[int] | None = None,
+    num_threads: int = 1,
+    limit: int | None = None,
+) -> list[dict]:
+    """Exports each lookahead of `source` (`att_context_size`, else every streaming context) into
+    ``out_dir/<left>_<right>/`` (kept if already there) and decodes `manifest` as the module docstring says;
+    returns `measured_rows` with a "lookahead" key (agreement with both of ours)."""
+    loaded = read_model(source)
+    spec, tokenizer, model = loaded.require_frontend_spec(), loaded.require_tokenizer(), loaded.model
+    contexts = [model.encoder.checked_context(att_context_size)] if att_context_size else streaming_contexts(model)
+    entries, waveforms, seconds = _test_set(manifest, limit)
+    torch.set_num_threads(num_threads)
+    frontend = build_frontend(spec).eval()
+    rows = []
+    for context in contexts:
+        directory = Path(out_dir) / lookahead_dir_name(context)
+        if not (directory / "tokens.txt").exists():
+            export_onnx_streaming(model, spec, tokenizer, directory, context, int8=True)
+        meta = onnx_metadata(directory / "encoder.onnx")
+        padding = tail_padding_samples(int(meta["window_size"]), int(meta["chunk_shift"]))
+
+        def ours(waveform, context=context):
+            return recipe_streaming(model, context, frontend, waveform, tokenizer).text
+
+        def on_windows(waveform, context=context, padding=padding):
+            audio = torch.from_numpy(np.concatenate([waveform, np.zeros(padding, np.float32)]))[None]
+            features, frames = frontend(audio, torch.tensor([audio.shape[1]]))
+            return streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer).text
+
+        methods = {"ours streaming": ours, "ours on sherpa's windows": on_windows}
+        for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
+            recognizer = online_recognizer(directory, int8=int8, num_threads=num_threads)
+            methods[name] = lambda w, recognizer=recognizer, padding=padding: online_transcribe(recognizer, w, padding)
+        references = ["ours streaming", "ours on sherpa's windows"]
+        rows += [
+            {**row, "lookahead": list(context)}
+            for row in measured_rows(methods, entries, waveforms, seconds, references)
+        ]
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    """A Markdown table of `benchmark_onnx`'s rows."""
-    lines = ["| method | WER % | RTF | transcripts equal to ours greedy |", "| --- | --- | --- | --- |"]
-    lines += [
-        f"| {r['method']} | {r['wer']:.2f} | {r['rtf']:.4f} | {100 * r['agree']:.1f} % of {r['utterances']} |"
-        for r in rows
-    ]
+    """A Markdown table of `benchmark_onnx`'s or `benchmark_onnx_streaming`'s rows."""
+    references = list(rows[0]["agree"])
+    lookahead = "lookahead" in rows[0]
+    header = ["lookahead"] * lookahead + ["method", "WER %", "RTF"] + [f"transcripts equal to {r}" for r in references]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in rows:
+        cells = [str(r["lookahead"])] * lookahead + [r["method"], f"{r['wer']:.2f}", f"{r['rtf']:.4f}"]
+        cells += [f"{100 * r['agree'][ref]:.1f} % of {r['utterances']}" for ref in references]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -14,17 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
 pytest.importorskip("sherpa_onnx")
 pytest.importorskip("kaldi_native_fbank")
 
 from nemo_models import write_synthetic_nemo
-from onnx_fixtures import CONF_DIR, LetterPieces
-from tiny_models import MICRO_LOGMEL, TINY_CORPUS
+from onnx_fixtures import LetterPieces
+from tiny_models import MICRO_LOGMEL
 
-from asr_plugin.data import build_frontend, complete_frontend_spec, load_audio, read_manifest
+from asr_plugin.data import build_frontend, complete_frontend_spec
 from asr_plugin.export import export_onnx
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
 from asr_plugin.export.sherpa_decode import (
@@ -38,29 +36,6 @@ from asr_plugin.formats.nemo import import_nemo
 from asr_plugin.models import build_transducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """(data module, 16 utterances of the tiny mini corpus's dev and test sets as float waveforms)."""
-    root = tmp_path_factory.mktemp("corpus")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(
-            config_name="eval",
-            # the log-mel front end (global statistics): what the adapter's tests below adapt, not the default
-            overrides=[
-                *TINY_CORPUS,
-                "data.frontend=null",
-                f"paths.root_dir={root}",
-                f"output_dir={root}/eval",
-                f"checkpoint={root}",
-            ],
-        )
-    datamodule = instantiate(cfg.data)
-    datamodule.prepare_data()
-    datamodule.setup("test")
-    entries = [e for path in datamodule.test_manifests.values() for e in read_manifest(path)]
-    return datamodule, [load_audio(e.path).numpy() for e in entries]
 
 
 def _texts(tokenizer, token_lists):
