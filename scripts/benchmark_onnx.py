@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from export_onnx import context_size
-
+from asr_plugin.evaluation.streaming_session import context_argument
 from benchmarks.onnx import benchmark_onnx, benchmark_onnx_streaming, table
 
 
@@ -26,7 +25,10 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="decode only the first N utterances")
     parser.add_argument("--streaming", action="store_true", help="sherpa-onnx's online recogniser (OUT/<L>_<R>/)")
     parser.add_argument(
-        "--att-context-size", type=context_size, metavar="L,R", help="with --streaming: the one lookahead to measure"
+        "--att-context-size",
+        type=context_argument,
+        metavar="L,R",
+        help="with --streaming: the one lookahead to measure",
     )
     args = parser.parse_args()
     if args.att_context_size and not args.streaming:

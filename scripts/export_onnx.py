@@ -29,21 +29,10 @@ import argparse
 import os
 import sys
 
+from asr_plugin.evaluation.streaming_session import context_argument
 from asr_plugin.export import export_onnx, export_onnx_every_lookahead, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name
 from asr_plugin.formats import read_model
-
-
-def context_size(text: str) -> list[int]:
-    """ "L,R" -> [L, R] (argparse type of --att-context-size)."""
-    parts = text.split(",")
-    try:
-        values = [int(part) for part in parts]
-    except ValueError:
-        values = []
-    if len(values) != 2:
-        raise argparse.ArgumentTypeError(f"{text!r} is not two integers LEFT,RIGHT (encoder frames), e.g. 32,3")
-    return values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streaming", action="store_true", help="for sherpa-onnx's online recogniser")
     lookahead = parser.add_mutually_exclusive_group()
     lookahead.add_argument(
-        "--att-context-size", type=context_size, metavar="L,R", help="with --streaming: the context to export"
+        "--att-context-size", type=context_argument, metavar="L,R", help="with --streaming: the context to export"
     )
     lookahead.add_argument(
         "--every-lookahead", action="store_true", help="with --streaming: each streaming context into OUTDIR/<L>_<R>/"

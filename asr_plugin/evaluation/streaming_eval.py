@@ -26,7 +26,6 @@ from asr_plugin.evaluation.streaming_session import (
     StreamingMode,
     StreamingSession,
     build_session,
-    streaming_contexts,
 )
 from asr_plugin.evaluation.streaming_transcriber import piece_samples, stream_waveforms
 from asr_plugin.formats import LoadedModel
@@ -82,7 +81,7 @@ def eval_runs(streaming: Any, att_context_size: Any, stream: Mapping[str, Any], 
         default = getattr(loaded.model.encoder, "att_context_size", (-1, -1))
         context = _context(default if att_context_size is None else att_context_size)
         return [EvalRun(StreamingMode("cache_aware", context, endpointing=endpointing))]
-    streamable = streaming_contexts(loaded)
+    streamable = loaded.model.encoder.streaming_contexts
     runs = [EvalRun(StreamingMode("cache_aware", context, endpointing=endpointing)) for context in streamable]
     if not runs:  # a full-context model: `build_session` says so and offers buffered streaming
         return [EvalRun(StreamingMode("cache_aware", (-1, -1), endpointing=endpointing))]

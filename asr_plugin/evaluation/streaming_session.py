@@ -122,18 +122,13 @@ def context_argument(text: str) -> tuple[int, int]:
     return left, right
 
 
-def streaming_contexts(loaded: LoadedModel) -> list[tuple[int, int]]:
-    """The model's attention contexts with a limited right context (those it can stream with caches), in order."""
-    return [tuple(c) for c in getattr(loaded.model.encoder, "att_context_sizes", []) if c[1] >= 0]
-
-
 def cache_aware_encoder(loaded: LoadedModel, att_context_size: tuple[int, int] | None) -> CacheAwareEncoder:
     """The cache-aware encoder stream of `loaded` at `att_context_size` (None: its default context); ValueError
     naming the file for a full-context model (offering buffered streaming), a context it was not trained with
     (naming those it was), a full default context, or another reason it cannot stream with caches."""
     encoder = loaded.model.encoder
     contexts = [list(c) for c in getattr(encoder, "att_context_sizes", [(-1, -1)])]
-    streamable = [list(c) for c in streaming_contexts(loaded)]
+    streamable = [list(c) for c in encoder.streaming_contexts]
     if not streamable:
         raise ValueError(
             f"{loaded.path} is a full-context model (attention context {contexts}): cache-aware streaming needs a "

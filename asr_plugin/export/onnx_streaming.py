@@ -56,11 +56,6 @@ ONLINE_FRONTEND = "sherpa_online"  # the only features sherpa-onnx's online NeMo
 MIN_LEFT_CACHE = 2
 
 
-def streaming_contexts(model: Transducer) -> list[tuple[int, int]]:
-    """The model's attention contexts with a limited right context (those that may stream), in its order."""
-    return [tuple(context) for context in model.encoder.att_context_sizes if context[1] >= 0]
-
-
 def lookahead_dir_name(att_context_size: tuple[int, int] | list[int]) -> str:
     """The subdirectory name of one lookahead's export: "<left>_<right>"."""
     left, right = att_context_size
@@ -96,7 +91,7 @@ def check_streaming_exportable(
         raise ValueError(
             f"att_context_size={list(context)} is full context (an unlimited right context): sherpa-onnx's online "
             "recogniser runs cache-aware streaming models only; export this context offline (without --streaming), "
-            f"or choose one of the model's streaming contexts {[list(c) for c in streaming_contexts(model)]}"
+            f"or choose one of the model's streaming contexts {[list(c) for c in model.encoder.streaming_contexts]}"
         )
     setup = model.encoder.streaming_setup(context)  # ValueError: non-causal subsampling or convolution, ...
     if setup.last_channel_cache_size < MIN_LEFT_CACHE:
@@ -196,9 +191,9 @@ def export_onnx_every_lookahead(
     overwrite: bool = False,
     source: str | None = None,
 ) -> dict[tuple[int, int], dict[str, Path]]:
-    """`export_onnx_streaming` of each of the model's streaming contexts (`streaming_contexts`) into
+    """`export_onnx_streaming` of each of the model's streaming contexts (``model.encoder.streaming_contexts``) into
     ``out_dir/<left>_<right>/``; returns {context: {name: path}}. All are checked before any is written."""
-    contexts = streaming_contexts(model)
+    contexts = model.encoder.streaming_contexts
     if not contexts:
         raise ValueError(
             f"the model's contexts {[list(c) for c in model.encoder.att_context_sizes]} are all full context: "

@@ -185,6 +185,12 @@ class ConformerEncoder(nn.Module):
         (NeMo's method of the same name; validation, test and decoding use the default)."""
         self.att_context_size = self.checked_context(att_context_size)
 
+    @property
+    def streaming_contexts(self) -> list[tuple[int, int]]:
+        """The attention contexts with a limited right context, in the model's order: those it can stream with
+        caches (a full-context one, ``[-1, -1]``, decodes offline or by buffered streaming)."""
+        return [tuple(context) for context in self.att_context_sizes if context[1] >= 0]
+
     def checked_context(self, att_context_size: list[int] | tuple[int, int] | None) -> tuple[int, int]:
         """`att_context_size` as a (left, right) pair the model was trained with; None: the default."""
         if att_context_size is None:

@@ -35,7 +35,7 @@ import torch
 from asr_plugin.data import build_frontend, load_audio, read_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx, export_onnx_streaming
-from asr_plugin.export.onnx_streaming import lookahead_dir_name, streaming_contexts
+from asr_plugin.export.onnx_streaming import lookahead_dir_name
 from asr_plugin.export.sherpa_decode import (
     greedy_on_training_features,
     onnx_metadata,
@@ -126,7 +126,9 @@ def benchmark_onnx_streaming(
     returns `measured_rows` with a "lookahead" key (agreement with both of ours)."""
     loaded = read_model(source)
     spec, tokenizer, model = loaded.require_frontend_spec(), loaded.require_tokenizer(), loaded.model
-    contexts = [model.encoder.checked_context(att_context_size)] if att_context_size else streaming_contexts(model)
+    contexts = (
+        [model.encoder.checked_context(att_context_size)] if att_context_size else model.encoder.streaming_contexts
+    )
     entries, waveforms, seconds = _test_set(manifest, limit)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()

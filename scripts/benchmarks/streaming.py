@@ -47,7 +47,7 @@ from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import greedy_search, subsampling_factor
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.evaluation.scoring import Recognition, score
-from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session, streaming_contexts
+from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, piece_samples, texts_so_far
 from asr_plugin.formats import LoadedModel, read_model
 from asr_plugin.losses import TDT
@@ -273,7 +273,7 @@ def benchmark_streaming(
     files): ``{"rows": one dict per context, "memory": ..., "alignment": ..., "source": ...}``."""
     torch.set_num_threads(threads)
     loaded = read_model(source)
-    contexts = list(contexts) if contexts else streaming_contexts(loaded)
+    contexts = list(contexts) if contexts else loaded.model.encoder.streaming_contexts
     if not contexts:
         # the session's error: a full-context model, offering buffered streaming
         build_session(loaded, StreamingMode("cache_aware", (-1, -1)), 1)

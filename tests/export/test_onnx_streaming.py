@@ -25,7 +25,7 @@ from onnx_fixtures import (
 from tiny_models import STREAMING_FEATURES
 
 from asr_plugin.export import export_onnx, export_onnx_streaming
-from asr_plugin.export.onnx_streaming import check_streaming_exportable, streaming_contexts
+from asr_plugin.export.onnx_streaming import check_streaming_exportable
 from asr_plugin.export.sherpa_decode import onnx_metadata
 from asr_plugin.export.sherpa_tokens import sherpa_token_lines
 
@@ -85,7 +85,7 @@ def test_the_encoder_metadata_holds_what_sherpa_online_reads(lookahead_0):
 
 def test_refusals_name_the_problem(tmp_path):
     model = streaming_transducer(contexts=((4, 1), (-1, -1)))
-    assert streaming_contexts(model) == [(4, 1)]
+    assert model.encoder.streaming_contexts == [(4, 1)]
     with pytest.raises(ValueError, match=r"att_context_size=\[-1, -1\] is full context.*without --streaming"):
         check_streaming_exportable(model, ONLINE, [-1, -1])
     with pytest.raises(
@@ -113,9 +113,9 @@ def test_refusals_name_the_problem(tmp_path):
 
 def test_the_script_parses_the_context_and_refuses_streaming_options_without_streaming(capsys):
     script = importlib.import_module("export_onnx")
-    assert script.context_size("32,3") == [32, 3] and script.context_size("-1,-1") == [-1, -1]
+    assert script.context_argument("32,3") == (32, 3) and script.context_argument("-1,-1") == (-1, -1)
     for arguments, message in (
-        (["--att-context-size", "32"], "'32' is not two integers LEFT,RIGHT"),
+        (["--att-context-size", "32"], "'32': give the context as L,R"),
         (["--streaming", "--att-context-size", "32,3", "--every-lookahead"], "not allowed with argument"),
         (["--att-context-size", "32,3"], "--att-context-size and --every-lookahead need --streaming"),
     ):
