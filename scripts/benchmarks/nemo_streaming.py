@@ -17,8 +17,12 @@ chunk shorter than the subsampling factor (only the first ``fed`` feature frames
 pre-encode cache of the second chunk with zero features when the first chunk was shorter than that cache
 (``zero_padded``: lookahead 0; docs/streaming.md, "Exactness").
 
-Our side is this project's as a user runs it: the model read through the seam (`asr_plugin.formats.read_model`),
-its own front end (NeMo's preprocessor, `NemoMelFrontend`, for a ``.nemo``) on the whole file, as NeMo's buffer
+Our side is this project's as a user runs it: ``scripts/transcribe.py --streaming`` on the ``.nemo``
+(`command_line_transcripts`: the lookahead given as ``--att-context-size L,R``, greedy search with the file's
+``max_symbols``, no endpointing, as NeMo's example has none; the audio read from disk in 100 ms pieces, the
+online features of the model's own front end, NeMo's preprocessor with ``normalize: NA`` streamed exactly by
+`asr_plugin.data.streaming_stft`). Beside it, the same through the Python API (`our_streaming_transcripts`): the
+model read through the seam (`asr_plugin.formats.read_model`), its front end on the whole file, as NeMo's buffer
 computes it, and the features fed in pieces to a `StreamingRecognizer` over a `CacheAwareEncoder` with the same
 lookahead, all utterances as one batch of streams; "offline" is the masked whole-utterance forward under the
 context and `greedy_search`. Given the frames NeMo's buffer fed instead (``frames=nemo.fed``), ours decodes what
@@ -28,8 +32,11 @@ NeMo's streaming decoded.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -39,6 +46,8 @@ from asr_plugin.formats import LoadedModel
 
 MAX_SYMBOLS = 10  # what NeMo's cache-aware streaming example sets for RNN-T decoding
 PIECE_FRAMES = 10  # our side takes 100 ms of features at a time
+TRANSCRIBE = Path(__file__).resolve().parents[1] / "transcribe.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -181,3 +190,44 @@ def our_streaming_transcripts(
     encoded, encoded_lengths = model.encode(features, lengths, att_context_size)
     offline = greedy_search(model, encoded, encoded_lengths, MAX_SYMBOLS, tokenizer)
     return Transcripts(streaming, [h.text for h in offline])
+
+
+def transcribe_command(
+    model_path: str | os.PathLike, audio_paths: Sequence[str | os.PathLike], att_context_size: Sequence[int]
+) -> list[str]:
+    """The command line that streams the files through the ``.nemo`` `model_path` at `att_context_size`, as NeMo's
+    cache-aware example does: greedy search with the file's ``max_symbols``, no endpointing."""
+    left, right = att_context_size
+    return [
+        sys.executable,
+        str(TRANSCRIBE),
+        *map(str, audio_paths),
+        "--checkpoint",
+        str(model_path),
+        "--streaming",
+        f"--att-context-size={left},{right}",  # the = form: a negative left context is no option
+        "--method",
+        "greedy",
+        "--no-endpointing",
+    ]
+
+
+def command_line_transcripts(
+    model_path: str | os.PathLike, audio_paths: Sequence[str | os.PathLike], att_context_size: Sequence[int]
+) -> list[str]:
+    """The final texts `transcribe_command` prints for the files, in order (its ``path<TAB>text`` lines on stdout),
+    this repository's package first on the path; RuntimeError with its stderr when it fails or prints other
+    lines."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = transcribe_command(model_path, audio_paths, att_context_size)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != len(audio_paths):
+        raise RuntimeError(f"{' '.join(command[:2])} ... exited {done.returncode}: {done.stderr[-3000:]}")
+    texts = []
+    for path, line in zip(audio_paths, lines):
+        printed, _, text = line.partition("\t")
+        if printed != str(path):
+            raise RuntimeError(f"transcribe.py printed {line!r} where {path}'s line was due")
+        texts.append(text)
+    return texts
