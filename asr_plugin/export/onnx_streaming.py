@@ -25,7 +25,9 @@ sherpa-onnx runs window k on feature frames [k chunk_shift, k chunk_shift + W) o
 (``IsReady``: processed + W < ready), with no padding at the start and none at the end (``InputFinished`` only
 flushes the filterbank's last frames): the frames after the last whole window are decoded only when the
 application appends silence (`sherpa_online_decode.tail_padding_samples`). `SherpaStreamingEncoder` turns these
-windows into the step API's steps, exact from the stream's feature frame 2f on (its module docstring).
+windows into the step API's steps, exact from the stream's feature frame 2f on (its module docstring): the
+application hears the audio from its first frame by giving 2f frames of silence first (metadata ``lead_frames``,
+`sherpa_online_decode.lead_padding_samples`).
 """
 
 from __future__ import annotations
@@ -121,9 +123,10 @@ def streaming_metadata(model: Transducer, setup: StreamingSetup) -> dict[str, st
             "att_context_size": ",".join(map(str, setup.att_context_size)),
             "att_context_style": encoder.att_context_style,
             "valid_out_len": str(setup.valid_out_len),
+            "lead_frames": str(setup.drop_extra_pre_encoded * setup.subsampling_factor),
             "comment": "exported by asr_plugin.export.export_onnx_streaming for sherpa-onnx's online recogniser; "
-            f"trained on its features (sherpa_online); a stream is decoded from its feature frame "
-            f"{setup.drop_extra_pre_encoded * setup.subsampling_factor} on",
+            "trained on its features (sherpa_online); a stream is decoded from its feature frame lead_frames on: "
+            "give it lead_frames x 10 ms of silence before the audio, and window_size + chunk_shift after it",
         }
     )
     return metadata

@@ -3,7 +3,9 @@ this project.
 
 - `online_recognizer` builds ``sherpa_onnx.OnlineRecognizer.from_transducer(...)`` as a user would, and
   `online_transcribe` feeds it audio in pieces as an application does (decoding every window that is ready,
-  then silence and ``input_finished``, as sherpa-onnx's own examples do: sherpa decodes only whole windows);
+  then silence and ``input_finished``, as sherpa-onnx's own examples do: sherpa decodes only whole windows),
+  after `lead_padding_samples` of silence: sherpa-onnx decodes a stream from its feature frame 2f on, so the
+  silence is what it does not hear and the audio's first frame is heard;
 - `streaming_on_sherpa_windows` is the reference the export is exact to: this project's `StreamingRecognizer`
   on the feature frames sherpa-onnx's windows cover (from frame 2f on, up to the end of its last window);
 - `recipe_streaming` is the recipe's own streaming of the audio (its online features as the pieces arrive,
@@ -46,6 +48,12 @@ def tail_padding_samples(window_size: int, chunk_shift: int) -> int:
     return (window_size + chunk_shift) * HOP_LENGTH
 
 
+def lead_padding_samples(lead_frames: int) -> int:
+    """Samples of silence before the audio that sherpa-onnx's first window masks in place of the audio's first
+    `lead_frames` feature frames (the export's metadata ``lead_frames``: 2f)."""
+    return lead_frames * HOP_LENGTH
+
+
 def online_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_threads: int = 1):
     """sherpa-onnx's online recogniser of a streaming export directory (greedy search; the ``*.int8.onnx`` files
     with `int8`); it computes its own features (sherpa_online) and reads the window from the encoder."""
@@ -67,14 +75,20 @@ def online_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
 
 
 def online_transcribe(
-    recognizer, waveform: np.ndarray, padding_samples: int, piece_samples: int = PIECE_SAMPLES
+    recognizer,
+    waveform: np.ndarray,
+    padding_samples: int,
+    lead_samples: int = 0,
+    piece_samples: int = PIECE_SAMPLES,
 ) -> str:
-    """sherpa-onnx's transcript of a 16 kHz float waveform in [-1, 1] fed `piece_samples` at a time, each window
-    decoded as soon as it is ready, then `padding_samples` of silence and the end of input."""
+    """sherpa-onnx's transcript of a 16 kHz float waveform in [-1, 1] after `lead_samples` of silence, fed
+    `piece_samples` at a time, each window decoded as soon as it is ready, then `padding_samples` of silence and
+    the end of input."""
     stream = recognizer.create_stream()
     waveform = np.asarray(waveform, dtype=np.float32)
     pieces = [waveform[start : start + piece_samples] for start in range(0, len(waveform), piece_samples)]
-    for piece in [*pieces, np.zeros(padding_samples, dtype=np.float32)]:
+    silence = [np.zeros(lead_samples, dtype=np.float32)] if lead_samples else []
+    for piece in [*silence, *pieces, np.zeros(padding_samples, dtype=np.float32)]:
         stream.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(piece))
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)

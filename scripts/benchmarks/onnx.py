@@ -12,11 +12,15 @@ every streaming context of the model), each utterance is fed in 100 ms pieces to
 
 - "ours streaming": the recipe's `StreamingRecognizer` (online features as the audio arrives, the cache-aware
   encoder, greedy search with sherpa-onnx's cap), finished: every frame decoded (`recipe_streaming`);
-- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio followed by
-  `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the export is exact to);
+- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio after
+  `lead_padding_samples` and before `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the
+  export is exact to);
 - "sherpa-onnx float" / "sherpa-onnx int8": ``sherpa_onnx.OnlineRecognizer.from_transducer`` on the
-  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, each window decoded as soon as it is ready, then the
-  same silence and the end of input, as sherpa-onnx's examples do (`online_transcribe`).
+  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, fed the same lead silence, the audio with each window
+  decoded as soon as it is ready, then the same tail silence and the end of input, as sherpa-onnx's examples do
+  (`online_transcribe`);
+- "sherpa-onnx float, no lead": the same without the lead silence, as sherpa-onnx's examples feed a file (its
+  first 2f feature frames are not heard).
 
 RTF = decoding wall time (features included, reading the audio not) / audio duration, on `num_threads` threads
 for both runtimes. "equal to X" is the share of utterances whose transcript equals X's.
@@ -43,6 +47,7 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_transcribe,
 )
 from asr_plugin.export.sherpa_online_decode import (
+    lead_padding_samples,
     online_recognizer,
     online_transcribe,
     recipe_streaming,
@@ -139,19 +144,29 @@ def benchmark_onnx_streaming(
             export_onnx_streaming(model, spec, tokenizer, directory, context, int8=True)
         meta = onnx_metadata(directory / "encoder.onnx")
         padding = tail_padding_samples(int(meta["window_size"]), int(meta["chunk_shift"]))
+        lead = lead_padding_samples(int(meta["lead_frames"]))
 
         def ours(waveform, context=context):
             return recipe_streaming(model, context, frontend, waveform, tokenizer).text
 
-        def on_windows(waveform, context=context, padding=padding):
-            audio = torch.from_numpy(np.concatenate([waveform, np.zeros(padding, np.float32)]))[None]
+        def on_windows(waveform, context=context, padding=padding, lead=lead):
+            silence = np.zeros(lead, np.float32), waveform, np.zeros(padding, np.float32)
+            audio = torch.from_numpy(np.concatenate(silence))[None]
             features, frames = frontend(audio, torch.tensor([audio.shape[1]]))
             return streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer).text
 
         methods = {"ours streaming": ours, "ours on sherpa's windows": on_windows}
-        for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
+        for name, int8, lead_samples in (
+            ("sherpa-onnx float", False, lead),
+            ("sherpa-onnx int8", True, lead),
+            ("sherpa-onnx float, no lead", False, 0),
+        ):
             recognizer = online_recognizer(directory, int8=int8, num_threads=num_threads)
-            methods[name] = lambda w, recognizer=recognizer, padding=padding: online_transcribe(recognizer, w, padding)
+
+            def sherpa(waveform, recognizer=recognizer, padding=padding, lead_samples=lead_samples):
+                return online_transcribe(recognizer, waveform, padding, lead_samples)
+
+            methods[name] = sherpa
         references = ["ours streaming", "ours on sherpa's windows"]
         rows += [
             {**row, "lookahead": list(context)}

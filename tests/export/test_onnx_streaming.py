@@ -68,6 +68,7 @@ def test_the_encoder_metadata_holds_what_sherpa_online_reads(lookahead_0):
         "subsampling_factor": "8",
         "vocab_size": str(VOCAB - 1),
     }
+    assert meta["lead_frames"] == "16"  # the 2f feature frames sherpa-onnx's first window masks, at 8x
     layers, d_model = len(model.encoder.layers), model.encoder.output_dim
     assert [int(meta[f"cache_last_channel_dim{i}"]) for i in (1, 2, 3)] == [layers, 4, d_model]
     assert [int(meta[f"cache_last_time_dim{i}"]) for i in (1, 2, 3)] == [layers, d_model, 4]  # kernel 5, causal
