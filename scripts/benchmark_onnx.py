@@ -30,15 +30,24 @@ def main() -> None:
         metavar="L,R",
         help="with --streaming: the one lookahead to measure",
     )
+    parser.add_argument(
+        "--pause-after",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="silence after every utterance's audio, for every method (a live stream's pause after speech)",
+    )
     args = parser.parse_args()
+    if args.pause_after < 0:
+        parser.error(f"--pause-after must be >= 0 seconds, not {args.pause_after}")
     if args.att_context_size and not args.streaming:
         parser.error("--att-context-size needs --streaming")
     if args.streaming:
         rows = benchmark_onnx_streaming(
-            args.source, args.manifest, args.out, args.att_context_size, args.threads, args.limit
+            args.source, args.manifest, args.out, args.att_context_size, args.threads, args.limit, args.pause_after
         )
     else:
-        rows = benchmark_onnx(args.source, args.manifest, args.out, args.threads, args.limit)
+        rows = benchmark_onnx(args.source, args.manifest, args.out, args.threads, args.limit, args.pause_after)
     print(table(rows))
 
 

@@ -22,7 +22,10 @@ every streaming context of the model), each utterance is fed in 100 ms pieces to
 - "sherpa-onnx float, no lead": the same without the lead silence, as sherpa-onnx's examples feed a file (its
   first 2f feature frames are not heard).
 
-RTF = decoding wall time (features included, reading the audio not) / audio duration, on `num_threads` threads
+With ``pause_after`` every utterance's audio is followed by that many seconds of silence, for every method (a
+pause after speech, as a live stream has one; the synthetic corpus' speech runs to its last sample).
+
+RTF = decoding wall time (features included, reading the audio not) / audio duration (the pause included), on `num_threads` threads
 for both runtimes. "equal to X" is the share of utterances whose transcript equals X's.
 """
 
@@ -57,10 +60,14 @@ from asr_plugin.export.sherpa_online_decode import (
 from asr_plugin.formats import read_model
 
 
-def _test_set(manifest: str | os.PathLike, limit: int | None) -> tuple[list, list[np.ndarray], float]:
-    """The manifest's first `limit` entries, their waveforms and their total duration in seconds."""
+def _test_set(
+    manifest: str | os.PathLike, limit: int | None, pause_after: float = 0.0
+) -> tuple[list, list[np.ndarray], float]:
+    """The manifest's first `limit` entries, their waveforms (each followed by `pause_after` seconds of silence)
+    and their total duration in seconds."""
     entries = read_manifest(manifest)[:limit]
-    waveforms = [load_audio(e.path).numpy() for e in entries]
+    pause = np.zeros(round(pause_after * 16000), dtype=np.float32)
+    waveforms = [np.concatenate([load_audio(e.path).numpy(), pause]) for e in entries]
     return entries, waveforms, sum(len(w) for w in waveforms) / 16000
 
 
@@ -96,15 +103,17 @@ def benchmark_onnx(
     out_dir: str | os.PathLike,
     num_threads: int = 1,
     limit: int | None = None,
+    pause_after: float = 0.0,
 ) -> list[dict]:
     """Exports `source` (a checkpoint or .nemo) into `out_dir` (kept if it is already there) and decodes
-    `manifest`; returns `measured_rows` (agreement with "ours greedy")."""
+    `manifest`, each utterance followed by `pause_after` seconds of silence; returns `measured_rows` (agreement
+    with "ours greedy")."""
     loaded = read_model(source)
     spec, tokenizer = loaded.require_frontend_spec(), loaded.require_tokenizer()
     out_dir = Path(out_dir)
     if not (out_dir / "tokens.txt").exists():
         export_onnx(loaded.model, spec, tokenizer, out_dir, int8=True)
-    entries, waveforms, seconds = _test_set(manifest, limit)
+    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
 
@@ -125,16 +134,18 @@ def benchmark_onnx_streaming(
     att_context_size: list[int] | None = None,
     num_threads: int = 1,
     limit: int | None = None,
+    pause_after: float = 0.0,
 ) -> list[dict]:
     """Exports each lookahead of `source` (`att_context_size`, else every streaming context) into
-    ``out_dir/<left>_<right>/`` (kept if already there) and decodes `manifest` as the module docstring says;
-    returns `measured_rows` with a "lookahead" key (agreement with both of ours)."""
+    ``out_dir/<left>_<right>/`` (kept if already there) and decodes `manifest`, each utterance followed by
+    `pause_after` seconds of silence, as the module docstring says; returns `measured_rows` with a "lookahead"
+    key (agreement with both of ours)."""
     loaded = read_model(source)
     spec, tokenizer, model = loaded.require_frontend_spec(), loaded.require_tokenizer(), loaded.model
     contexts = (
         [model.encoder.checked_context(att_context_size)] if att_context_size else model.encoder.streaming_contexts
     )
-    entries, waveforms, seconds = _test_set(manifest, limit)
+    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
     rows = []
