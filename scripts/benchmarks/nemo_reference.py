@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+import soundfile
 import torch
 import torchaudio
 from torch import nn
 
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
 from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
@@ -58,6 +60,9 @@ class ReferenceSettings:
             its train and dev splits (espeak-ng alone: 500 steps on 160 utterances learn one engine, and the
             comparison with NeMo needs no second).
         pretrain_utterances: NeMo trains on the first this many training utterances (by id).
+        silence_margin: seconds of silence added before and after every utterance's audio (the mini corpus'
+            speech runs from its first sample to its last; recordings such as LibriSpeech's segments begin and
+            end with some silence).
         vocab_size: SentencePiece pieces (NeMo's ``num_classes``; the model has one more output, the blank).
         d_model, n_layers, n_heads, conv_kernel_size, subsampling_factor: the FastConformer encoder.
         hidden: predictor and joint width.
@@ -74,6 +79,7 @@ class ReferenceSettings:
     corpus_version: int = CORPUS_VERSION
     train_engines: tuple[str, ...] = ("espeak",)
     pretrain_utterances: int = 160
+    silence_margin: float = 0.0
     vocab_size: int = 128
     d_model: int = 128
     n_layers: int = 2
@@ -107,9 +113,20 @@ class StreamingReferenceSettings(ReferenceSettings):
     bpe_streaming.yaml``, the example "fast_conformer_streaming": causal subsampling, a causal convolution with
     LayerNorm, features not normalised per utterance) at the sizes above, trained by NeMo with its multi-lookahead
     ``att_context_size`` (``chunked_limited``; NeMo draws one per training step, uniformly; the first is the
-    default): what the streaming comparison with NeMo decodes (tests/finetune/test_nemo_streaming.py)."""
+    default): what the streaming comparison with NeMo decodes (tests/finetune/test_nemo_streaming.py).
+
+    Its utterances have 0.3 s of silence before and after the speech, as recordings have: NeMo's cache-aware
+    buffer never feeds a stream's last frames (fewer than the subsampling factor) and adds a padding frame
+    (`benchmarks.nemo_streaming`), so on speech that runs to the file's last sample, as the mini corpus' does, the
+    end of the file decides some of NeMo's streaming transcripts. 1500 steps on 320 utterances: after the 500 of
+    the full-context reference, a streaming model (WER 0.90) still emitted many tokens on an utterance's last
+    frames."""
 
     att_context_size: tuple[tuple[int, int], ...] = ((16, 3), (16, 1), (16, 0))
+    silence_margin: float = 0.3
+    pretrain_utterances: int = 320
+    steps: int = 1500
+    warmup_steps: int = 150
     example: ClassVar[str] = "fast_conformer_streaming"
 
     def encoder_overrides(self) -> dict[str, Any]:
@@ -213,12 +230,38 @@ def split_entries(corpus: Path, split: str) -> list[dict[str, Any]]:
     return entries
 
 
-def write_nemo_manifests(corpus: Path, directory: Path, pretrain_utterances: int) -> dict[str, Path]:
+def with_silence_margins(entries: list[dict[str, Any]], directory: Path, seconds: float) -> list[dict[str, Any]]:
+    """`entries` with their audio `seconds` of digital silence longer on each side: copies written into
+    `directory` (atomically; a complete one is reused) under the same file names."""
+    padded = []
+    for entry in entries:
+        source = Path(entry["audio_filepath"])
+        target = directory / source.name
+        if not target.is_file():
+            samples, rate = soundfile.read(source, dtype="float32")
+            margin = np.zeros(round(seconds * rate), dtype=np.float32)
+            audio, subtype = np.concatenate([margin, samples, margin]), soundfile.info(source).subtype
+
+            def write(tmp: Path, audio=audio, rate=rate, subtype=subtype) -> None:
+                soundfile.write(tmp, audio, rate, subtype=subtype, format="FLAC")
+
+            write_atomic(target, write)
+        padded.append({**entry, "audio_filepath": str(target), "duration": entry["duration"] + 2 * seconds})
+    return padded
+
+
+def write_nemo_manifests(
+    corpus: Path, directory: Path, pretrain_utterances: int, silence_margin: float = 0.0
+) -> dict[str, Path]:
     """NeMo manifests of the corpus' splits (lower-case text), "pretrain": the first `pretrain_utterances`
-    training utterances (by id), and "finetune": the other training utterances (none when there are none)."""
+    training utterances (by id), and "finetune": the other training utterances (none when there are none); with
+    a `silence_margin` (seconds) they name copies of the audio with that much silence before and after
+    (`with_silence_margins`, in ``directory/audio/<split>``)."""
     manifests = {}
     for split in SPLITS:
         entries = split_entries(corpus, split)
+        if silence_margin:
+            entries = with_silence_margins(entries, directory / "audio" / split, silence_margin)
         manifests[split] = _write_manifest(directory / f"{split}.json", entries)
         if split == "train":
             if not 0 < pretrain_utterances <= len(entries):
@@ -389,7 +432,9 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
         settings.corpus_seed,
         list(settings.train_engines),
     )
-    manifests = write_nemo_manifests(corpus, directory / "manifests", settings.pretrain_utterances)
+    manifests = write_nemo_manifests(
+        corpus, directory / "manifests", settings.pretrain_utterances, settings.silence_margin
+    )
     texts = [entry["text"] for entry in read_nemo_manifest(manifests["pretrain"])]
     tokenizer_dir = directory / "tokenizer"
     if not (tokenizer_dir / "tokenizer.model").is_file():

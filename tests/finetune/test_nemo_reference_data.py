@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile
 from hydra import compose, initialize_config_dir
 
 from asr_plugin.data import make_mini_librispeech
@@ -71,3 +73,19 @@ def test_another_engine_is_a_corpus_of_its_own_that_the_recipe_trains_and_valida
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=recipe_overrides(reference, "rnnt", "batched", tmp_path / "run", settings))
     assert (list(cfg.data.train_manifests), list(cfg.data.valid_manifests)) == ([str(train)], [str(dev)])
+
+
+def test_silence_margins_pad_every_utterance_on_both_sides(corpus, tmp_path):
+    plain = write_nemo_manifests(corpus, tmp_path / "plain", 4)
+    padded = write_nemo_manifests(corpus, tmp_path / "padded", 4, silence_margin=0.25)
+    for split in ("train", "pretrain", "finetune", "dev"):
+        for before, after in zip(read_nemo_manifest(plain[split]), read_nemo_manifest(padded[split]), strict=True):
+            original, rate = soundfile.read(before["audio_filepath"], dtype="float32")
+            audio, padded_rate = soundfile.read(after["audio_filepath"], dtype="float32")
+            margin = round(0.25 * rate)
+            assert padded_rate == rate and len(audio) == len(original) + 2 * margin
+            assert not audio[:margin].any() and not audio[-margin:].any()
+            np.testing.assert_array_equal(audio[margin:-margin], original)
+            assert after["duration"] == pytest.approx(before["duration"] + 0.5)
+            assert after["text"] == before["text"]
+            assert Path(after["audio_filepath"]).parents[1] == tmp_path / "padded" / "audio"
