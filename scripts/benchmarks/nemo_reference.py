@@ -232,15 +232,16 @@ def split_entries(corpus: Path, split: str) -> list[dict[str, Any]]:
 
 def with_silence_margins(entries: list[dict[str, Any]], directory: Path, seconds: float) -> list[dict[str, Any]]:
     """`entries` with their audio `seconds` of digital silence longer on each side: copies written into
-    `directory` (atomically; a complete one is reused) under the same file names."""
+    `directory` (atomically; one already there of the padded length is reused) under the same file names."""
     padded = []
     for entry in entries:
         source = Path(entry["audio_filepath"])
-        target = directory / source.name
-        if not target.is_file():
+        target, info = directory / source.name, soundfile.info(source)
+        margin_samples = round(seconds * info.samplerate)
+        if not (target.is_file() and soundfile.info(target).frames == info.frames + 2 * margin_samples):
             samples, rate = soundfile.read(source, dtype="float32")
-            margin = np.zeros(round(seconds * rate), dtype=np.float32)
-            audio, subtype = np.concatenate([margin, samples, margin]), soundfile.info(source).subtype
+            margin = np.zeros(margin_samples, dtype=np.float32)
+            audio, subtype = np.concatenate([margin, samples, margin]), info.subtype
 
             def write(tmp: Path, audio=audio, rate=rate, subtype=subtype) -> None:
                 soundfile.write(tmp, audio, rate, subtype=subtype, format="FLAC")

@@ -89,3 +89,6 @@ def test_silence_margins_pad_every_utterance_on_both_sides(corpus, tmp_path):
             assert after["duration"] == pytest.approx(before["duration"] + 0.5)
             assert after["text"] == before["text"]
             assert Path(after["audio_filepath"]).parents[1] == tmp_path / "padded" / "audio"
+    wider = write_nemo_manifests(corpus, tmp_path / "padded", 4, silence_margin=0.5)  # the same directory
+    entry = read_nemo_manifest(wider["dev"])[0]
+    assert soundfile.info(entry["audio_filepath"]).duration == pytest.approx(entry["duration"], abs=1e-3)
