@@ -180,7 +180,9 @@ def _synthesize(
         ]
         total = sum(len(chunk) for _, chunk, _ in of_engine)
         with Progress(total, f"synthesizing speech with {engine}", enabled=progress) as shown:
-            for (_, chunk, _), synthesized in zip(of_engine, synthesize_lists(tasks, workers)):
+            # strict: the generator runs to its end, so its pool closes here and not later in garbage collection
+            # (where an exception raised by a signal handler, SIGTERM's `StoppedBySignal`, would be swallowed)
+            for (_, chunk, _), synthesized in zip(of_engine, synthesize_lists(tasks, workers), strict=True):
                 for utt_id, samples in _render(chunk, synthesized, seed).items():
                     if utt_id in wanted:
                         write_atomic(

@@ -170,16 +170,30 @@ def final_test_or_stop(trainer: L.Trainer, *args: Any, **kwargs: Any) -> SignalS
 def stop_on_signal(stage: str, signum: int = signal.SIGTERM) -> Iterator[None]:
     """During the block, `signum` raises `StoppedBySignal` at once, naming `stage` (a stage without step
     boundaries to wait for: data preparation). The handler found is restored after; outside the main thread (where
-    Python delivers signals) nothing is installed."""
+    Python delivers signals) nothing is installed.
+
+    A handler's exception surfaces wherever the main thread happens to be, and some places swallow it (a finalizer
+    run by garbage collection, a ``__del__``, a library's broad ``except``): a signal received during the block
+    therefore also raises `StoppedBySignal` when the block ends, whatever the block did with the first one."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received: list[SignalStop] = []
 
-    def raise_stop(received: int, frame: Any) -> None:
-        raise StoppedBySignal(SignalStop.of(received, 0, "", stage))
+    def raise_stop(signum_received: int, frame: Any) -> None:
+        received.append(SignalStop.of(signum_received, 0, "", stage))
+        raise StoppedBySignal(received[-1])
 
     previous = signal.signal(signum, raise_stop)
     try:
         yield
+    except StoppedBySignal:
+        raise
+    except BaseException as failure:
+        if received:  # the signal's exception turned into another one on its way out
+            raise StoppedBySignal(received[0]) from failure
+        raise
     finally:
         signal.signal(signum, previous)
+    if received:  # the signal's exception was swallowed inside the block
+        raise StoppedBySignal(received[0])

@@ -15,7 +15,7 @@ import pytest
 import torch
 from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, job_free_env, train_steps
 
-from asr_plugin.training.signal_stop import StepBoundaryStop, StoppedBySignal
+from asr_plugin.training.signal_stop import PREPARATION, StepBoundaryStop, StoppedBySignal, stop_on_signal
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 
@@ -39,6 +39,46 @@ def test_sigterm_waits_for_the_step_boundary_even_after_lightning_replaced_the_h
     assert stopped.value.stop.signal == "SIGTERM" and stopped.value.stop.exit_status == 143
     assert stopped.value.stop.step == 7 and stopped.value.stop.checkpoint == str(tmp_path / "hpc_ckpt_1.ckpt")
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def _closes_with_a_signal():
+    """A generator whose clean-up is where SIGTERM lands (as a process pool's ``__exit__`` did)."""
+    try:
+        yield 1
+        yield 2
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_signal_whose_exception_garbage_collection_swallowed_still_stops_the_block():
+    before = signal.getsignal(signal.SIGTERM)
+    finished = False
+    with pytest.raises(StoppedBySignal) as stopped:
+        with stop_on_signal(PREPARATION):
+            for _ in zip([0], _closes_with_a_signal()):  # zip stops first: the generator is closed when dropped
+                pass
+            finished = True  # the handler's own exception was swallowed, so the block went on to its end
+    assert finished
+    assert stopped.value.stop.stage == PREPARATION and stopped.value.stop.exit_status == 143
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_signal_whose_exception_became_another_one_stops_the_block_naming_both():
+    with pytest.raises(StoppedBySignal) as stopped:
+        with stop_on_signal(PREPARATION):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except StoppedBySignal as caught:
+                raise RuntimeError("a library wrapped it") from caught
+    assert isinstance(stopped.value.__cause__, RuntimeError)
+    assert stopped.value.stop.signal == "SIGTERM" and stopped.value.stop.stage == PREPARATION
+
+
+def test_a_block_without_a_signal_raises_its_own_errors_unchanged():
+    with pytest.raises(ValueError, match="its own"):
+        with stop_on_signal(PREPARATION):
+            raise ValueError("its own")
 
 
 def _stub_bin(tmp_path: Path) -> Path:
