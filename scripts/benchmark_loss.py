@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.files import write_text_atomic
 from asr_plugin.losses.backends import BACKENDS, check_backend
 from benchmarks.loss import (
     JOINTS,

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.files import write_text_atomic
 
 # name -> NeMo example (benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
 # device, dtype and the fused_batch_size settings to try

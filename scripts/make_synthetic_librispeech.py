@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from asr_plugin.data import write_atomic, write_text_atomic
+from asr_plugin.files import write_atomic, write_text_atomic
 
 SAMPLE_RATE = 16000
 WORD_SECONDS = 0.3

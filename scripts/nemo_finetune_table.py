@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.files import write_text_atomic
 from asr_plugin.training import train
 from benchmarks.nemo_reference import (
     CONF_DIR,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.files import write_text_atomic
 from asr_plugin.losses.planning import parse_memory_budget
 from benchmarks.loss import make_inputs, make_loss
 from benchmarks.loss_profile import (

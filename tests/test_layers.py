@@ -17,7 +17,9 @@ PACKAGE = Path(asr_plugin.__file__).resolve().parent
 # it, not each other (same rank) nor fine-tuning (`SEAM_ONLY`).
 RANKS = {
     "config_nodes": 0,
+    "files": 0,
     "host_syncs": 0,
+    "progress": 0,
     "plain_data": 0,
     "losses": 0,
     "declared_shapes": 1,

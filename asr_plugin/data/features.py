@@ -11,8 +11,8 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.audio import SAMPLE_RATE
+from asr_plugin.files import write_text_atomic
 
 
 class LogMelFeatures(nn.Module):

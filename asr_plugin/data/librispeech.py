@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from asr_plugin.data.atomic import is_temporary
 from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.files import is_temporary
 
 LIBRISPEECH_SPLITS = (
     "train-clean-100",

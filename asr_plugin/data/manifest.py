@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.audio import load_audio, stat_regular_file
+from asr_plugin.files import write_text_atomic
 
 MANIFEST_KEYS = ("id", "path", "duration", "text")
 

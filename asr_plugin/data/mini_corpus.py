@@ -27,12 +27,12 @@ import numpy as np
 import soundfile as sf
 
 from asr_plugin.data.acoustics import degrade
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.audio import SAMPLE_RATE
 from asr_plugin.data.mini_grammar import random_sentence
 from asr_plugin.data.mini_voices import ENGINES, Speaker, speakers
-from asr_plugin.data.progress import Progress
 from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
+from asr_plugin.files import write_atomic, write_text_atomic
+from asr_plugin.progress import Progress
 
 CORPUS_VERSION = 3
 MARKER = "mini_corpus.json"
@@ -242,7 +242,7 @@ def make_mini_librispeech(
     n_train and n_dev utterances of the training engines (`ENGINE_WEIGHTS` shares; `train_engines=["espeak"]`
     leaves Piper out of train and dev), n_test in each engine's test split. `workers`: synthesis processes at
     once (default: every CPU; the files do not depend on it). n_train=24, n_dev=8, n_test=8 makes a corpus for
-    tests in a few seconds. `progress`: show each engine's synthesis (`asr_plugin.data.progress`). Raises
+    tests in a few seconds. `progress`: show each engine's synthesis (`asr_plugin.progress`). Raises
     RuntimeError naming what to install without an engine.
     """
     root = Path(root)

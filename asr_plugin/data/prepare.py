@@ -11,14 +11,14 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.audio import probe_audio, segment_content_problem
 from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
-from asr_plugin.data.progress import track
 from asr_plugin.data.sources import DataSource, LibriSpeechSource
+from asr_plugin.files import write_text_atomic
+from asr_plugin.progress import track
 
 # How far a stated segment may run past the end of its audio: mp3 and opus headers give lengths to a frame
 # or two (~50 ms), manifests round durations to 10 ms.

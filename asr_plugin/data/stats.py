@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.manifest import ManifestEntry
-from asr_plugin.data.progress import track
+from asr_plugin.progress import track
 
 
 class _SumsDataset(Dataset):

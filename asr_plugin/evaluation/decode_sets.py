@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.data.batch import Batch
 from asr_plugin.decoding import METHODS, decode
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_recogs
+from asr_plugin.files import write_text_atomic
 from asr_plugin.models import Transducer
 
 log = logging.getLogger(__name__)

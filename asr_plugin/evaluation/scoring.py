@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jiwer
 
-from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.files import write_text_atomic
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 
 from asr_plugin.data.audio_stream import audio_blocks, audio_seconds
-from asr_plugin.data.progress import Progress
 from asr_plugin.decoding import RecognizerState, StreamingRecognizer
 from asr_plugin.evaluation.decoding_settings import decoding_settings
 from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session
 from asr_plugin.formats import read_model
+from asr_plugin.progress import Progress
 
 PIECE_MS = 100.0  # sherpa-onnx's examples feed 0.1 s at a time
 PROGRESS_SECONDS = 30.0  # a file longer than this shows its progress (without partial results)

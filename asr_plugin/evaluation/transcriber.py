@@ -13,11 +13,11 @@ import torch
 
 from asr_plugin.data.audio_stream import audio_blocks, audio_seconds
 from asr_plugin.data.frontend import build_frontend
-from asr_plugin.data.progress import Progress
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.chunking import stream_chunks
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.formats import read_model
+from asr_plugin.progress import Progress
 
 
 def _groups(chunks: Iterator[torch.Tensor], size: int) -> Iterator[list[torch.Tensor]]:
@@ -41,7 +41,7 @@ class Transcriber:
             (the default) is the file's own (its validation's), another value is logged as an override.
         chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
             quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with its progress on
-            stderr (`asr_plugin.data.progress`); the default is about LibriSpeech's longest training utterance.
+            stderr (`asr_plugin.progress`); the default is about LibriSpeech's longest training utterance.
         chunks_per_batch: chunks encoded together.
     """
 

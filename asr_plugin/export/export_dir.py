@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.atomic import STALE_AFTER_S, fsync_path, write_text_atomic
+from asr_plugin.files import STALE_AFTER_S, fsync_path, write_text_atomic
 
 RECORD_NAME = "export_record.json"
 _BLOCK = 1 << 20

@@ -25,12 +25,12 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from asr_plugin.data.atomic import write_text_atomic
 from asr_plugin.export.export_dir import export_directory, model_sha256
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter, encoder_input
 from asr_plugin.export.onnx_files import write_onnx, write_quantized
 from asr_plugin.export.onnx_modules import SherpaDecoder, SherpaEncoder, SherpaJoiner
 from asr_plugin.export.sherpa_tokens import PieceTable, sherpa_token_lines
+from asr_plugin.files import write_text_atomic
 from asr_plugin.losses import RNNT, TDT
 from asr_plugin.models import ConformerEncoder, Joint, LSTMPredictor, Transducer
 

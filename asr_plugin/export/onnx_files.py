@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.atomic import fsync_path, write_atomic
+from asr_plugin.files import fsync_path, write_atomic
 
 EXTERNAL_DATA_BYTES = 1_800_000_000  # below protobuf's 2 GiB, with room for the graph
 

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch.export import Dim, ExportedProgram
 
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.export.export_dir import export_directory, tensors_sha256
 from asr_plugin.export.modules import EncoderPiece, JointPiece, PredictorPiece
+from asr_plugin.files import write_atomic, write_text_atomic
 from asr_plugin.models import Transducer
 
 PIECES = ("encoder", "predictor", "joint")

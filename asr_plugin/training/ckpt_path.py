@@ -60,7 +60,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     directories = list(
         dict.fromkeys(Path(cb.dirpath) for cb in trainer.checkpoint_callbacks if getattr(cb, "dirpath", None))
     )
-    # hidden files are partial writes of a killed run (asr_plugin.data.atomic's temporary names)
+    # hidden files are partial writes of a killed run (the temporary names of asr_plugin.files)
     found = [path for directory in directories for path in directory.glob("*.ckpt") if not path.name.startswith(".")]
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):

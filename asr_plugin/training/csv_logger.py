@@ -6,7 +6,7 @@ job: the steps before the checkpoint disappear from the curves), rewrites it in 
 appears, and by default writes every 100 steps, so a job killed (by SLURM, a dead DDP peer, the OOM killer)
 before that leaves nothing. This writer reads the rows already there, drops those of the steps the resumed
 run is about to redo, and writes the whole table to a temporary file that is renamed onto ``metrics.csv``
-(``asr_plugin.data.atomic``) at every flush; ``conf/logger/csv.yaml`` flushes at every logging step.
+(``asr_plugin.files``) at every flush; ``conf/logger/csv.yaml`` flushes at every logging step.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import CSVLogger
 
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
+from asr_plugin.files import write_atomic, write_text_atomic
 
 
 class DurableMetricsWriter:

@@ -8,7 +8,7 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger
 
-from asr_plugin.data.atomic import write_atomic
+from asr_plugin.files import write_atomic
 
 CURVES = ("train/loss_epoch", "train/transducer_loss_epoch", "train/ctc_loss_epoch", "val/loss", "val/wer")
 # (metric, label): with auxiliary CTC the training loss is a mix, so its transducer part is drawn instead

@@ -37,7 +37,7 @@ from unittest import mock
 import torch
 from torch import nn
 
-from asr_plugin.data.atomic import write_atomic
+from asr_plugin.files import write_atomic
 from asr_plugin.host_syncs import SyncCounter
 from asr_plugin.losses import RNNT, TDT, Plan, TransducerLattice, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups

@@ -29,7 +29,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import asr_plugin
-from asr_plugin.data.atomic import write_atomic
+from asr_plugin.files import write_atomic
 from asr_plugin.losses import Plan, TransducerLoss
 
 from .loss import Inputs, step

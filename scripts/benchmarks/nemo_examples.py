@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.atomic import write_atomic
+from asr_plugin.files import write_atomic
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",

@@ -36,8 +36,8 @@ import torchaudio
 from torch import nn
 
 from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
 from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
+from asr_plugin.files import write_atomic, write_text_atomic
 from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
 from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from asr_plugin.data.atomic import write_atomic, write_text_atomic
+from asr_plugin.files import write_atomic, write_text_atomic
 
 STATUSES = ("passed", "failed", "timed_out", "skipped")
 TRACE_SUFFIX = ".trace.json.gz"

@@ -118,7 +118,7 @@ def test_transcribe_script_decodes_ten_minutes_in_chunks(corpus, tmp_path):
         env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    # the progress (whole lines in a log, `asr_plugin.data.progress`): begun at 0 s, ended at all 600 s decoded
+    # the progress (whole lines in a log, `asr_plugin.progress`): begun at 0 s, ended at all 600 s decoded
     progress = re.findall(r"ten-minutes\.flac \(600 s\): (\d+)/600 s \(\d+ %\)", done.stderr)
     assert progress[0] == "0" and progress[-1] == "600", done.stderr[-2000:]
     assert done.stdout.startswith(f"{path}\t")

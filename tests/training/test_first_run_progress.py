@@ -1,6 +1,6 @@
 """The recipe's first run is never silent for long: each stage of the data preparation (each engine's
 synthesis, the audio checks of every split, the tokenizer, the feature statistics) says what it does, how far it
-is and its ETA, in whole lines when the output is a log (`asr_plugin.data.progress`), not a redrawn bar."""
+is and its ETA, in whole lines when the output is a log (`asr_plugin.progress`), not a redrawn bar."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.atomic import write_atomic
 from asr_plugin.declared_shapes import check_finite
+from asr_plugin.files import write_atomic
 from asr_plugin.formats.checkpoint.content_hash import verify_content_hash, with_content_hash
 from asr_plugin.formats.checkpoint.model_node import MODEL_NODE
 from asr_plugin.formats.state_dict import MODEL_PREFIX

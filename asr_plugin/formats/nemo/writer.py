@@ -34,8 +34,8 @@ import sentencepiece as spm
 import torch
 import yaml
 
-from asr_plugin.data.atomic import write_atomic
 from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.files import write_atomic
 from asr_plugin.formats.base import LoadedModel
 from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
 from asr_plugin.formats.nemo.importer import NemoImport

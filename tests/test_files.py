@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from asr_plugin.data import atomic as atomic_module
-from asr_plugin.data import write_atomic, write_bytes_atomic, write_text_atomic
+from asr_plugin import files as files_module
+from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
 
 
 def _names(directory) -> list[str]:
@@ -44,7 +44,7 @@ def test_the_file_and_then_its_directory_are_fsynced(tmp_path, monkeypatch):
         synced.append(("dir" if stat.S_ISDIR(info.st_mode) else "file", info.st_ino, info.st_size))
         real_fsync(fd)
 
-    monkeypatch.setattr(atomic_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(files_module.os, "fsync", recording_fsync)
     path = write_bytes_atomic(tmp_path / "tokenizer.model", b"x" * 1000)
     # the temporary file (now renamed: same inode) with all its bytes, then the directory after the rename
     assert synced == [("file", path.stat().st_ino, 1000), ("dir", tmp_path.stat().st_ino, synced[1][2])]

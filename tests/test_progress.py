@@ -1,11 +1,11 @@
-"""Progress of data preparation's long stages (`asr_plugin.data.progress`): whole lines with count and ETA in a log,
+"""Progress of data preparation's long stages (`asr_plugin.progress`): whole lines with count and ETA in a log,
 a few per stage whatever its length; a tqdm bar on a terminal."""
 
 from __future__ import annotations
 
 import io
 
-from asr_plugin.data.progress import LINE_EVERY_S, LINE_GAP_S, Progress, track
+from asr_plugin.progress import LINE_EVERY_S, LINE_GAP_S, Progress, track
 
 
 class Clock:

@@ -1,0 +1,27 @@
+"""Names that moved out of a package to their own room are still importable from where they were public, as the
+same objects: ``from asr_plugin.data import write_atomic`` keeps working (docs/CONTRIBUTING_NOTES.md, "Where things
+live")."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+# old public home -> {name: its home now}
+MOVED = {
+    "asr_plugin.data": {
+        "write_atomic": "asr_plugin.files",
+        "write_bytes_atomic": "asr_plugin.files",
+        "write_text_atomic": "asr_plugin.files",
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "old, name, new", [(old, name, new) for old, names in MOVED.items() for name, new in names.items()]
+)
+def test_a_moved_name_is_the_same_object_at_its_old_public_path(old, name, new):
+    old_module = importlib.import_module(old)
+    assert name in old_module.__all__
+    assert getattr(old_module, name) is getattr(importlib.import_module(new), name)
