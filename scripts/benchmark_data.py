@@ -53,24 +53,22 @@ from pathlib import Path
 
 import torch
 
+from asr_plugin.audio.reading import mix_down
 from asr_plugin.data import (
-    LIBRISPEECH_NORMALIZER,
     CorpusLayout,
     DurationBatchSampler,
     ManifestDataset,
     ManifestEntry,
     NemoManifestSource,
-    Tokenizer,
     audio_problems,
     build_frontend,
     prepare_split,
     read_manifest,
-    train_tokenizer,
     write_manifest,
 )
-from asr_plugin.data.audio import mix_down
 from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.sources.shar_directory import shar_shards
+from asr_plugin.text import LIBRISPEECH_NORMALIZER, Tokenizer, train_tokenizer
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()

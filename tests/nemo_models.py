@@ -12,9 +12,9 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.formats.nemo.config import transducer_kwargs
 from asr_plugin.models import Transducer, build_transducer
+from asr_plugin.text import Tokenizer, train_tokenizer
 from benchmarks.nemo_examples import SENTENCES, nemo_config, train_nemo_style_tokenizer
 
 # Our key -> NeMo's, written out independently of asr_plugin.formats.nemo.weights (the inverse direction).

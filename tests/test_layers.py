@@ -16,6 +16,7 @@ PACKAGE = Path(asr_plugin.__file__).resolve().parent
 # files are read and written by `formats` (the model-format seam) only; evaluation and export are peers that ask
 # it, not each other (same rank) nor fine-tuning (`SEAM_ONLY`).
 RANKS = {
+    "audio": 0,
     "config_nodes": 0,
     "files": 0,
     "host_syncs": 0,
@@ -23,6 +24,7 @@ RANKS = {
     "plain_data": 0,
     "losses": 0,
     "declared_shapes": 1,
+    "text": 1,
     "models": 1,
     "integrations": 1,
     "data": 2,

@@ -14,6 +14,16 @@ MOVED = {
         "write_atomic": "asr_plugin.files",
         "write_bytes_atomic": "asr_plugin.files",
         "write_text_atomic": "asr_plugin.files",
+        "SAMPLE_RATE": "asr_plugin.audio",
+        "load_audio": "asr_plugin.audio",
+        "probe_audio": "asr_plugin.audio",
+        "BLANK_ID": "asr_plugin.text",
+        "CONVENTIONS": "asr_plugin.text",
+        "LIBRISPEECH_NORMALIZER": "asr_plugin.text",
+        "NormalizationCounts": "asr_plugin.text",
+        "TextNormalizer": "asr_plugin.text",
+        "Tokenizer": "asr_plugin.text",
+        "train_tokenizer": "asr_plugin.text",
     },
 }
 

@@ -3,7 +3,7 @@ tokenizer (blank id 0, ours or NeMo's convention) with its text normalisation, f
 global statistics, or NeMo's), SpecAugment, duration-bucketed batching and the Lightning data module.
 See docs/data.md."""
 
-from asr_plugin.data.audio import SAMPLE_RATE, load_audio, probe_audio
+from asr_plugin.audio.reading import SAMPLE_RATE, load_audio, probe_audio
 from asr_plugin.data.augment import SpecAugment, speed_perturb
 from asr_plugin.data.batch import Batch
 from asr_plugin.data.datamodule import TransducerDataModule
@@ -37,9 +37,9 @@ from asr_plugin.data.sources import (
     build_source,
 )
 from asr_plugin.data.stats import compute_feature_stats
-from asr_plugin.data.text import LIBRISPEECH_NORMALIZER, NormalizationCounts, TextNormalizer
-from asr_plugin.data.tokenizer import BLANK_ID, CONVENTIONS, Tokenizer, train_tokenizer
 from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
+from asr_plugin.text.normalize import LIBRISPEECH_NORMALIZER, NormalizationCounts, TextNormalizer
+from asr_plugin.text.tokenizer import BLANK_ID, CONVENTIONS, Tokenizer, train_tokenizer
 
 __all__ = [
     "BLANK_ID",

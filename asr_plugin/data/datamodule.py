@@ -42,8 +42,8 @@ from asr_plugin.data.sampler import DurationBatchSampler, world
 from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.shar_preparation import SharPlan, prepare_shar
 from asr_plugin.data.sources import build_source
-from asr_plugin.data.text import NormalizationCounts
-from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.text.normalize import NormalizationCounts
+from asr_plugin.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

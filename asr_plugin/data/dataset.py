@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 from asr_plugin.data.augment import speed_perturb
 from asr_plugin.data.batch import Batch
 from asr_plugin.data.manifest import ManifestEntry
-from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.text.tokenizer import Tokenizer
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data.audio import SAMPLE_RATE
+from asr_plugin.audio.reading import SAMPLE_RATE
 from asr_plugin.files import write_text_atomic
 
 

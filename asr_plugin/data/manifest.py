@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.audio import load_audio, stat_regular_file
+from asr_plugin.audio.reading import load_audio, stat_regular_file
 from asr_plugin.files import write_text_atomic
 
 MANIFEST_KEYS = ("id", "path", "duration", "text")

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from asr_plugin.audio.reading import SAMPLE_RATE
 from asr_plugin.data.acoustics import degrade
-from asr_plugin.data.audio import SAMPLE_RATE
 from asr_plugin.data.mini_grammar import random_sentence
 from asr_plugin.data.mini_voices import ENGINES, Speaker, speakers
 from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate

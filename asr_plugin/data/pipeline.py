@@ -34,9 +34,9 @@ from asr_plugin.data.manifest import ManifestEntry, read_manifest
 from asr_plugin.data.prepare import prepare_split
 from asr_plugin.data.sources import SOURCES, DataSource
 from asr_plugin.data.stats import compute_feature_stats
-from asr_plugin.data.tokenizer import train_tokenizer
 from asr_plugin.data.work_lock import preparation_lock
 from asr_plugin.files import remove_stale_temporaries, write_text_atomic
+from asr_plugin.text.tokenizer import train_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from asr_plugin.data.audio import probe_audio, segment_content_problem
+from asr_plugin.audio.reading import probe_audio, segment_content_problem
 from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.layout import CorpusLayout

@@ -44,7 +44,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from asr_plugin.data.batch import Batch
 from asr_plugin.data.dataset import collate_utterances, make_utterance
 from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
-from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

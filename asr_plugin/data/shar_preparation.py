@@ -15,8 +15,8 @@ import torch
 from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.pipeline import CorpusPlan
 from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
-from asr_plugin.data.tokenizer import train_tokenizer
 from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.text.tokenizer import train_tokenizer
 
 
 def shar_texts(shards: Sequence[dict[str, Path]]) -> Iterator[str]:

@@ -6,7 +6,7 @@ A Conformer's self-attention costs T^2 in time and memory: an hour of audio is 9
 10 ms frame energy is lowest within the chunk's last `search_seconds` (a pause between words, in speech), and
 joins their texts. A word spoken across a cut without a pause may still be split or lost there.
 
-`stream_chunks` cuts audio that arrives in blocks (`asr_plugin.data.audio_stream`) at the same points as
+`stream_chunks` cuts audio that arrives in blocks (`asr_plugin.audio.stream`) at the same points as
 `chunk_bounds` cuts the whole of it, holding at most a chunk and a block.
 """
 

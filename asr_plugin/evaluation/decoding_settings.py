@@ -9,8 +9,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.formats import LoadedModel
+from asr_plugin.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Audio -> text as a stream: audio fed to a model's streaming session in pieces (100 ms by default, as
 sherpa-onnx's users feed it), with partial results as they change and the final text at the end of the audio.
 
-A file is read from disk block by block (`asr_plugin.data.audio_stream`) and cut into pieces as it is read, so
+A file is read from disk block by block (`asr_plugin.audio.stream`) and cut into pieces as it is read, so
 memory stays that of a block and the session's state, whatever the file's length. With endpointing, the final text
 is the segments' texts joined by spaces; a partial text is the text so far: the closed segments' and the current
 one's (greedy search never revises a token, so every partial text is a prefix of the final one).
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr_plugin.data.audio_stream import audio_blocks, audio_seconds
+from asr_plugin.audio.stream import audio_blocks, audio_seconds
 from asr_plugin.decoding import RecognizerState, StreamingRecognizer
 from asr_plugin.evaluation.decoding_settings import decoding_settings
 from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session

@@ -1,6 +1,6 @@
 """Audio files -> text with a trained model, through the tokenizer and the features it was trained on (both read
 from the model file itself: a checkpoint's records, a ``.nemo``'s tokenizer and preprocessor; no run directory or
-data config needed). A file is read piece by piece (`asr_plugin.data.audio_stream`) and cut into chunks as it is
+data config needed). A file is read piece by piece (`asr_plugin.audio.stream`) and cut into chunks as it is
 read (`asr_plugin.evaluation.chunking`): memory stays that of a few chunks, whatever the file's length."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.audio_stream import audio_blocks, audio_seconds
+from asr_plugin.audio.stream import audio_blocks, audio_seconds
 from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.chunking import stream_chunks

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.losses import TransducerLattice
 from asr_plugin.models import Transducer, build_transducer
+from asr_plugin.text.tokenizer import Tokenizer
 
 # What a file may record about how its model was trained and is decoded (`LoadedModel.settings`): the greedy
 # cap its validation decoded with, the loss reductions, the auxiliary CTC weight, the SpecAugment node (None:

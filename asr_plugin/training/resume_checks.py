@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.formats.checkpoint import checkpoint_records
+from asr_plugin.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 SHOWN = 8  # differences listed in a message

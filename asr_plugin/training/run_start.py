@@ -17,7 +17,6 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from asr_plugin.config_nodes import TARGET
-from asr_plugin.data import Tokenizer
 from asr_plugin.finetune import apply_finetune
 from asr_plugin.formats import LOSS_SETTINGS, architecture_format, architecture_node
 from asr_plugin.formats.checkpoint import (
@@ -28,6 +27,7 @@ from asr_plugin.formats.checkpoint import (
     read_checkpoint,
 )
 from asr_plugin.formats.state_dict import extract_model_state
+from asr_plugin.text import Tokenizer
 from asr_plugin.training.distributed import prepare_data_once
 from asr_plugin.training.finetune_settings import describe_settings, module_settings
 from asr_plugin.training.lightning_module import TransducerModule

@@ -35,7 +35,8 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data import make_mini_librispeech, probe_audio, scan_split
+from asr_plugin.audio import probe_audio
+from asr_plugin.data import make_mini_librispeech, scan_split
 from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.files import write_atomic, write_text_atomic
 from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
@@ -384,7 +385,7 @@ def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
 
     NeMo's preprocessor, encoder, decoder and joint (log-probabilities, blank last), the loss by torchaudio.
     """
-    from asr_plugin.data import load_audio
+    from asr_plugin.audio import load_audio
 
     model.eval()
     entries = read_nemo_manifest(manifest)
@@ -651,7 +652,7 @@ def recipe_overrides(
 def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: int = 8) -> list[str]:
     """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
     ``max_symbols``) on a manifest's audio, in order."""
-    from asr_plugin.data import load_audio
+    from asr_plugin.audio import load_audio
     from asr_plugin.decoding import greedy_search
     from asr_plugin.formats.nemo import import_nemo, nemo_training_options
 

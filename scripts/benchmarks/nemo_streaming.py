@@ -40,7 +40,8 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data import build_frontend, load_audio
+from asr_plugin.audio import load_audio
+from asr_plugin.data import build_frontend
 from asr_plugin.decoding import CacheAwareEncoder, StreamingRecognizer, greedy_search
 from asr_plugin.formats import LoadedModel
 

@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr_plugin.data import build_frontend, load_audio, read_manifest
+from asr_plugin.audio import load_audio
+from asr_plugin.data import build_frontend, read_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name

@@ -42,7 +42,8 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data import load_audio, read_manifest
+from asr_plugin.audio import load_audio
+from asr_plugin.data import read_manifest
 from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import greedy_search, subsampling_factor
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer

@@ -11,9 +11,9 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from asr_plugin.data import Tokenizer, train_tokenizer
 from asr_plugin.formats.checkpoint import write_checkpoint
 from asr_plugin.models import Transducer, build_transducer
+from asr_plugin.text import Tokenizer, train_tokenizer
 from benchmarks.nemo_examples import SENTENCES
 
 BINS = 16

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from data_helpers import tree_listing, write_small_librispeech
 
-from asr_plugin.data import FeatureStats, Tokenizer, TransducerDataModule, read_manifest
+from asr_plugin.data import FeatureStats, TransducerDataModule, read_manifest
+from asr_plugin.text import Tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 SPLITS = ["data.train_splits=[train-clean-100]", "data.valid_splits=[dev-clean]", "data.test_splits=[dev-clean]"]

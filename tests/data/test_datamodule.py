@@ -14,18 +14,18 @@ import torch
 from data_helpers import SMALL, write_small_librispeech
 from omegaconf import OmegaConf
 
+from asr_plugin.audio import load_audio
 from asr_plugin.data import (
     Batch,
     FeatureStats,
     ResumableDataLoader,
-    Tokenizer,
     TransducerDataModule,
     build_frontend,
     complete_frontend_spec,
-    load_audio,
     read_manifest,
 )
 from asr_plugin.models import NemoMelFrontend
+from asr_plugin.text import Tokenizer
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 

@@ -18,13 +18,13 @@ import soundfile as sf
 import torch
 from data_helpers import write_flac
 
+from asr_plugin.audio import load_audio
 from asr_plugin.data import (
     CorpusLayout,
     CorpusPlan,
     LhotseCutsSource,
     NemoManifestSource,
     TransducerDataModule,
-    load_audio,
     prepare_corpus,
     prepare_split,
     read_manifest,

@@ -13,12 +13,12 @@ from asr_plugin.data import (
     CorpusPlan,
     FeatureStats,
     LibriSpeechSource,
-    Tokenizer,
     pipeline,
     prepare_corpus,
     read_manifest,
     tokenizer_file_name,
 )
+from asr_plugin.text import Tokenizer
 
 SPLITS = dict(train_splits=("train-clean-100",), valid_splits=("dev-clean",), test_splits=("dev-clean",))
 

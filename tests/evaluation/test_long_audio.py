@@ -1,4 +1,4 @@
-"""Long files are read piece by piece (`asr_plugin.data.audio_stream`) and cut as they arrive
+"""Long files are read piece by piece (`asr_plugin.audio.stream`) and cut as they arrive
 (`asr_plugin.evaluation.chunking.stream_chunks`): the pieces are the whole file resampled at once, cut where the
 whole file would be cut, memory does not grow with the file's length, and NaN or infinite samples are refused
 naming the file."""
@@ -13,8 +13,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr_plugin.data import load_audio
-from asr_plugin.data.audio_stream import audio_blocks
+from asr_plugin.audio import load_audio
+from asr_plugin.audio.stream import audio_blocks
 from asr_plugin.evaluation.chunking import chunk_bounds, stream_chunks
 
 

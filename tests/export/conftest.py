@@ -8,7 +8,8 @@ from hydra.utils import instantiate
 from onnx_fixtures import CONF_DIR
 from tiny_models import TINY_CORPUS
 
-from asr_plugin.data import load_audio, read_manifest
+from asr_plugin.audio import load_audio
+from asr_plugin.data import read_manifest
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.nemo
 from nemo.collections.asr.models import ASRModel  # noqa: E402
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer  # noqa: E402
 
-from asr_plugin.data import load_audio  # noqa: E402
+from asr_plugin.audio import load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
 from asr_plugin.formats import LoadedModel, Settings, export_nemo  # noqa: E402
 from asr_plugin.formats.nemo import import_nemo  # noqa: E402

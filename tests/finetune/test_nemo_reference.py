@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 pytest.importorskip("nemo.collections.asr")
 pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
-from asr_plugin.data import load_audio  # noqa: E402
+from asr_plugin.audio import load_audio  # noqa: E402
 from asr_plugin.evaluation.transcriber import Transcriber  # noqa: E402
 from asr_plugin.formats import export_nemo  # noqa: E402
 from asr_plugin.training import train  # noqa: E402

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.audio import to_mono_at_rate
+from asr_plugin.audio.reading import to_mono_at_rate
 from asr_plugin.data.sources.shar_directory import AUDIO_FIELD, first_line, rebuild_hint, shard_fault, shard_number
 
 SAFE_SOURCES = ("memory", "file", "shar")  # "shar": a placeholder; loading one raises, runs nothing
@@ -107,7 +107,7 @@ def read_shar_cuts(shards: Sequence[dict[str, Path]], with_audio: bool):
 
 def shar_cut_audio(cut: Any, sample_rate: int) -> torch.Tensor:
     """(N,) float32 audio of a Shar cut (read by `SharCuts`) at `sample_rate`: lhotse decodes the in-memory
-    audio (all channels), averaged and resampled as every other source's (`asr_plugin.data.audio`).
+    audio (all channels), averaged and resampled as every other source's (`asr_plugin.audio.reading`).
     ValueError naming the shard and the cut for audio that does not decode."""
     try:
         samples = cut.load_audio()  # (C, N) at the recording's rate

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from asr_plugin.data.text import TextNormalizer
-from asr_plugin.data.tokenizer import Tokenizer
+from asr_plugin.text.normalize import TextNormalizer
+from asr_plugin.text.tokenizer import Tokenizer
 
 
 class NemoTokenizer(Tokenizer):

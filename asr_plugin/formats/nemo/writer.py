@@ -34,7 +34,6 @@ import sentencepiece as spm
 import torch
 import yaml
 
-from asr_plugin.data.tokenizer import Tokenizer
 from asr_plugin.files import write_atomic
 from asr_plugin.formats.base import LoadedModel
 from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
@@ -45,6 +44,7 @@ from asr_plugin.losses import TDT, TransducerLattice
 from asr_plugin.models import NemoMelFrontend
 from asr_plugin.models.context import context_sizes
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
+from asr_plugin.text.tokenizer import Tokenizer
 
 RNNT_TARGET = "nemo.collections.asr.models.EncDecRNNTBPEModel"
 HYBRID_TARGET = "nemo.collections.asr.models.EncDecHybridRNNTCTCBPEModel"

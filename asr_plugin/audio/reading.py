@@ -20,7 +20,7 @@ import torch
 SAMPLE_RATE = 16000
 # Seconds decoded before a segment's start and dropped, per format: after a seek libsndfile's mp3 decoder
 # gives ~80 ms of wrong samples (its bit reservoir and overlap need the frames before); measured exact after
-# 0.25 s (tests/data/test_audio_as_it_comes.py). wav, flac and ogg seek exactly.
+# 0.25 s (tests/audio/test_audio_as_it_comes.py). wav, flac and ogg seek exactly.
 SEEK_PRE_ROLL_S = {"MP3": 0.25}
 # Sample formats that can hold NaN or infinity (integer PCM and the lossy codecs' decoders cannot).
 FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")

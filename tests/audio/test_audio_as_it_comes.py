@@ -8,7 +8,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr_plugin.data import ManifestEntry, load_audio
+from asr_plugin.audio import load_audio
+from asr_plugin.data import ManifestEntry
 
 TONES_HZ = (440.0, 1300.0, 2300.0)  # inside the band of every rate below: resampling must keep them
 

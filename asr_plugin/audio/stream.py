@@ -13,7 +13,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from asr_plugin.data.audio import describe_error, file_kind_problem, mix_down
+from asr_plugin.audio.reading import describe_error, file_kind_problem, mix_down
 
 BLOCK_SECONDS = 10.0  # of the file, decoded at a time
 

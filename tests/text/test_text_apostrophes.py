@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asr_plugin.data.text import TextNormalizer
+from asr_plugin.text.normalize import TextNormalizer
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import sentencepiece as spm
 
-from asr_plugin.data.text import LIBRISPEECH_NORMALIZER, TextNormalizer
 from asr_plugin.files import write_bytes_atomic, write_text_atomic
+from asr_plugin.text.normalize import LIBRISPEECH_NORMALIZER, TextNormalizer
 
 log = logging.getLogger(__name__)
 

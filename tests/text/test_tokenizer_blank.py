@@ -11,9 +11,9 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from asr_plugin.data import BLANK_ID, LIBRISPEECH_NORMALIZER, TextNormalizer, Tokenizer, train_tokenizer
 from asr_plugin.data.mini_corpus import plan_corpus
 from asr_plugin.formats.nemo import NemoTokenizer
+from asr_plugin.text import BLANK_ID, LIBRISPEECH_NORMALIZER, TextNormalizer, Tokenizer, train_tokenizer
 
 TEXTS = [utt.text for utts in plan_corpus(300, 10, 10, seed=1).values() for utt in utts]
 
