@@ -61,13 +61,13 @@ from asr_plugin.data import (
     ManifestEntry,
     NemoManifestSource,
     audio_problems,
-    build_frontend,
     prepare_split,
     read_manifest,
     write_manifest,
 )
 from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.sources.shar_directory import shar_shards
+from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.text import LIBRISPEECH_NORMALIZER, Tokenizer, train_tokenizer
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters

@@ -20,22 +20,26 @@ RANKS = {
     "config_nodes": 0,
     "files": 0,
     "host_syncs": 0,
-    "progress": 0,
     "plain_data": 0,
+    "progress": 0,
     "losses": 0,
     "declared_shapes": 1,
-    "text": 1,
-    "models": 1,
     "integrations": 1,
-    "data": 2,
-    "decoding": 2,
-    "formats": 3,
-    "finetune": 4,
-    "training": 5,
-    "evaluation": 6,
-    "export": 6,
+    "text": 1,
+    "frontend": 2,
+    "models": 3,
+    "data": 4,
+    "decoding": 4,
+    "formats": 5,
+    "finetune": 6,
+    "training": 7,
+    "evaluation": 8,
+    "export": 8,
 }
 SEAM_ONLY = {"evaluation": ("finetune",), "export": ("finetune",)}
+# What data/ builds on, whatever the ranks say: the shared rooms and the front end never import data/, and data/
+# (sources, preparation, loading, the demo corpus) never imports the models.
+NEVER_IMPORTS = {room: ("data",) for room in ("audio", "files", "frontend", "progress", "text")} | {"data": ("models",)}
 OUTSIDE = ("benchmarks", "gpucheck", "tests", "tiny_models", "nemo_models", "nemo_streaming")
 
 
@@ -129,6 +133,36 @@ def test_modules_import_only_lower_layers_and_nothing_beside_the_package():
                 if target in SEAM_ONLY.get(layer, ()):
                     wrong.append(f"{path.relative_to(PACKAGE)} imports {name}: {layer} reads models through formats")
     assert not wrong, "\n".join(wrong)
+
+
+def forbidden_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` of each import `NEVER_IMPORTS` forbids (relative imports resolved by the graph)."""
+    room = lambda module: module.split(".")[1] if "." in module else ""
+    return [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if room(target) in NEVER_IMPORTS.get(room(module), ())
+    ]
+
+
+def test_the_shared_rooms_and_the_front_end_never_import_data_and_data_never_imports_models():
+    wrong = forbidden_imports(import_graph(PACKAGE))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_forbidden_import_check_sees_one_it_is_given(tmp_path):
+    package = tmp_path / "asr_plugin"
+    for folder in ("frontend", "data", "models"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "frontend" / "spec.py").write_text("def f():\n    from ..data import manifest\n")
+    (package / "data" / "manifest.py").write_text("import asr_plugin.models\n")
+    (package / "models" / "joint.py").write_text("from asr_plugin.frontend import spec\n")  # allowed
+    assert forbidden_imports(import_graph(package)) == [
+        "asr_plugin.data.manifest -> asr_plugin.models",
+        "asr_plugin.frontend.spec -> asr_plugin.data.manifest",
+    ]
 
 
 def test_the_check_sees_imports_inside_functions(tmp_path):

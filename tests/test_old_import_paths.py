@@ -24,6 +24,19 @@ MOVED = {
         "TextNormalizer": "asr_plugin.text",
         "Tokenizer": "asr_plugin.text",
         "train_tokenizer": "asr_plugin.text",
+        "FRONTEND_KINDS": "asr_plugin.frontend",
+        "FeatureStats": "asr_plugin.frontend",
+        "GlobalNormalize": "asr_plugin.frontend",
+        "LogMelFeatures": "asr_plugin.frontend",
+        "LogMelFrontend": "asr_plugin.frontend",
+        "build_frontend": "asr_plugin.frontend",
+        "complete_frontend_spec": "asr_plugin.frontend",
+        "frontend_feature_dim": "asr_plugin.frontend",
+        "frontend_needs_stats": "asr_plugin.frontend",
+        "with_stats": "asr_plugin.frontend",
+    },
+    "asr_plugin.models": {
+        "NemoMelFrontend": "asr_plugin.frontend",
     },
 }
 

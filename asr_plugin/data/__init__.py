@@ -9,16 +9,6 @@ from asr_plugin.data.batch import Batch
 from asr_plugin.data.datamodule import TransducerDataModule
 from asr_plugin.data.dataset import ManifestDataset, Utterance, collate_utterances
 from asr_plugin.data.download import LIBRISPEECH_MD5, check_md5, download_librispeech, md5sum
-from asr_plugin.data.features import FeatureStats, GlobalNormalize, LogMelFeatures
-from asr_plugin.data.frontend import (
-    FRONTEND_KINDS,
-    LogMelFrontend,
-    build_frontend,
-    complete_frontend_spec,
-    frontend_feature_dim,
-    frontend_needs_stats,
-    with_stats,
-)
 from asr_plugin.data.layout import CorpusLayout, tokenizer_file_name
 from asr_plugin.data.librispeech import LIBRISPEECH_SPLITS, Candidate, Skipped, scan_split
 from asr_plugin.data.loader import ResumableDataLoader
@@ -38,6 +28,16 @@ from asr_plugin.data.sources import (
 )
 from asr_plugin.data.stats import compute_feature_stats
 from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
+from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.frontend.spec import (
+    FRONTEND_KINDS,
+    LogMelFrontend,
+    build_frontend,
+    complete_frontend_spec,
+    frontend_feature_dim,
+    frontend_needs_stats,
+    with_stats,
+)
 from asr_plugin.text.normalize import LIBRISPEECH_NORMALIZER, NormalizationCounts, TextNormalizer
 from asr_plugin.text.tokenizer import BLANK_ID, CONVENTIONS, Tokenizer, train_tokenizer
 

@@ -26,14 +26,6 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from asr_plugin.data.dataset import ManifestDataset, collate_utterances
-from asr_plugin.data.features import FeatureStats
-from asr_plugin.data.frontend import (
-    build_frontend,
-    complete_frontend_spec,
-    frontend_feature_dim,
-    frontend_needs_stats,
-    with_stats,
-)
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.loader import ResumableDataLoader
 from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
@@ -42,6 +34,14 @@ from asr_plugin.data.sampler import DurationBatchSampler, world
 from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.shar_preparation import SharPlan, prepare_shar
 from asr_plugin.data.sources import build_source
+from asr_plugin.frontend.logmel import FeatureStats
+from asr_plugin.frontend.spec import (
+    build_frontend,
+    complete_frontend_spec,
+    frontend_feature_dim,
+    frontend_needs_stats,
+    with_stats,
+)
 from asr_plugin.text.normalize import NormalizationCounts
 from asr_plugin.text.tokenizer import Tokenizer
 
@@ -68,7 +68,7 @@ class TransducerDataModule(L.LightningDataModule):
         tokenizer: an already built `Tokenizer` (e.g. a NeMo checkpoint's, from a `_target_` node); then no
             tokenizer is trained and `vocab_size`, `tokenizer_type` and `tokenizer_path` are not used.
         tokenizer_path: the trained .model file; default `<work_dir>/tokenizer_<type><vocab_size>.model`.
-        frontend: a front-end spec (`asr_plugin.data.frontend`), or a kind alone ("logmel", "nemo") for that
+        frontend: a front-end spec (`asr_plugin.frontend.spec`), or a kind alone ("logmel", "nemo") for that
             kind with its default options (a string in a config is replaced whole by a spec merged over it,
             where a spec would merge key by key); None = log-mel with `num_mel_bins` bins
             normalised with global statistics of the training data. A "logmel" spec without mean/std

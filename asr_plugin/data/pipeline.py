@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.features import LogMelFeatures
 from asr_plugin.data.layout import CorpusLayout
 from asr_plugin.data.manifest import ManifestEntry, read_manifest
 from asr_plugin.data.prepare import prepare_split
@@ -36,6 +35,7 @@ from asr_plugin.data.sources import SOURCES, DataSource
 from asr_plugin.data.stats import compute_feature_stats
 from asr_plugin.data.work_lock import preparation_lock
 from asr_plugin.files import remove_stale_temporaries, write_text_atomic
+from asr_plugin.frontend.logmel import LogMelFeatures
 from asr_plugin.text.tokenizer import train_tokenizer
 
 log = logging.getLogger(__name__)

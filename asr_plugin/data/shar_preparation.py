@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.features import FeatureStats, LogMelFeatures
 from asr_plugin.data.pipeline import CorpusPlan
 from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
 from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.frontend.logmel import FeatureStats, LogMelFeatures
 from asr_plugin.text.tokenizer import train_tokenizer
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from asr_plugin.decoding.feature_buffer import FeatureBuffer
 from asr_plugin.decoding.validation import check_int
+from asr_plugin.frontend.online.feature_buffer import FeatureBuffer
 from asr_plugin.models import Transducer
 
 WindowNormalizer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (B, W, F), (B,) -> (B, W, F)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.decoding.feature_buffer import FeatureBuffer
+from asr_plugin.frontend.online.feature_buffer import FeatureBuffer
 from asr_plugin.models import Transducer
 
 

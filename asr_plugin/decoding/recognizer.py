@@ -1,7 +1,7 @@
 """A streaming recognition session over B streams: audio pieces (or feature frames) in, partial and final text
 out, with endpointing.
 
-    audio pieces -> features (a `FeatureStream`: `asr_plugin.data.streaming_fbank.StreamingFbank`)
+    audio pieces -> features (a `FeatureStream`: `asr_plugin.frontend.online.fbank.StreamingFbank`)
                  -> encoder frames (an `EncoderStream`: `CacheAwareEncoder` for a streaming model,
                     `BufferedEncoder` for any offline one)
                  -> `StreamingGreedyDecoder` -> partial hypotheses; `Endpointing` -> final segments
@@ -29,7 +29,7 @@ Step = tuple[torch.Tensor, torch.Tensor, Any]  # (B, T, X) new items, (B,) int64
 
 
 class FeatureStream(Protocol):
-    """Audio pieces -> feature frames (`asr_plugin.data.streaming_fbank.StreamingFbank`)."""
+    """Audio pieces -> feature frames (`asr_plugin.frontend.online.fbank.StreamingFbank`)."""
 
     num_mel_bins: int
 

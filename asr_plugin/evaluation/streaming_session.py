@@ -1,6 +1,6 @@
 """A model file's streaming recognition session: how to stream (`StreamingMode`), checked against what the model
 can do, and the `asr_plugin.decoding.StreamingRecognizer` that does it, with the online features of the model's own
-front end (`asr_plugin.data.streaming_features`) and sherpa-onnx's endpoint rules.
+front end (`asr_plugin.frontend.online.extractors`) and sherpa-onnx's endpoint rules.
 
 Two modes (docs/streaming.md, "Transcribing and evaluating as a stream"):
 
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from asr_plugin.data.streaming_features import buffered_extractor, streaming_extractor
 from asr_plugin.decoding import (
     BufferedEncoder,
     CacheAwareEncoder,
@@ -30,6 +29,7 @@ from asr_plugin.decoding import (
 )
 from asr_plugin.evaluation.decoding_settings import model_tokenizer
 from asr_plugin.formats import LoadedModel
+from asr_plugin.frontend.online.extractors import buffered_extractor, streaming_extractor
 
 MODES = ("cache_aware", "buffered")
 BUFFERED_HINT = "buffered streaming decodes any model (scripts/transcribe.py --buffered, eval.py streaming=buffered)"

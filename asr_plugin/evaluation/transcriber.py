@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 
 from asr_plugin.audio.stream import audio_blocks, audio_seconds
-from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import decode
 from asr_plugin.evaluation.chunking import stream_chunks
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.progress import Progress
 
 

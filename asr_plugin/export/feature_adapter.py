@@ -1,12 +1,12 @@
 """Turns the features sherpa-onnx computes into the features a model was trained on, inside the exported encoder.
 
 `encoder_input(spec)` is the exported encoder's first module. A model trained with the front end of kind
-"sherpa" (`asr_plugin.data.features.SherpaFbank`) was trained on sherpa-onnx's own log filterbank: it gets
+"sherpa" (`asr_plugin.frontend.sherpa.SherpaFbank`) was trained on sherpa-onnx's own log filterbank: it gets
 `SherpaFeatures` (the layout changes, then the training front end's own per-utterance normalisation, if any),
 and its transcripts in sherpa-onnx are the recipe's. Every other front end ("logmel",
 "nemo", imported NeMo models) gets the approximate `SherpaFeatureAdapter` below.
 
-sherpa-onnx computes its own log-mel features (`asr_plugin.export.sherpa_fbank`), which are neither this
+sherpa-onnx computes its own log-mel features (`asr_plugin.frontend.sherpa`), which are neither this
 project's "logmel" front end (HTK mel filters without area normalisation, periodic Hann window, no
 pre-emphasis, global mean/std) nor exactly NeMo's (symmetric window, filters up to 8 kHz). The exported
 model is written with ``normalize_type=""`` (sherpa then hands over its raw log filterbank) and its encoder
@@ -34,10 +34,10 @@ import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.data.features import normalize_per_feature
-from asr_plugin.data.frontend import complete_frontend_spec
-from asr_plugin.export import sherpa_fbank
-from asr_plugin.models.frontend import WINDOWS, normalize_utterances
+from asr_plugin.frontend import sherpa
+from asr_plugin.frontend.nemo import WINDOWS, normalize_utterances
+from asr_plugin.frontend.sherpa import normalize_per_feature
+from asr_plugin.frontend.spec import complete_frontend_spec
 
 GRID_POINTS = 4001  # frequency grid of the fit, 0 Hz to Nyquist (2 Hz steps at 16 kHz)
 KNOT_SPACING = 50.0  # Hz, of the smooth spectra the map is fitted on
@@ -48,7 +48,7 @@ def _preemphasis_gain(coefficient: float | None, frequencies: torch.Tensor) -> t
     """(N,) float64 |1 - a exp(-i w)|^2 of pre-emphasis coefficient a at `frequencies` in Hz (1 for None)."""
     if not coefficient:
         return torch.ones_like(frequencies)
-    omega = 2 * torch.pi * frequencies / sherpa_fbank.SAMPLE_RATE
+    omega = 2 * torch.pi * frequencies / sherpa.SHERPA_SAMPLE_RATE
     return 1 - 2 * coefficient * torch.cos(omega) + coefficient**2
 
 
@@ -85,9 +85,9 @@ def training_filters(spec: Mapping[str, Any], frequencies: torch.Tensor) -> torc
 
 def sherpa_filters(num_bins: int, frequencies: torch.Tensor) -> torch.Tensor:
     """(N, F_s) float64 sherpa's mel filters scaled the same way as `training_filters`."""
-    window = sherpa_fbank.povey_window()
-    scale = sherpa_fbank.N_FFT * window.pow(2).sum() * _preemphasis_gain(sherpa_fbank.PREEMPHASIS, frequencies)
-    return sherpa_fbank.sherpa_mel_filters(num_bins, frequencies.numel()) * scale[:, None]
+    window = sherpa.povey_window()
+    scale = sherpa.SHERPA_N_FFT * window.pow(2).sum() * _preemphasis_gain(sherpa.SHERPA_PREEMPHASIS, frequencies)
+    return sherpa.sherpa_mel_filters(num_bins, frequencies.numel()) * scale[:, None]
 
 
 def nonnegative_least_squares(basis: torch.Tensor, target: torch.Tensor, iterations: int = 5000) -> torch.Tensor:
@@ -116,7 +116,7 @@ def smooth_spectra(frequencies: torch.Tensor) -> torch.Tensor:
     spectra (a triangle is then as good as two narrower ones with its centre and area), and lets the map
     extrapolate the energy above sherpa's 7600 Hz from the filters below it.
     """
-    knots = torch.arange(0.0, sherpa_fbank.SAMPLE_RATE / 2 + 1, KNOT_SPACING, dtype=torch.float64)  # (M,)
+    knots = torch.arange(0.0, sherpa.SHERPA_SAMPLE_RATE / 2 + 1, KNOT_SPACING, dtype=torch.float64)  # (M,)
     hats = (1 - (frequencies[:, None] - knots[None, :]).abs() / KNOT_SPACING).clamp_min(0.0)  # (N, M)
     covariance = torch.exp(-(knots[:, None] - knots[None, :]).abs() / CORRELATION_HZ)
     return hats @ torch.linalg.cholesky(covariance)
@@ -125,7 +125,7 @@ def smooth_spectra(frequencies: torch.Tensor) -> torch.Tensor:
 def sherpa_to_training_map(spec: Mapping[str, Any], sherpa_bins: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The (F, F_s) non-negative map from sherpa's mel energies to `spec`'s, and (F,) its relative error per
     training bin: the RMS energy error over the smooth spectra (`smooth_spectra`) over the RMS energy."""
-    frequencies = torch.linspace(0, sherpa_fbank.SAMPLE_RATE / 2, GRID_POINTS, dtype=torch.float64)
+    frequencies = torch.linspace(0, sherpa.SHERPA_SAMPLE_RATE / 2, GRID_POINTS, dtype=torch.float64)
     spectra = smooth_spectra(frequencies)  # (N, M)
     target = training_filters(spec, frequencies).T @ spectra  # (F, M): energies of the smooth spectra
     basis = sherpa_filters(sherpa_bins, frequencies).T @ spectra  # (F_s, M)
@@ -149,14 +149,14 @@ def check_sherpa_compatible(spec: Mapping[str, Any]) -> dict[str, Any]:
             "(scripts/export_onnx.py --streaming, asr_plugin.export.export_onnx_streaming)"
         )
     options = spec["options"]
-    if options["sample_rate"] != sherpa_fbank.SAMPLE_RATE:
+    if options["sample_rate"] != sherpa.SHERPA_SAMPLE_RATE:
         raise ValueError(
             f"front end option sample_rate={options['sample_rate']}: sherpa-onnx's NeMo transducer "
-            f"features are computed at {sherpa_fbank.SAMPLE_RATE} Hz"
+            f"features are computed at {sherpa.SHERPA_SAMPLE_RATE} Hz"
         )
     hop = options["hop_length"] if spec["kind"] == "nemo" else round(options["sample_rate"] * options["hop_ms"] / 1000)
-    if hop != sherpa_fbank.HOP_LENGTH:
-        raise ValueError(f"front end hop of {hop} samples: sherpa-onnx's frames are {sherpa_fbank.HOP_LENGTH} apart")
+    if hop != sherpa.SHERPA_HOP_LENGTH:
+        raise ValueError(f"front end hop of {hop} samples: sherpa-onnx's frames are {sherpa.SHERPA_HOP_LENGTH} apart")
     if spec["kind"] == "logmel" and spec["mean"] is None:
         raise ValueError("front end of kind 'logmel' has no mean/std: the export needs the training statistics")
     if spec["kind"] == "nemo" and options["mag_power"] != 2.0:

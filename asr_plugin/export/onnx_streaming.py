@@ -40,7 +40,6 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from asr_plugin.data.frontend import complete_frontend_spec
 from asr_plugin.export.onnx_export import (
     OnnxPiece,
     check_exportable,
@@ -50,6 +49,7 @@ from asr_plugin.export.onnx_export import (
 )
 from asr_plugin.export.sherpa_tokens import PieceTable
 from asr_plugin.export.streaming_modules import SherpaStreamingEncoder
+from asr_plugin.frontend.spec import complete_frontend_spec
 from asr_plugin.models import StreamingSetup, Transducer
 
 ONLINE_FRONTEND = "sherpa_online"  # the only features sherpa-onnx's online NeMo recogniser computes

@@ -20,7 +20,7 @@ import torch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.export.feature_adapter import encoder_input
 from asr_plugin.export.onnx_export import SHERPA_MAX_SYMBOLS, tdt_durations
-from asr_plugin.export.sherpa_fbank import KALDI_FBANK_OPTIONS, SAMPLE_RATE
+from asr_plugin.frontend.sherpa import KALDI_FBANK_OPTIONS, SHERPA_SAMPLE_RATE
 from asr_plugin.models import Transducer
 
 
@@ -37,7 +37,7 @@ def sherpa_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
         joiner=str(export_dir / f"joiner{suffix}"),
         tokens=str(export_dir / "tokens.txt"),
         num_threads=num_threads,
-        sample_rate=SAMPLE_RATE,
+        sample_rate=SHERPA_SAMPLE_RATE,
         feature_dim=feature_dim,
         model_type="nemo_transducer",
         decoding_method="greedy_search",
@@ -56,7 +56,7 @@ def sherpa_transcribe(recognizer, waveforms: Sequence[np.ndarray]) -> list[str]:
     streams = []
     for waveform in waveforms:
         stream = recognizer.create_stream()
-        stream.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(waveform, dtype=np.float32))
+        stream.accept_waveform(SHERPA_SAMPLE_RATE, np.ascontiguousarray(waveform, dtype=np.float32))
         streams.append(stream)
     recognizer.decode_streams(streams)
     return [stream.result.text for stream in streams]
@@ -75,7 +75,7 @@ def sherpa_features(waveform: np.ndarray, num_bins: int, normalize_type: str = "
             setattr(getattr(options, group), key, value)
     options.mel_opts.num_bins = num_bins
     fbank = knf.OnlineFbank(options)
-    fbank.accept_waveform(SAMPLE_RATE, np.asarray(waveform, dtype=np.float32).tolist())
+    fbank.accept_waveform(SHERPA_SAMPLE_RATE, np.asarray(waveform, dtype=np.float32).tolist())
     fbank.input_finished()
     features = np.stack([fbank.get_frame(i) for i in range(fbank.num_frames_ready)]).astype(np.float32)
     if normalize_type == "per_feature":

@@ -23,16 +23,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr_plugin.data.features import SherpaOnlineFbank
-from asr_plugin.data.streaming_fbank import StreamingFbank
 from asr_plugin.decoding import CacheAwareEncoder, Hypothesis, StreamingRecognizer, attach_text
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.export.onnx_export import SHERPA_MAX_SYMBOLS
 from asr_plugin.export.sherpa_decode import onnx_metadata
-from asr_plugin.export.sherpa_fbank import HOP_LENGTH, SAMPLE_RATE
+from asr_plugin.frontend.online.fbank import StreamingFbank
+from asr_plugin.frontend.sherpa import SHERPA_HOP_LENGTH, SHERPA_SAMPLE_RATE, SherpaOnlineFbank
 from asr_plugin.models import Transducer
 
-PIECE_SAMPLES = SAMPLE_RATE // 10  # 100 ms pieces, as audio arrives from a microphone
+PIECE_SAMPLES = SHERPA_SAMPLE_RATE // 10  # 100 ms pieces, as audio arrives from a microphone
 ONLINE_MAX_SYMBOLS = SHERPA_MAX_SYMBOLS["rnnt"]
 
 
@@ -45,13 +44,13 @@ def sherpa_windows(num_frames: int, window_size: int, chunk_shift: int) -> int:
 def tail_padding_samples(window_size: int, chunk_shift: int) -> int:
     """Samples of silence after which every frame of the audio lies in a window sherpa-onnx runs: the ready test
     leaves up to ``window_size + chunk_shift`` frames undecoded."""
-    return (window_size + chunk_shift) * HOP_LENGTH
+    return (window_size + chunk_shift) * SHERPA_HOP_LENGTH
 
 
 def lead_padding_samples(lead_frames: int) -> int:
     """Samples of silence before the audio that sherpa-onnx's first window masks in place of the audio's first
     `lead_frames` feature frames (the export's metadata ``lead_frames``: 2f)."""
-    return lead_frames * HOP_LENGTH
+    return lead_frames * SHERPA_HOP_LENGTH
 
 
 def online_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_threads: int = 1):
@@ -67,7 +66,7 @@ def online_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_thr
         decoder=str(export_dir / f"decoder{suffix}"),
         joiner=str(export_dir / f"joiner{suffix}"),
         num_threads=num_threads,
-        sample_rate=SAMPLE_RATE,
+        sample_rate=SHERPA_SAMPLE_RATE,
         feature_dim=int(onnx_metadata(export_dir / f"encoder{suffix}")["feat_dim"]),
         model_type="nemo_transducer",
         decoding_method="greedy_search",
@@ -89,7 +88,7 @@ def online_transcribe(
     pieces = [waveform[start : start + piece_samples] for start in range(0, len(waveform), piece_samples)]
     silence = [np.zeros(lead_samples, dtype=np.float32)] if lead_samples else []
     for piece in [*silence, *pieces, np.zeros(padding_samples, dtype=np.float32)]:
-        stream.accept_waveform(SAMPLE_RATE, np.ascontiguousarray(piece))
+        stream.accept_waveform(SHERPA_SAMPLE_RATE, np.ascontiguousarray(piece))
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
     stream.input_finished()

@@ -30,8 +30,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from asr_plugin.formats.nemo import import_nemo
+from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.losses import TransducerLoss
-from asr_plugin.models import NemoMelFrontend
 from benchmarks import child_environment
 from benchmarks.loss import rss_kib
 

@@ -21,7 +21,7 @@ Our side is this project's as a user runs it: ``scripts/transcribe.py --streamin
 (`command_line_transcripts`: the lookahead given as ``--att-context-size L,R``, greedy search with the file's
 ``max_symbols``, no endpointing, as NeMo's example has none; the audio read from disk in 100 ms pieces, the
 online features of the model's own front end, NeMo's preprocessor with ``normalize: NA`` streamed exactly by
-`asr_plugin.data.streaming_stft`). Beside it, the same through the Python API (`our_streaming_transcripts`): the
+`asr_plugin.frontend.online.stft`). Beside it, the same through the Python API (`our_streaming_transcripts`): the
 model read through the seam (`asr_plugin.formats.read_model`), its front end on the whole file, as NeMo's buffer
 computes it, and the features fed in pieces to a `StreamingRecognizer` over a `CacheAwareEncoder` with the same
 lookahead, all utterances as one batch of streams; "offline" is the masked whole-utterance forward under the
@@ -41,9 +41,9 @@ from pathlib import Path
 import torch
 
 from asr_plugin.audio import load_audio
-from asr_plugin.data import build_frontend
 from asr_plugin.decoding import CacheAwareEncoder, StreamingRecognizer, greedy_search
 from asr_plugin.formats import LoadedModel
+from asr_plugin.frontend.spec import build_frontend
 
 MAX_SYMBOLS = 10  # what NeMo's cache-aware streaming example sets for RNN-T decoding
 PIECE_FRAMES = 10  # our side takes 100 ms of features at a time

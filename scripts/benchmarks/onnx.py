@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from asr_plugin.audio import load_audio
-from asr_plugin.data import build_frontend, read_manifest
+from asr_plugin.data import read_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name
@@ -59,6 +59,7 @@ from asr_plugin.export.sherpa_online_decode import (
     tail_padding_samples,
 )
 from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
 
 
 def _test_set(

@@ -44,13 +44,13 @@ import torch
 
 from asr_plugin.audio import load_audio
 from asr_plugin.data import read_manifest
-from asr_plugin.data.frontend import build_frontend
 from asr_plugin.decoding import greedy_search, subsampling_factor
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, piece_samples, texts_so_far
 from asr_plugin.formats import LoadedModel, read_model
+from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.losses import TDT
 from benchmarks.tiny_streaming import STREAMING, save_model_checkpoint, small_tokenizer, speechlike_audio, write_audio
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from data_helpers import tree_listing, write_small_librispeech
 
-from asr_plugin.data import FeatureStats, TransducerDataModule, read_manifest
+from asr_plugin.data import TransducerDataModule, read_manifest
+from asr_plugin.frontend.logmel import FeatureStats
 from asr_plugin.text import Tokenizer
 
 REPO = Path(__file__).resolve().parents[2]

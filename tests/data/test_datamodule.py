@@ -15,16 +15,10 @@ from data_helpers import SMALL, write_small_librispeech
 from omegaconf import OmegaConf
 
 from asr_plugin.audio import load_audio
-from asr_plugin.data import (
-    Batch,
-    FeatureStats,
-    ResumableDataLoader,
-    TransducerDataModule,
-    build_frontend,
-    complete_frontend_spec,
-    read_manifest,
-)
-from asr_plugin.models import NemoMelFrontend
+from asr_plugin.data import Batch, ResumableDataLoader, TransducerDataModule, read_manifest
+from asr_plugin.frontend.logmel import FeatureStats
+from asr_plugin.frontend.nemo import NemoMelFrontend
+from asr_plugin.frontend.spec import build_frontend, complete_frontend_spec
 from asr_plugin.text import Tokenizer
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"

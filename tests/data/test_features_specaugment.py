@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asr_plugin.data import FeatureStats, GlobalNormalize, LogMelFeatures, SpecAugment, speed_perturb
+from asr_plugin.data import SpecAugment, speed_perturb
+from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
 
 
 @pytest.mark.parametrize("num_samples", [1, 159, 160, 161, 400, 16000, 16079, 35_123])

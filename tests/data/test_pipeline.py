@@ -11,13 +11,13 @@ from data_helpers import tree_listing, write_small_librispeech
 from asr_plugin.data import (
     CorpusLayout,
     CorpusPlan,
-    FeatureStats,
     LibriSpeechSource,
     pipeline,
     prepare_corpus,
     read_manifest,
     tokenizer_file_name,
 )
+from asr_plugin.frontend.logmel import FeatureStats
 from asr_plugin.text import Tokenizer
 
 SPLITS = dict(train_splits=("train-clean-100",), valid_splits=("dev-clean",), test_splits=("dev-clean",))

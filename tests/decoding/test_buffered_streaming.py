@@ -9,9 +9,9 @@ import torch
 from greedy_references import DURATIONS
 from tiny_models import tiny_transducer
 
-from asr_plugin.data.features import normalize_per_feature
 from asr_plugin.decoding import BufferedEncoder, Hypothesis, StreamingRecognizer, greedy_search
 from asr_plugin.decoding.buffered import min_right_context, subsampling_factor
+from asr_plugin.frontend.sherpa import normalize_per_feature
 
 FEATURES = 16  # tiny_transducer's input_dim
 

@@ -9,8 +9,6 @@ import pytest
 import torch
 from tiny_models import CharTokenizer, tiny_transducer
 
-from asr_plugin.data.features import SherpaOnlineFbank
-from asr_plugin.data.streaming_fbank import StreamingFbank
 from asr_plugin.decoding import (
     BufferedEncoder,
     CacheAwareEncoder,
@@ -20,6 +18,8 @@ from asr_plugin.decoding import (
     StreamingRecognizer,
     greedy_search,
 )
+from asr_plugin.frontend.online.fbank import StreamingFbank
+from asr_plugin.frontend.sherpa import SherpaOnlineFbank
 from asr_plugin.models import ConformerEncoder
 
 BINS = 16  # tiny_transducer's input_dim

@@ -14,11 +14,11 @@ import torch
 from eval_setup import eval_cfg
 from nemo_models import write_synthetic_nemo
 
-from asr_plugin.data import build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation import evaluate
 from asr_plugin.evaluation.decode_sets import RUN_COLUMNS, SUMMARY_COLUMNS, format_table
 from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
 from benchmarks.tiny_streaming import BINS, FULL_CONTEXT, ONLINE, STREAMING, save_model_checkpoint
 
 SHERPA = {"kind": "sherpa", "options": {"num_mel_bins": BINS}}

@@ -16,12 +16,12 @@ import soundfile as sf
 import torch
 from nemo_models import write_synthetic_nemo
 
-from asr_plugin.data import build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation.streaming_session import StreamingMode
 from asr_plugin.evaluation.streaming_transcriber import StreamingTranscriber
 from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
 from benchmarks.tiny_streaming import (
     BINS,
     CONTEXTS,

@@ -98,12 +98,12 @@ def test_the_adapter_maps_a_flat_spectrum_close_to_the_training_filters_energies
     front end's (float64 sums of the two filter banks written out here, not the adapter's fit)."""
     import torchaudio
 
-    from asr_plugin.export import sherpa_fbank
+    from asr_plugin.frontend.sherpa import povey_window
 
     adapter = SherpaFeatureAdapter(LOGMEL)
     bins = torch.arange(257, dtype=torch.float64) * 16000 / 512
     gain = 1 - 2 * 0.97 * torch.cos(2 * torch.pi * bins / 16000) + 0.97**2
-    povey = sherpa_fbank.povey_window().pow(2).sum()
+    povey = povey_window().pow(2).sum()
     hann = torch.hann_window(400, periodic=True, dtype=torch.float64).pow(2).sum()
     sherpa = (
         torchaudio.functional.melscale_fbanks(257, 0, 7600, 16, 16000, norm="slaney", mel_scale="slaney").double()

@@ -22,7 +22,6 @@ from nemo_models import write_synthetic_nemo
 from onnx_fixtures import LetterPieces
 from tiny_models import MICRO_LOGMEL
 
-from asr_plugin.data import build_frontend, complete_frontend_spec
 from asr_plugin.export import export_onnx
 from asr_plugin.export.feature_adapter import SherpaFeatureAdapter
 from asr_plugin.export.sherpa_decode import (
@@ -33,6 +32,7 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_transcribe,
 )
 from asr_plugin.formats.nemo import import_nemo
+from asr_plugin.frontend.spec import build_frontend, complete_frontend_spec
 from asr_plugin.models import build_transducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]

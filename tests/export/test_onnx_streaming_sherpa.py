@@ -27,7 +27,6 @@ from onnx_fixtures import (
 )
 from tiny_models import STREAMING_ENCODER, STREAMING_FEATURES
 
-from asr_plugin.data.features import SherpaOnlineFbank
 from asr_plugin.export import export_onnx_streaming
 from asr_plugin.export.sherpa_decode import onnx_metadata
 from asr_plugin.export.sherpa_online_decode import (
@@ -39,6 +38,7 @@ from asr_plugin.export.sherpa_online_decode import (
     tail_padding_samples,
 )
 from asr_plugin.formats.checkpoint import model_node
+from asr_plugin.frontend.sherpa import SherpaOnlineFbank
 from asr_plugin.models import build_transducer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]

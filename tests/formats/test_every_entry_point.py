@@ -18,13 +18,13 @@ from hydra import compose, initialize_config_dir
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer, write_synthetic_nemo
 from omegaconf import OmegaConf
 
-from asr_plugin.data import build_frontend
 from asr_plugin.decoding import greedy_search
 from asr_plugin.evaluation import evaluate
 from asr_plugin.finetune import apply_finetune
 from asr_plugin.formats import FORMATS, LoadedModel, ModelFormat, Settings, Weights, format_of, read_model
 from asr_plugin.formats.checkpoint import build_checked_model, model_node
 from asr_plugin.formats.nemo import import_nemo
+from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.models import Transducer, build_transducer
 from asr_plugin.text import Tokenizer
 from asr_plugin.training.ckpt_path import resolve_ckpt_path

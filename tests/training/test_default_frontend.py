@@ -7,8 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 from train_configs import compose_train
 
-from asr_plugin.data.frontend import complete_frontend_spec
 from asr_plugin.export.feature_adapter import SherpaFeatures, encoder_input
+from asr_plugin.frontend.spec import complete_frontend_spec
 
 
 @pytest.mark.parametrize("data", ["mini", "librispeech", "nemo", "lhotse"])

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.frontend import complete_frontend_spec
 from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, Settings
 from asr_plugin.formats.checkpoint.model_node import current_hyper_parameters
+from asr_plugin.frontend.spec import complete_frontend_spec
 from asr_plugin.plain_data import refuse_interpolations
 from asr_plugin.text.tokenizer import Tokenizer
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
+from asr_plugin.frontend.nemo import LOG_GUARD_TYPES, MEL_NORMS, NORMALIZATIONS, WINDOWS
 from asr_plugin.models.conformer_block import CONV_NORM_TYPES, conv_context
 from asr_plugin.models.context import CONTEXT_STYLES, FULL_CONTEXT, context_probs, context_sizes
-from asr_plugin.models.frontend import LOG_GUARD_TYPES, MEL_NORMS, NORMALIZATIONS, WINDOWS
 
 
 def _equals(*allowed: Any) -> Callable[[Any], bool]:

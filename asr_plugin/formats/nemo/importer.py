@@ -21,8 +21,9 @@ from asr_plugin.formats.nemo.config import frontend_kwargs, lattice_record, loss
 from asr_plugin.formats.nemo.tokenizer import NemoTokenizer
 from asr_plugin.formats.nemo.training_options import readable_training_options
 from asr_plugin.formats.nemo.weights import AUXILIARY_CTC_PREFIX, NemoWeightReport, convert_state_dict
+from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.losses import TransducerLoss
-from asr_plugin.models import NemoMelFrontend, Transducer, build_transducer
+from asr_plugin.models import Transducer, build_transducer
 
 log = logging.getLogger(__name__)
 

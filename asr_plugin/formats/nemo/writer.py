@@ -40,8 +40,8 @@ from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
 from asr_plugin.formats.nemo.importer import NemoImport
 from asr_plugin.formats.nemo.training_options import nemo_spec_augment_section
 from asr_plugin.formats.nemo.weights import to_nemo_state_dict
+from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.losses import TDT, TransducerLattice
-from asr_plugin.models import NemoMelFrontend
 from asr_plugin.models.context import context_sizes
 from asr_plugin.models.encoder import SUBSAMPLING_TYPES
 from asr_plugin.text.tokenizer import Tokenizer

@@ -9,8 +9,9 @@ import pytest
 import torch
 import torchaudio
 
-from asr_plugin.data import (
-    FeatureStats,
+from asr_plugin.frontend.logmel import FeatureStats
+from asr_plugin.frontend.nemo import NemoMelFrontend
+from asr_plugin.frontend.spec import (
     LogMelFrontend,
     build_frontend,
     complete_frontend_spec,
@@ -18,7 +19,6 @@ from asr_plugin.data import (
     frontend_needs_stats,
     with_stats,
 )
-from asr_plugin.models import NemoMelFrontend
 
 BINS = 16
 MEAN, STD = [float(i) / 4 - 2 for i in range(BINS)], [1.0 + i / 10 for i in range(BINS)]

@@ -9,9 +9,9 @@ import pytest
 import torch
 from frontend_audio import audio_batch, speechlike
 
-from asr_plugin.data import build_frontend, complete_frontend_spec, frontend_feature_dim
-from asr_plugin.data.features import SherpaFbank, SherpaOnlineFbank
-from asr_plugin.data.streaming_fbank import StreamingFbank
+from asr_plugin.frontend.online.fbank import StreamingFbank
+from asr_plugin.frontend.sherpa import SherpaFbank, SherpaOnlineFbank
+from asr_plugin.frontend.spec import build_frontend, complete_frontend_spec, frontend_feature_dim
 
 knf = pytest.importorskip("kaldi_native_fbank")
 

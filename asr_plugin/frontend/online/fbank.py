@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from asr_plugin.data.features import SHERPA_HOP_LENGTH, SHERPA_WIN_LENGTH, SherpaFbank
-from asr_plugin.data.streaming_frames import SampleStreamState, StreamingFrames
+from asr_plugin.frontend.online.frames import SampleStreamState, StreamingFrames
+from asr_plugin.frontend.sherpa import SHERPA_HOP_LENGTH, SHERPA_WIN_LENGTH, SherpaFbank
 
 # the first sample of frame m is HOP * m - FRAME_LEAD; it is complete once HOP * m + FRAME_REACH samples arrived
 FRAME_LEAD = SHERPA_WIN_LENGTH // 2 - SHERPA_HOP_LENGTH // 2  # 120

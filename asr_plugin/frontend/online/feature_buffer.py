@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from asr_plugin.models.ragged import append_ragged, checked_lengths, drop_front
+from asr_plugin.frontend.online.ragged import append_ragged, checked_lengths, drop_front
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import pytest
 import torch
 from frontend_audio import audio_batch, speechlike
 
-from asr_plugin.data import build_frontend
-from asr_plugin.data.features import normalize_per_feature
-from asr_plugin.data.streaming_fbank import StreamingFbank
-from asr_plugin.data.streaming_features import buffered_extractor, streaming_extractor
-from asr_plugin.data.streaming_stft import StreamingStft
+from asr_plugin.frontend.online.extractors import buffered_extractor, streaming_extractor
+from asr_plugin.frontend.online.fbank import StreamingFbank
+from asr_plugin.frontend.online.stft import StreamingStft
+from asr_plugin.frontend.sherpa import normalize_per_feature
+from asr_plugin.frontend.spec import build_frontend
 
 PIECES = (1, 7, 160, 1600, 2401)  # samples per piece (1: on short audio only)
 NEMO = {"kind": "nemo", "options": {"normalize": None, "dither": 0.0}}  # NeMo's preprocessor, normalize: NA

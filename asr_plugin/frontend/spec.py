@@ -12,7 +12,7 @@ A spec is a dict a checkpoint can store (str, float, int, bool, None and lists o
   A model trained on them deploys to sherpa-onnx without any feature adapter (docs/decoding.md).
 * ``{"kind": "sherpa_online", "options": {SherpaOnlineFbank keyword arguments}}``: the features sherpa-onnx's
   online recogniser computes for a NeMo transducer (Hann window, 0-8000 Hz, no normalisation), which can be
-  computed as audio arrives (`asr_plugin.data.streaming_fbank.StreamingFbank`; docs/streaming.md).
+  computed as audio arrives (`asr_plugin.frontend.online.fbank.StreamingFbank`; docs/streaming.md).
 
 `complete_frontend_spec` checks a spec and fills every option's default, so a stored spec does not depend
 on this project's defaults at the time it is read. Every built front end maps (B, S) audio and (B,) sample
@@ -29,15 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from asr_plugin.data.features import (
-    SHERPA_NORMALIZATIONS,
-    FeatureStats,
-    GlobalNormalize,
-    LogMelFeatures,
-    SherpaFbank,
-    SherpaOnlineFbank,
-)
-from asr_plugin.models import NemoMelFrontend
+from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.frontend.nemo import NemoMelFrontend
+from asr_plugin.frontend.sherpa import SHERPA_NORMALIZATIONS, SherpaFbank, SherpaOnlineFbank
 
 FRONTEND_KINDS = ("logmel", "nemo", "sherpa", "sherpa_online")
 _CLASSES: dict[str, type[nn.Module]] = {

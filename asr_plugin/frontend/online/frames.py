@@ -1,5 +1,5 @@
 """The frames of a front end computed as audio arrives in pieces, batched over streams: what every streaming
-extractor shares (`asr_plugin.data.streaming_fbank.StreamingFbank`, `asr_plugin.data.streaming_stft.StreamingStft`).
+extractor shares (`asr_plugin.frontend.online.fbank.StreamingFbank`, `asr_plugin.frontend.online.stft.StreamingStft`).
 
 Each stream keeps the samples from the first one its next frame needs; `StreamingFrames.accept` appends a piece
 and gives the frames whose samples have all arrived, `StreamingFrames.flush` ends streams and gives their last
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from asr_plugin.models.ragged import append_ragged, checked_lengths, drop_front
+from asr_plugin.frontend.online.ragged import append_ragged, checked_lengths, drop_front
 
 
 @dataclass(frozen=True)

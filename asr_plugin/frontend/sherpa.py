@@ -1,124 +1,28 @@
-"""80-bin log-mel features (25 ms window, 10 ms hop at 16 kHz) and global mean/variance normalisation."""
+"""The features sherpa-onnx computes for a ``model_type="nemo_transducer"`` model, written down once.
+
+sherpa-onnx (2.0.1) computes them itself with kaldi-native-fbank; the NeMo transducer path
+(``offline-recognizer-transducer-nemo-impl.h``, ``PostInit``) fixes every option but the number of bins
+(the encoder's ``feat_dim`` metadata) and the normalisation (its ``normalize_type``): 16 kHz audio in
+[-1, 1], 25 ms frames every 10 ms (``snip_edges=false``: (S + 80) // 160 frames of S samples), no DC
+removal, pre-emphasis 0.97 inside each frame, Povey window (hann^0.85) zero-padded to a 512-point FFT,
+power spectrum, librosa's mel filters (slaney scale and area normalisation) from 0 Hz to 7600 Hz (Nyquist
+- 400), natural log floored at float32's epsilon, then per-bin standardisation over the utterance when
+``normalize_type`` is "per_feature" (nothing when it is empty). `KALDI_FBANK_OPTIONS` are those settings as
+kaldi-native-fbank's ``FbankOptions`` fields (the tests compute sherpa's features with them).
+
+`SherpaFbank` (the training front end of kind "sherpa") computes these features in torch, `SherpaOnlineFbank`
+(kind "sherpa_online") those of sherpa-onnx's online recogniser; the export to sherpa-onnx reads its settings
+from here too.
+"""
 
 from __future__ import annotations
-
-import json
-import os
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torchaudio
 from torch import nn
 
-from asr_plugin.audio.reading import SAMPLE_RATE
-from asr_plugin.files import write_text_atomic
-
-
-class LogMelFeatures(nn.Module):
-    """log(max(mel power, log_floor)) of a waveform.
-
-    The STFT is centred (zero-padded by n_fft/2 at both ends), so an utterance of N >= 1 samples gives
-    exactly `num_frames(N) = N // hop + 1` frames: 1 + N // 160 at 16 kHz.
-
-    Args:
-        sample_rate: of the input audio.
-        num_mel_bins: F, the feature dimension.
-        window_ms, hop_ms: analysis window and frame shift.
-        log_floor: power floor before the log, so digital silence stays finite.
-    """
-
-    def __init__(
-        self,
-        sample_rate: int = SAMPLE_RATE,
-        num_mel_bins: int = 80,
-        window_ms: float = 25.0,
-        hop_ms: float = 10.0,
-        log_floor: float = 1e-6,
-    ):
-        super().__init__()
-        self.sample_rate = sample_rate
-        self.num_mel_bins = num_mel_bins
-        self.win_length = round(sample_rate * window_ms / 1000)
-        self.hop_length = round(sample_rate * hop_ms / 1000)
-        self.log_floor = log_floor
-        self.n_fft = 1 << (self.win_length - 1).bit_length()  # next power of two: 512 for 400 samples
-        self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=sample_rate,
-            n_fft=self.n_fft,
-            win_length=self.win_length,
-            hop_length=self.hop_length,
-            n_mels=num_mel_bins,
-            center=True,
-            pad_mode="constant",
-            power=2.0,
-        )  # zero (not reflect) padding at the edges, so even inputs shorter than a window work
-
-    def num_frames(self, num_samples: int) -> int:
-        """Frames produced for `num_samples` samples."""
-        return num_samples // self.hop_length + 1
-
-    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
-        """(N,) or (B, N) float waveform -> (T, F) or (B, T, F) float32 log-mel."""
-        mel = self.mel(waveform.float())  # (..., F, T)
-        return mel.clamp_min(self.log_floor).log().transpose(-1, -2).contiguous()
-
-
-@dataclass
-class FeatureStats:
-    """Per-dimension mean and standard deviation over all training frames, each (F,)."""
-
-    mean: torch.Tensor
-    std: torch.Tensor
-    num_frames: int
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Writes JSON {"mean": [...], "std": [...], "num_frames": n} atomically."""
-        record = {"mean": self.mean.tolist(), "std": self.std.tolist(), "num_frames": self.num_frames}
-        return write_text_atomic(path, json.dumps(record, indent=1))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> "FeatureStats":
-        """Reads a file written by `save`; raises ValueError naming the file when it is malformed."""
-        try:
-            record = json.loads(Path(path).read_text(encoding="utf-8"))
-            mean = torch.tensor(record["mean"], dtype=torch.float32)
-            std = torch.tensor(record["std"], dtype=torch.float32)
-            num_frames = int(record["num_frames"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path}: not a feature stats file ({err!r})") from None
-        if mean.ndim != 1 or mean.shape != std.shape or bool((std <= 0).any()):
-            raise ValueError(f"{path}: mean/std must be two equal-length vectors with std > 0")
-        return cls(mean=mean, std=std, num_frames=num_frames)
-
-    @classmethod
-    def from_sums(
-        cls, total: torch.Tensor, total_sq: torch.Tensor, num_frames: int, min_std: float = 1e-5
-    ) -> "FeatureStats":
-        """Builds stats from float64 sums of x and x^2 over `num_frames` frames."""
-        if num_frames <= 0:
-            raise ValueError("num_frames must be positive to compute feature stats")
-        mean = total / num_frames
-        var = (total_sq / num_frames - mean.square()).clamp_min(min_std**2)
-        return cls(mean=mean.float(), std=var.sqrt().float(), num_frames=num_frames)
-
-
-class GlobalNormalize(nn.Module):
-    """(x - mean) / std with fixed `FeatureStats`, on (..., F) features."""
-
-    def __init__(self, stats: FeatureStats):
-        super().__init__()
-        self.register_buffer("mean", stats.mean.clone())
-        self.register_buffer("inv_std", 1.0 / stats.std)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        if features.shape[-1] != self.mean.shape[0]:
-            raise ValueError(f"features: last dim {features.shape[-1]} != stats dim {self.mean.shape[0]}")
-        return (features - self.mean) * self.inv_std
-
-
 # sherpa-onnx's features for a NeMo transducer (kaldi-native-fbank with the options its
-# offline-recognizer-transducer-nemo-impl.h fixes; asr_plugin.export.sherpa_fbank documents them)
+# offline-recognizer-transducer-nemo-impl.h fixes, see above)
 SHERPA_SAMPLE_RATE = 16000
 SHERPA_HOP_LENGTH = 160  # 10 ms
 SHERPA_WIN_LENGTH = 400  # 25 ms
@@ -303,7 +207,7 @@ class SherpaOnlineFbank(SherpaFbank):
     ones: kaldi-native-fbank's periodic Hann window (`hann_window`) and filters from 0 Hz to 8000 Hz (Nyquist),
     and no normalisation at all (sherpa-onnx's online stream never applies the model's ``normalize_type``).
     With no per-utterance statistics these features can be computed as audio arrives
-    (`asr_plugin.data.streaming_fbank.StreamingFbank` gives exactly these frames piece by piece).
+    (`asr_plugin.frontend.online.fbank.StreamingFbank` gives exactly these frames piece by piece).
 
     Args:
         num_mel_bins: F, the model's ``feat_dim``.
@@ -314,3 +218,24 @@ class SherpaOnlineFbank(SherpaFbank):
         super().__init__(num_mel_bins=num_mel_bins, normalize=None, dither=dither)
         self.window = hann_window().float()
         self.fbank = sherpa_mel_filters(num_mel_bins, high_freq=SHERPA_ONLINE_HIGH_FREQ).float()
+
+
+KALDI_FBANK_OPTIONS = {
+    "frame_opts": {
+        "samp_freq": SHERPA_SAMPLE_RATE,
+        "frame_shift_ms": 10.0,
+        "frame_length_ms": 25.0,
+        "dither": 0.0,
+        "preemph_coeff": SHERPA_PREEMPHASIS,
+        "remove_dc_offset": False,
+        "window_type": "povey",
+        "round_to_power_of_two": True,
+        "snip_edges": False,
+    },
+    "mel_opts": {"low_freq": SHERPA_LOW_FREQ, "high_freq": -400.0, "is_librosa": True},
+}
+
+
+def sherpa_num_frames(num_samples: int) -> int:
+    """Frames sherpa computes for `num_samples` samples (Kaldi's count without snipped edges)."""
+    return (num_samples + SHERPA_HOP_LENGTH // 2) // SHERPA_HOP_LENGTH

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.features import SherpaFbank, normalize_per_feature
-from asr_plugin.data.frontend import build_frontend, complete_frontend_spec
-from asr_plugin.data.streaming_fbank import StreamingFbank
-from asr_plugin.data.streaming_frames import StreamingFrames
-from asr_plugin.data.streaming_stft import StreamingStft
-from asr_plugin.models.frontend import normalize_utterances
+from asr_plugin.frontend.nemo import normalize_utterances
+from asr_plugin.frontend.online.fbank import StreamingFbank
+from asr_plugin.frontend.online.frames import StreamingFrames
+from asr_plugin.frontend.online.stft import StreamingStft
+from asr_plugin.frontend.sherpa import SherpaFbank, normalize_per_feature
+from asr_plugin.frontend.spec import build_frontend, complete_frontend_spec
 
 WindowNormalizer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (B, W, F), (B,) -> (B, W, F)
 

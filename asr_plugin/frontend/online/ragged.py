@@ -1,5 +1,5 @@
 """Left-aligned per-stream buffers that grow and shrink by each stream's own amount: the sample and feature
-histories of streaming (``asr_plugin.data.streaming_fbank``, ``asr_plugin.decoding``).
+histories of streaming (`frames.StreamingFrames`, `feature_buffer.FeatureBuffer`).
 
 A buffer (B, K, ...) holds ``held[b]`` entries of stream b in its first positions; the rest is padding.
 """

@@ -8,8 +8,8 @@ import pytest
 import torch
 from frontend_audio import audio_batch, speechlike
 
-from asr_plugin.data import build_frontend, complete_frontend_spec, frontend_feature_dim, frontend_needs_stats
-from asr_plugin.data.features import SherpaFbank
+from asr_plugin.frontend.sherpa import SherpaFbank
+from asr_plugin.frontend.spec import build_frontend, complete_frontend_spec, frontend_feature_dim, frontend_needs_stats
 
 knf = pytest.importorskip("kaldi_native_fbank")
 

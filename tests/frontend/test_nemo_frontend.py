@@ -17,7 +17,7 @@ from nemo.collections.asr.modules import AudioToMelSpectrogramPreprocessor  # no
 
 from asr_plugin.formats.nemo.compare import speech_like_audio  # noqa: E402
 from asr_plugin.formats.nemo.config import frontend_kwargs  # noqa: E402
-from asr_plugin.models import NemoMelFrontend  # noqa: E402
+from asr_plugin.frontend.nemo import NemoMelFrontend  # noqa: E402
 from benchmarks.nemo_examples import nemo_config  # noqa: E402
 
 SETTINGS = {
