@@ -211,15 +211,22 @@ class AllowList:
         targets: {name a config uses: callable}; each callable is also known by its defining module's name
             (``asr_plugin.models.transducer.build_transducer`` for ``asr_plugin.models.build_transducer``).
         optimizers: allow ``torch.optim.<Name>`` optimizers.
+        former: {name: callable} of defining modules a callable had before it moved: nodes that checkpoints
+            stored with them still build (not listed in `names`).
     """
 
-    def __init__(self, targets: Mapping[str, Callable], optimizers: bool = False) -> None:
+    def __init__(
+        self, targets: Mapping[str, Callable], optimizers: bool = False, former: Mapping[str, Callable] | None = None
+    ) -> None:
         self.public = dict(targets)
-        self.targets = {**{_name(target): target for target in targets.values()}, **self.public}
+        self.former = dict(former or {})
+        self.targets = {**self.former, **{_name(target): target for target in targets.values()}, **self.public}
         self.optimizers = optimizers
 
     def __or__(self, other: AllowList) -> AllowList:
-        return AllowList({**self.public, **other.public}, self.optimizers or other.optimizers)
+        return AllowList(
+            {**self.public, **other.public}, self.optimizers or other.optimizers, {**self.former, **other.former}
+        )
 
     def names(self) -> list[str]:
         """The target names a config uses."""

@@ -65,7 +65,7 @@ from asr_plugin.data import (
     read_manifest,
     write_manifest,
 )
-from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
+from asr_plugin.data.loading.shar_stream import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.sources.shar_directory import shar_shards
 from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.text import LIBRISPEECH_NORMALIZER, Tokenizer, train_tokenizer

@@ -15,8 +15,8 @@ from collections import Counter
 import soundfile as sf
 
 from asr_plugin.data import MINI_SPLITS, make_mini_librispeech
-from asr_plugin.data.mini_corpus import plan_corpus
-from asr_plugin.data.mini_voices import ENGINES
+from asr_plugin.data.demo.corpus import plan_corpus
+from asr_plugin.data.demo.voices import ENGINES
 
 
 def main() -> None:

@@ -156,12 +156,12 @@ def test_the_forbidden_import_check_sees_one_it_is_given(tmp_path):
     for folder in ("frontend", "data", "models"):
         (package / folder).mkdir(parents=True)
         (package / folder / "__init__.py").write_text("")
-    (package / "frontend" / "spec.py").write_text("def f():\n    from ..data import manifest\n")
-    (package / "data" / "manifest.py").write_text("import asr_plugin.models\n")
+    (package / "frontend" / "spec.py").write_text("def f():\n    from ..data import reader\n")
+    (package / "data" / "reader.py").write_text("import asr_plugin.models\n")
     (package / "models" / "joint.py").write_text("from asr_plugin.frontend import spec\n")  # allowed
     assert forbidden_imports(import_graph(package)) == [
-        "asr_plugin.data.manifest -> asr_plugin.models",
-        "asr_plugin.frontend.spec -> asr_plugin.data.manifest",
+        "asr_plugin.data.reader -> asr_plugin.models",
+        "asr_plugin.frontend.spec -> asr_plugin.data.reader",
     ]
 
 

@@ -1,22 +1,24 @@
-"""Data layer: data sources (LibriSpeech, the mini corpus, NeMo manifests, lhotse cuts) and manifests, the preparation pipeline and its corpus layout, the
-tokenizer (blank id 0, ours or NeMo's convention) with its text normalisation, front-end specs (log-mel with
-global statistics, or NeMo's), SpecAugment, duration-bucketed batching and the Lightning data module.
-See docs/data.md."""
+"""Data, by job: `sources` (the corpus formats a data config reads: LibriSpeech and its reader and download, the
+mini corpus, NeMo manifests, lhotse cuts and Shar, and our manifests), `preparation` (manifests, tokenizer and
+feature statistics written once to a work directory), `loading` (the Lightning data module, SpecAugment,
+duration-bucketed batches, Shar streamed) and `demo` (the synthetic mini corpus). See docs/data.md.
+
+The atomic writes (`asr_plugin.files`), audio reading (`asr_plugin.audio`), the tokenizer and text normalisation
+(`asr_plugin.text`) and the front ends (`asr_plugin.frontend`) live in rooms of their own; their public names
+are still importable from here."""
 
 from asr_plugin.audio.reading import SAMPLE_RATE, load_audio, probe_audio
-from asr_plugin.data.augment import SpecAugment, speed_perturb
-from asr_plugin.data.batch import Batch
-from asr_plugin.data.datamodule import TransducerDataModule
-from asr_plugin.data.dataset import ManifestDataset, Utterance, collate_utterances
-from asr_plugin.data.download import LIBRISPEECH_MD5, check_md5, download_librispeech, md5sum
-from asr_plugin.data.layout import CorpusLayout, tokenizer_file_name
-from asr_plugin.data.librispeech import LIBRISPEECH_SPLITS, Candidate, Skipped, scan_split
-from asr_plugin.data.loader import ResumableDataLoader
-from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest, write_manifest
-from asr_plugin.data.mini_corpus import MINI_SPLITS, make_mini_librispeech
-from asr_plugin.data.pipeline import CORPORA, PREPARE_STEPS, CorpusPlan, prepare_corpus
-from asr_plugin.data.prepare import prepare_split
-from asr_plugin.data.sampler import DurationBatchSampler
+from asr_plugin.data.demo.corpus import MINI_SPLITS, make_mini_librispeech
+from asr_plugin.data.loading.augment import SpecAugment, speed_perturb
+from asr_plugin.data.loading.batch import Batch
+from asr_plugin.data.loading.datamodule import TransducerDataModule
+from asr_plugin.data.loading.dataset import ManifestDataset, Utterance, collate_utterances
+from asr_plugin.data.loading.loader import ResumableDataLoader
+from asr_plugin.data.loading.sampler import DurationBatchSampler
+from asr_plugin.data.preparation.feature_stats import compute_feature_stats
+from asr_plugin.data.preparation.layout import CorpusLayout, tokenizer_file_name
+from asr_plugin.data.preparation.pipeline import CORPORA, PREPARE_STEPS, CorpusPlan, prepare_corpus
+from asr_plugin.data.preparation.prepare import prepare_split
 from asr_plugin.data.sources import (
     SOURCES,
     DataSource,
@@ -26,7 +28,9 @@ from asr_plugin.data.sources import (
     NemoManifestSource,
     build_source,
 )
-from asr_plugin.data.stats import compute_feature_stats
+from asr_plugin.data.sources.download import LIBRISPEECH_MD5, check_md5, download_librispeech, md5sum
+from asr_plugin.data.sources.librispeech_reader import LIBRISPEECH_SPLITS, Candidate, Skipped, scan_split
+from asr_plugin.data.sources.manifest import ManifestEntry, audio_problems, read_manifest, write_manifest
 from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
 from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
 from asr_plugin.frontend.spec import (

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.batch import Batch
+from asr_plugin.data.loading.batch import Batch
 from asr_plugin.decoding import METHODS, decode
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_recogs

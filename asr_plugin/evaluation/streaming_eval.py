@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.data.manifest import ManifestEntry
+from asr_plugin.data.sources.manifest import ManifestEntry
 from asr_plugin.evaluation.decode_sets import SetResult
 from asr_plugin.evaluation.scoring import Recognition
 from asr_plugin.evaluation.streaming_session import (

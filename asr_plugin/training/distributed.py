@@ -15,7 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from asr_plugin.data.pipeline import clear_preparation_failure, preparation_failure_of, record_preparation_failure
+from asr_plugin.data.preparation.pipeline import (
+    clear_preparation_failure,
+    preparation_failure_of,
+    record_preparation_failure,
+)
 
 log = logging.getLogger(__name__)
 

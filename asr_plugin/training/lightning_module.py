@@ -10,7 +10,7 @@ from torchmetrics.text import WordErrorRate
 
 from asr_plugin.config_nodes import AllowList
 from asr_plugin.data import SpecAugment
-from asr_plugin.data.batch import Batch
+from asr_plugin.data.loading.batch import Batch
 from asr_plugin.decoding import greedy_search
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.formats.checkpoint import (
@@ -30,7 +30,10 @@ from asr_plugin.training.schedulers import warmup_cosine, warmup_noam
 
 # What the module builds from its (checkpointed) config nodes: the project's own classes, torch's optimizers.
 LOSS_TARGETS = AllowList({"asr_plugin.losses.TransducerLoss": TransducerLoss})
-SPEC_AUGMENT_TARGETS = AllowList({"asr_plugin.data.SpecAugment": SpecAugment})
+# SpecAugment was defined in asr_plugin.data.augment until data/ was cut by job
+SPEC_AUGMENT_TARGETS = AllowList(
+    {"asr_plugin.data.SpecAugment": SpecAugment}, former={"asr_plugin.data.augment.SpecAugment": SpecAugment}
+)
 OPTIMIZER_TARGETS = AllowList({}, optimizers=True)
 SCHEDULER_TARGETS = AllowList(
     {

@@ -37,7 +37,7 @@ from torch import nn
 
 from asr_plugin.audio import probe_audio
 from asr_plugin.data import make_mini_librispeech, scan_split
-from asr_plugin.data.mini_corpus import CORPUS_VERSION, engine_test_split
+from asr_plugin.data.demo.corpus import CORPUS_VERSION, engine_test_split
 from asr_plugin.files import write_atomic, write_text_atomic
 from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
 from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer

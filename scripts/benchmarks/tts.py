@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from asr_plugin.data.mini_corpus import ENGINE_WEIGHTS, plan_corpus
-from asr_plugin.data.mini_voices import ENGINES
-from asr_plugin.data.synthesis import synthesize_lists
+from asr_plugin.data.demo.corpus import ENGINE_WEIGHTS, plan_corpus
+from asr_plugin.data.demo.synthesis import synthesize_lists
+from asr_plugin.data.demo.voices import ENGINES
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.memory import garbage_collection_cuda, is_oom_error
 from omegaconf import DictConfig, open_dict
 
-from asr_plugin.data.manifest import read_manifest
+from asr_plugin.data.sources.manifest import read_manifest
 from asr_plugin.files import write_text_atomic
 from asr_plugin.training.run_start import RunStart, build_module
 from gpucheck.smoke_results import render_results

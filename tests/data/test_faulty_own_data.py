@@ -208,7 +208,7 @@ def test_transcripts_with_more_tokens_than_the_model_can_emit_are_left_out_and_l
     dm.prepare_data()  # 51 characters in 1 s: within what preparation lets through
     dm.setup("fit")
     assert len(dm.tokenizer.encode(texts["c"])) > 100 // 8
-    with caplog.at_level(logging.WARNING, logger="asr_plugin.data.datamodule"):
+    with caplog.at_level(logging.WARNING, logger="asr_plugin.data.loading.datamodule"):
         dm.drop_untrainable(lambda frames: torch.div(frames, 8, rounding_mode="floor"))  # 1 s: 100 frames, 12 tokens
     assert sorted(text for batch in dm.train_dataloader() for text in batch.texts) == [texts["a"], texts["b"]]
     assert [batch.texts for batch in dm.val_dataloader()] == [[texts["d"]]]

@@ -13,9 +13,9 @@ import soundfile as sf
 from data_helpers import SMALL
 
 from asr_plugin.data import MINI_SPLITS, make_mini_librispeech, scan_split
-from asr_plugin.data.mini_corpus import ENGINE_WEIGHTS, plan_corpus
-from asr_plugin.data.mini_grammar import vocabulary
-from asr_plugin.data.mini_voices import ENGINES, PLAYED_AT_HZ, VARIANTS
+from asr_plugin.data.demo.corpus import ENGINE_WEIGHTS, plan_corpus
+from asr_plugin.data.demo.grammar import vocabulary
+from asr_plugin.data.demo.voices import ENGINES, PLAYED_AT_HZ, VARIANTS
 
 
 def _digest(root):

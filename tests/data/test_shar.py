@@ -23,7 +23,7 @@ from two_nodes import run_two_nodes
 
 from asr_plugin.audio import load_audio
 from asr_plugin.data import TransducerDataModule, prepare_corpus
-from asr_plugin.data.shar import equalise
+from asr_plugin.data.loading.shar_stream import equalise
 from asr_plugin.data.sources.shar_cuts import read_shar_cuts, shar_cut_audio, unsafe_source
 from asr_plugin.data.sources.shar_directory import shar_shards
 

@@ -28,8 +28,11 @@ METHODS = ("restore_from", "save_to")
 MODULES = ("tarfile", "zipfile", "pickle", "safetensors")
 # (file, what it does) outside the seam -> why it is not a model file the seam should read
 ALLOWED = {
-    ("asr_plugin/data/download.py", "import tarfile"): "LibriSpeech's download archives: corpus audio, not a model",
-    ("asr_plugin/data/tts_piper.py", "onnxruntime.InferenceSession"): "the Piper voice that synthesises the mini "
+    (
+        "asr_plugin/data/sources/download.py",
+        "import tarfile",
+    ): "LibriSpeech's download archives: corpus audio, not a model",
+    ("asr_plugin/data/demo/tts_piper.py", "onnxruntime.InferenceSession"): "the Piper voice that synthesises the mini "
     "corpus: a text-to-speech model the data layer runs, not a transducer",
     ("asr_plugin/export/programs.py", "torch.export.save"): "the export's own output (encoder/predictor/joint.pt2)",
     ("asr_plugin/export/programs.py", "torch.export.load"): "the export's runtime running its own output "

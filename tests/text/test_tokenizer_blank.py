@@ -11,7 +11,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from asr_plugin.data.mini_corpus import plan_corpus
+from asr_plugin.data.demo.corpus import plan_corpus
 from asr_plugin.formats.nemo import NemoTokenizer
 from asr_plugin.text import BLANK_ID, LIBRISPEECH_NORMALIZER, TextNormalizer, Tokenizer, train_tokenizer
 

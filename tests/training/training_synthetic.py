@@ -10,7 +10,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from asr_plugin.data.batch import Batch
+from asr_plugin.data.loading.batch import Batch
 
 VOCAB = 12
 

@@ -3,7 +3,7 @@
 A source names the splits of a data configuration (training, validation, test) and lists each split's
 utterances as `Candidate`s (id, audio path, optional segment, transcript as written, optional speaker)
 plus the `Skipped` lines or files it could not use, each with where it was (file, or manifest:line) and
-why. Preparation (`asr_plugin.data.prepare.prepare_split`) checks every candidate's audio and writes the
+why. Preparation (`asr_plugin.data.preparation.prepare.prepare_split`) checks every candidate's audio and writes the
 project's own manifest of the split; tokenizer training, statistics, the start-of-training checks, the
 data module and evaluation read only those manifests, so they never see which source made them.
 """
@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.sources.candidate import Candidate, Skipped
 
 
 class DataSource(ABC):

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.sources.candidate import Candidate, Skipped
 from asr_plugin.data.sources.manifest_sets import ManifestSetSource
 from asr_plugin.data.sources.shar_cuts import cut_text
 from asr_plugin.data.sources.shar_directory import shar_shards
@@ -71,7 +71,8 @@ def read_cut_manifest(manifest: Path) -> tuple[list[Candidate], list[Skipped]]:
 class LhotseCutsSource(ManifestSetSource):
     """lhotse cuts: ``data=lhotse data.train_cuts=[a.jsonl.gz] data.valid_cuts=[b.jsonl.gz]
     data.test_cuts={name: c.jsonl.gz}``, or a training set streamed from a Shar directory,
-    ``data.train_shar=<dir>`` (`asr_plugin.data.sources.shar_directory`, streamed by `asr_plugin.data.shar`).
+    ``data.train_shar=<dir>`` (`asr_plugin.data.sources.shar_directory`, streamed by
+    `asr_plugin.data.loading.shar_stream`).
 
     Args:
         train_cuts: the training cut manifests (one split, "train").

@@ -7,15 +7,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.candidate import Candidate, Skipped
-from asr_plugin.data.download import download_librispeech
-from asr_plugin.data.librispeech import scan_split
-from asr_plugin.data.mini_corpus import make_mini_librispeech
+from asr_plugin.data.demo.corpus import make_mini_librispeech
 from asr_plugin.data.sources.base import DataSource, list_override
+from asr_plugin.data.sources.candidate import Candidate, Skipped
+from asr_plugin.data.sources.download import download_librispeech
+from asr_plugin.data.sources.librispeech_reader import scan_split
 
 
 class LibriSpeechSource(DataSource):
-    """ROOT/<split>/<speaker>/<chapter>/*.flac with trans.txt files (`asr_plugin.data.librispeech`).
+    """ROOT/<split>/<speaker>/<chapter>/*.flac with trans.txt files (`asr_plugin.data.sources.librispeech_reader`).
 
     Args:
         root: the corpus directory, one folder per split (only read; downloaded into when asked).

@@ -9,8 +9,8 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.sources.base import DataSource, list_override, mapping_override
+from asr_plugin.data.sources.candidate import Candidate, Skipped
 
 TRAIN_SPLIT, VALID_SPLIT = "train", "valid"
 

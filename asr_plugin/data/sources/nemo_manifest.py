@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.sources.candidate import Candidate, Skipped
 from asr_plugin.data.sources.manifest_sets import ManifestSetSource, utterance_id
 
 NEMO_KEYS = ("audio_filepath", "duration", "text")

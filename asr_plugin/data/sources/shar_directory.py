@@ -1,7 +1,7 @@
 """A Lhotse Shar directory's shards: ``cuts.NNNNNN.jsonl.gz`` (the metadata of each shard's cuts) beside
 ``recording.NNNNNN.tar`` (their audio), as lhotse's `SharWriter` / `CutSet.to_shar` write them, listed and
 checked where they are (never copied). The source level of Shar training data (``data.train_shar``): the
-cuts are read by `asr_plugin.data.sources.shar_cuts`, streamed by `asr_plugin.data.shar`."""
+cuts are read by `asr_plugin.data.sources.shar_cuts`, streamed by `asr_plugin.data.loading.shar_stream`."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Preferred backend: the libespeak-ng.so shipped by the `espeakng-loader` package,
 libespeak-ng keeps state across utterances that neither re-initialisation nor its random seed resets
 (pitch flutter advances with every sample ever produced), so the same text comes out slightly different
 each time within one process. `synthesize_espeak` must therefore run in a fresh process for each list
-(`asr_plugin.data.synthesis` does that): the audio then depends only on the list.
+(`asr_plugin.data.demo.synthesis` does that): the audio then depends only on the list.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def synthesize_espeak(requests: list[tuple[str, str, int, int]], seed: int = 0) 
     """Synthesises (text, voice, rate_wpm, pitch) requests in order: [((N_i,) float32 in [-1, 1], sample
     rate)]. Call it in a fresh process (see the module docstring); `seed` is unused (espeak's noise generators
     are seeded when the process first loads the library), it is there for the engine interface of
-    `asr_plugin.data.synthesis`."""
+    `asr_plugin.data.demo.synthesis`."""
     del seed
     synthesizer = get_synthesizer()
     return [(synthesizer(*request).astype(np.float32) / 32768.0, synthesizer.sample_rate) for request in requests]

@@ -1,6 +1,7 @@
 """Two first runs preparing one empty data directory at once: the second waits for the work directory's lock
 (saying so) and reuses what the first made; a file being written is never read as data; temporary files that
-killed writers left behind are removed at the next start (`asr_plugin.data.work_lock`, `asr_plugin.files`)."""
+killed writers left behind are removed at the next start (`asr_plugin.data.preparation.work_lock`,
+`asr_plugin.files`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import time
 from data_helpers import SMALL
 
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus, scan_split
+from asr_plugin.data.preparation.work_lock import preparation_lock
 from asr_plugin.data.sources import MiniCorpusSource
-from asr_plugin.data.work_lock import preparation_lock
 from asr_plugin.files import remove_stale_temporaries, temporary_path
 
 PREPARE = """

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from asr_plugin.data.child_processes import die_with_parent
-from asr_plugin.data.manifest import ManifestEntry
+from asr_plugin.data.preparation.child_processes import die_with_parent
+from asr_plugin.data.sources.manifest import ManifestEntry
 from asr_plugin.frontend.logmel import FeatureStats, LogMelFeatures
 from asr_plugin.progress import track
 

@@ -9,7 +9,8 @@ import urllib.error
 
 import pytest
 
-from asr_plugin.data import LIBRISPEECH_MD5, check_md5, download, download_librispeech, md5sum
+from asr_plugin.data import LIBRISPEECH_MD5, check_md5, download_librispeech, md5sum
+from asr_plugin.data.sources import download
 
 
 def _make_archive(path, split="dev-clean"):

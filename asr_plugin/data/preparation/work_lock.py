@@ -6,8 +6,8 @@ made and reuses them.
 The lock is a POSIX record lock (``lockf``), not ``flock``: the kernel releases it when its holder exits, however it
 exits, and, unlike an ``flock``, a child forked while it is held (a synthesis or loader worker) does not hold it,
 so a worker that outlives a killed preparation never keeps the next run waiting (the workers also die with it:
-`asr_plugin.data.child_processes`). A record lock belongs to the process: it is not taken twice by one process,
-and closing any descriptor of the file in the holder would release it, so nothing else here opens the lock file.
+`asr_plugin.data.preparation.child_processes`). A record lock belongs to the process: it is not taken twice by one
+process, and closing any descriptor of the file in the holder would release it, so nothing else here opens the lock file.
 """
 
 from __future__ import annotations

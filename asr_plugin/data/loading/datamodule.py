@@ -25,15 +25,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from asr_plugin.data.dataset import ManifestDataset, collate_utterances
-from asr_plugin.data.layout import CorpusLayout
-from asr_plugin.data.loader import ResumableDataLoader
-from asr_plugin.data.manifest import ManifestEntry, audio_problems, read_manifest
-from asr_plugin.data.pipeline import CorpusPlan, prepare_corpus
-from asr_plugin.data.sampler import DurationBatchSampler, world
-from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
-from asr_plugin.data.shar_preparation import SharPlan, prepare_shar
+from asr_plugin.data.loading.dataset import ManifestDataset, collate_utterances
+from asr_plugin.data.loading.loader import ResumableDataLoader
+from asr_plugin.data.loading.sampler import DurationBatchSampler, world
+from asr_plugin.data.loading.shar_stream import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
+from asr_plugin.data.preparation.layout import CorpusLayout
+from asr_plugin.data.preparation.pipeline import CorpusPlan, prepare_corpus
+from asr_plugin.data.preparation.shar import SharPlan, prepare_shar
 from asr_plugin.data.sources import build_source
+from asr_plugin.data.sources.manifest import ManifestEntry, audio_problems, read_manifest
 from asr_plugin.frontend.logmel import FeatureStats
 from asr_plugin.frontend.spec import (
     build_frontend,
@@ -62,7 +62,7 @@ class TransducerDataModule(L.LightningDataModule):
         **source_options: the source's own keys, e.g. `root`, `train_splits`, `valid_splits`, `test_splits`
             (and `mini_corpus`) of "librispeech" and "mini", `train_manifests`, `valid_manifests`,
             `test_manifests` of "nemo", `train_cuts`, `valid_cuts`, `test_cuts` and `train_shar` (a Lhotse Shar
-            directory streamed for training, `asr_plugin.data.shar`) of "lhotse" (see the classes).
+            directory streamed for training, `asr_plugin.data.loading.shar_stream`) of "lhotse" (see the classes).
         vocab_size, tokenizer_type: SentencePiece size (including the blank) and "bpe" or "unigram" of the
             tokenizer `prepare_data` trains.
         tokenizer: an already built `Tokenizer` (e.g. a NeMo checkpoint's, from a `_target_` node); then no
@@ -404,8 +404,8 @@ class TransducerDataModule(L.LightningDataModule):
         return self._loader(self._train_entries, train=True)
 
     def _shar_loader(self) -> SharLoader:
-        """The streamed loader of a Shar training set (`asr_plugin.data.shar`): lhotse's sampler per loader
-        worker over the shards of this rank, the same number of batches on every rank."""
+        """The streamed loader of a Shar training set (`asr_plugin.data.loading.shar_stream`): lhotse's sampler per
+        loader worker over the shards of this rank, the same number of batches on every rank."""
         self.setup("fit")
         num_replicas, rank = self._replicas()
         if num_replicas is None or rank is None:

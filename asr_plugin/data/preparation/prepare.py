@@ -12,11 +12,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from asr_plugin.audio.reading import probe_audio, segment_content_problem
-from asr_plugin.data.candidate import Candidate, Skipped
-from asr_plugin.data.child_processes import die_with_parent
-from asr_plugin.data.layout import CorpusLayout
-from asr_plugin.data.manifest import ManifestEntry, write_manifest
+from asr_plugin.data.preparation.child_processes import die_with_parent
+from asr_plugin.data.preparation.layout import CorpusLayout
 from asr_plugin.data.sources import DataSource, LibriSpeechSource
+from asr_plugin.data.sources.candidate import Candidate, Skipped
+from asr_plugin.data.sources.manifest import ManifestEntry, write_manifest
 from asr_plugin.files import write_text_atomic
 from asr_plugin.progress import track
 

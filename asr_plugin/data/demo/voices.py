@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from asr_plugin.data.tts_piper import PiperRequest
+from asr_plugin.data.demo.tts_piper import PiperRequest
 
 ENGINES = ("espeak", "piper")
 SPLIT_KINDS = ("train", "dev", "test")

@@ -12,11 +12,11 @@ from asr_plugin.data import (
     CorpusLayout,
     CorpusPlan,
     LibriSpeechSource,
-    pipeline,
     prepare_corpus,
     read_manifest,
     tokenizer_file_name,
 )
+from asr_plugin.data.preparation import pipeline
 from asr_plugin.frontend.logmel import FeatureStats
 from asr_plugin.text import Tokenizer
 
@@ -65,7 +65,8 @@ def test_prepare_corpus_writes_only_into_the_work_dir(tmp_path, capsys):
     written = prepare_corpus(plan, progress=False)
     assert tree_listing(root) == before
     assert sorted(written) == sorted(plan.outputs()) and plan.missing() == []
-    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [  # .prepare.lock: asr_plugin.data.work_lock
+    # .prepare.lock: asr_plugin.data.preparation.work_lock
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [
         ".prepare.lock",
         "dev-clean.jsonl",
         "dev-clean.origin.json",

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from asr_plugin.data.sampler import DurationBatchSampler
+from asr_plugin.data.loading.sampler import DurationBatchSampler
 
 
 class ResumableDataLoader(DataLoader):

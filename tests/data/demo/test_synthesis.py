@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
-from asr_plugin.data.tts_piper import PiperRequest, synthesize_piper
+from asr_plugin.data.demo.synthesis import synthesize_lists, to_sample_rate
+from asr_plugin.data.demo.tts_piper import PiperRequest, synthesize_piper
 
 REQUEST = PiperRequest(
     "the old lamp is in the kitchen", length_scale=1.0, noise_scale=0.667, noise_w=0.8, played_at_hz=22050

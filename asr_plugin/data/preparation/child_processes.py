@@ -3,8 +3,8 @@ them.
 
 A preparation killed with SIGKILL (the OOM killer, ``kill -9``, a cluster's hard limit) runs no cleanup: its
 pool's workers would go on with work nobody collects, and forked ones hold the preparation lock they inherited
-(`asr_plugin.data.work_lock`), so the next run waits for them. `die_with_parent` is the workers' initializer: a
-daemon thread of the worker waits for the preparing process to end (a pidfd on Linux >= 5.3: woken the moment
+(`asr_plugin.data.preparation.work_lock`), so the next run waits for them. `die_with_parent` is the workers'
+initializer: a daemon thread of the worker waits for the preparing process to end (a pidfd on Linux >= 5.3: woken the moment
 it ends, and never confused by a reused pid; elsewhere a check every `POLL_S` seconds) and then ends the worker.
 
 Why neither of the usual tools: the parent's death signal (``prctl(PR_SET_PDEATHSIG)``) is sent when the *thread*

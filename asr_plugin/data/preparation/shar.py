@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from asr_plugin.data.pipeline import CorpusPlan
+from asr_plugin.data.preparation.pipeline import CorpusPlan
+from asr_plugin.data.preparation.work_lock import preparation_lock
 from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
-from asr_plugin.data.work_lock import preparation_lock
 from asr_plugin.frontend.logmel import FeatureStats, LogMelFeatures
 from asr_plugin.text.tokenizer import train_tokenizer
 

@@ -24,7 +24,7 @@ An epoch, with R ranks of K loader workers each:
 3. a worker checks that its stream gave the batches the plan counted, so a Shar that changes under a run
    fails loudly instead of hanging the other ranks.
 
-The tokenizer and the feature statistics of a Shar are made by `asr_plugin.data.shar_preparation`.
+The tokenizer and the feature statistics of a Shar are made by `asr_plugin.data.preparation.shar`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from asr_plugin.data.batch import Batch
-from asr_plugin.data.dataset import collate_utterances, make_utterance
+from asr_plugin.data.loading.batch import Batch
+from asr_plugin.data.loading.dataset import collate_utterances, make_utterance
 from asr_plugin.data.sources.shar_cuts import cut_text, read_shar_cuts, shar_cut_audio
 from asr_plugin.text.tokenizer import Tokenizer
 

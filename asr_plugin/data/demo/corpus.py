@@ -1,12 +1,12 @@
-"""A small synthetic LibriSpeech: speech of sentences from a ~400-word grammar (`asr_plugin.data.mini_grammar`)
+"""A small synthetic LibriSpeech: speech of sentences from a ~400-word grammar (`asr_plugin.data.demo.grammar`)
 by two text-to-speech engines, espeak-ng (formant synthesis) and Piper (a neural VITS voice), in the exact
 LibriSpeech layout (ROOT/<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac, 16 kHz, trans.txt).
 
 Splits "train" and "dev" mix the training engines (`train_engines`, by `ENGINE_WEIGHTS`); every engine has
 its own test split, "test-espeak" and "test-piper", whatever the training engines, so that a model trained
 without one engine is tested on it. Splits have disjoint sentences and disjoint speakers
-(`asr_plugin.data.mini_voices`). Speaking rate varies per speaker and utterance, and every utterance gets a
-room, background noise and a level (`asr_plugin.data.acoustics`). Everything is fixed by the seed: the same
+(`asr_plugin.data.demo.voices`). Speaking rate varies per speaker and utterance, and every utterance gets a
+room, background noise and a level (`asr_plugin.data.demo.acoustics`). Everything is fixed by the seed: the same
 arguments and version give byte-identical files, and the test splits do not depend on `train_engines`.
 Generation is idempotent: files already there are reused, and a directory holding anything else is refused
 rather than touched.
@@ -27,10 +27,10 @@ import numpy as np
 import soundfile as sf
 
 from asr_plugin.audio.reading import SAMPLE_RATE
-from asr_plugin.data.acoustics import degrade
-from asr_plugin.data.mini_grammar import random_sentence
-from asr_plugin.data.mini_voices import ENGINES, Speaker, speakers
-from asr_plugin.data.synthesis import synthesize_lists, to_sample_rate
+from asr_plugin.data.demo.acoustics import degrade
+from asr_plugin.data.demo.grammar import random_sentence
+from asr_plugin.data.demo.synthesis import synthesize_lists, to_sample_rate
+from asr_plugin.data.demo.voices import ENGINES, Speaker, speakers
 from asr_plugin.files import write_atomic, write_text_atomic
 from asr_plugin.progress import Progress
 

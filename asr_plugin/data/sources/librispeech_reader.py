@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from asr_plugin.data.candidate import Candidate, Skipped
+from asr_plugin.data.sources.candidate import Candidate, Skipped
 from asr_plugin.files import is_temporary
 
 LIBRISPEECH_SPLITS = (

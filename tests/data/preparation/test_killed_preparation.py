@@ -1,6 +1,6 @@
 """A preparation killed with SIGKILL leaves nothing running: its synthesis and audio-check workers die with it, the
-preparation lock is free for the next run at once (`asr_plugin.data.child_processes`, `asr_plugin.data.work_lock`),
-and a script that prepares at import time is told why it waits for itself."""
+preparation lock is free for the next run at once (`asr_plugin.data.preparation.child_processes`,
+`asr_plugin.data.preparation.work_lock`), and a script that prepares at import time is told why it waits for itself."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asr_plugin.data.work_lock import LOCK_NAME, preparation_lock
+from asr_plugin.data.preparation.work_lock import LOCK_NAME, preparation_lock
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -31,9 +31,9 @@ prepare_corpus(CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
 
 AUDIO_CHECKS = """
 import sys
-from asr_plugin.data.candidate import Candidate
-from asr_plugin.data.prepare import check_candidates
-from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.data.sources.candidate import Candidate
+from asr_plugin.data.preparation.prepare import check_candidates
+from asr_plugin.data.preparation.work_lock import preparation_lock
 work, flac = sys.argv[1], sys.argv[2]
 with preparation_lock(work):
     check_candidates([Candidate(str(i), flac, "A") for i in range(20_000)], num_workers=2, full_check=True)
@@ -162,7 +162,7 @@ def test_a_forked_child_does_not_hold_its_parents_lock(tmp_path):
 UNGUARDED_SCRIPT = """
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing, os
-from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.data.preparation.work_lock import preparation_lock
 with preparation_lock(os.environ["WORK"]):
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
         print(list(pool.map(abs, [-1])))

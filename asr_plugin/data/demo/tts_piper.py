@@ -9,7 +9,7 @@ vocal tract does; the length scale is stretched by the same factor so that the s
 VITS draws noise inside the ONNX graph (RandomNormalLike without a seed attribute): onnxruntime seeds those
 generators from its global seed when a session is created, and they advance with every utterance. A new
 session is therefore made for each list, after `onnxruntime.set_seed(seed)`: the audio then depends only on
-the list and the seed (the caller runs each list in a fresh process, `asr_plugin.data.synthesis`).
+the list and the seed (the caller runs each list in a fresh process, `asr_plugin.data.demo.synthesis`).
 """
 
 from __future__ import annotations

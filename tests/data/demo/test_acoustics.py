@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asr_plugin.data.acoustics import Acoustics, add_noise, coloured_noise, degrade, room_impulse_response
+from asr_plugin.data.demo.acoustics import Acoustics, add_noise, coloured_noise, degrade, room_impulse_response
 
 
 def test_room_impulse_response_has_unit_direct_path_and_asked_direct_to_reverb_ratio():

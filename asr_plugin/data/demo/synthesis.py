@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import torchaudio
 
-from asr_plugin.data.child_processes import die_with_parent
-from asr_plugin.data.tts import synthesize_espeak
-from asr_plugin.data.tts_piper import synthesize_piper
+from asr_plugin.data.demo.tts_espeak import synthesize_espeak
+from asr_plugin.data.demo.tts_piper import synthesize_piper
+from asr_plugin.data.preparation.child_processes import die_with_parent
 
 # engine name -> (requests, seed) -> [((N_i,) float32 audio, its sample rate)]
 ENGINES: dict[str, Callable[[list[Any], int], list[tuple[np.ndarray, int]]]] = {

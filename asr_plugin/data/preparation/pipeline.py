@@ -13,7 +13,7 @@ job's rank 0 runs all of it through ``TransducerDataModule.prepare_data()``. Ste
 
 Each step reuses what exists unless `overwrite`, writes every file atomically, and writes nothing under the
 corpus directory (only the mini corpus generation and an asked-for download create the corpus itself). A run
-that writes holds the work directory's lock (`asr_plugin.data.work_lock`): a second run waits, then reuses.
+that writes holds the work directory's lock (`asr_plugin.data.preparation.work_lock`): a second run waits, then reuses.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.data.layout import CorpusLayout
-from asr_plugin.data.manifest import ManifestEntry, read_manifest
-from asr_plugin.data.prepare import prepare_split
+from asr_plugin.data.preparation.feature_stats import compute_feature_stats
+from asr_plugin.data.preparation.layout import CorpusLayout
+from asr_plugin.data.preparation.prepare import prepare_split
+from asr_plugin.data.preparation.work_lock import preparation_lock
 from asr_plugin.data.sources import SOURCES, DataSource
-from asr_plugin.data.stats import compute_feature_stats
-from asr_plugin.data.work_lock import preparation_lock
+from asr_plugin.data.sources.manifest import ManifestEntry, read_manifest
 from asr_plugin.files import remove_stale_temporaries, write_text_atomic
 from asr_plugin.frontend.logmel import LogMelFeatures
 from asr_plugin.text.tokenizer import train_tokenizer

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from asr_plugin.data.augment import speed_perturb
-from asr_plugin.data.batch import Batch
-from asr_plugin.data.manifest import ManifestEntry
+from asr_plugin.data.loading.augment import speed_perturb
+from asr_plugin.data.loading.batch import Batch
+from asr_plugin.data.sources.manifest import ManifestEntry
 from asr_plugin.text.tokenizer import Tokenizer
 
 
