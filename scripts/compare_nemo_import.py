@@ -2,7 +2,7 @@
 
 For each architecture of scripts/make_nemo_fixtures.py (or the given .nemo files): front-end features,
 encoder output, joint log-probabilities (max abs difference over valid frames), NeMo's loss against ours in
-both modes, and greedy transcripts (`asr_plugin.formats.nemo.compare`). tests/finetune/test_nemo_equivalence.py
+both modes, and greedy transcripts (`benchmarks.nemo_compare`). tests/finetune/test_nemo_equivalence.py
 asserts on the same numbers.
 
     python scripts/compare_nemo_import.py --out /tmp/nemo_fixtures
@@ -16,7 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from asr_plugin.formats.nemo.compare import compare_file
+from benchmarks.nemo_compare import compare_file
 from benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
 

@@ -19,7 +19,6 @@ RANKS = {
     "audio": 0,
     "config_nodes": 0,
     "files": 0,
-    "host_syncs": 0,
     "plain_data": 0,
     "progress": 0,
     "losses": 0,

@@ -38,11 +38,11 @@ import torch
 from torch import nn
 
 from asr_plugin.files import write_atomic
-from asr_plugin.host_syncs import SyncCounter
 from asr_plugin.losses import RNNT, TDT, Plan, TransducerLattice, TransducerLoss
 from asr_plugin.losses.planning import cell_bytes, plan_groups
 from asr_plugin.models import Joint
 from benchmarks import child_environment
+from benchmarks.host_syncs import SyncCounter
 
 MODES = ("torchaudio", "batched", "samplewise", "flash", "nemo")
 JOINTS = ("standard", "dropout", "custom")
@@ -344,7 +344,7 @@ def flash_runs(cell: dict, joint: str, device: str) -> bool:
 
 
 def count_ops(batch: int, memory_budget: str, joint: str, num_durations: int = 0) -> dict:
-    """aten ops and host-sync calls (``asr_plugin.host_syncs``) of one sample-wise forward + backward (CPU, fp32)."""
+    """aten ops and host-sync calls (``benchmarks.host_syncs``) of one sample-wise forward + backward (CPU, fp32)."""
     cell = dict(B=batch, T=50, U=10, V=64, H=64, D=num_durations, joint=joint)
     inputs = make_inputs(cell, torch.device("cpu"), "fp32")
     loss = make_loss("samplewise", inputs.lattice, memory_budget)

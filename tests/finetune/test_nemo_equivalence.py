@@ -1,7 +1,7 @@
 """Our import of NeMo-built (Fast)Conformer-RNNT checkpoints against NeMo itself (skipped without NeMo).
 
 Run in an environment with ``pip install -e '.[nemo]'``. The checkpoints are NeMo's example configs shrunk,
-with random weights (`benchmarks.nemo_examples`); `asr_plugin.formats.nemo.compare` runs NeMo's
+with random weights (`benchmarks.nemo_examples`); `benchmarks.nemo_compare` runs NeMo's
 model and ours on the same batch and measures the differences asserted here (scripts/compare_nemo_import.py
 prints them).
 """
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("nemo.collections.asr")
 pytestmark = pytest.mark.nemo
 
-from asr_plugin.formats.nemo.compare import compare_file  # noqa: E402
+from benchmarks.nemo_compare import compare_file  # noqa: E402
 from benchmarks.nemo_examples import ARCHITECTURES, save_example_model  # noqa: E402
 
 

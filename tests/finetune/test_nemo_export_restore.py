@@ -17,7 +17,7 @@ from asr_plugin.audio import load_audio  # noqa: E402
 from asr_plugin.decoding import greedy_search  # noqa: E402
 from asr_plugin.formats import LoadedModel, Settings, export_nemo  # noqa: E402
 from asr_plugin.formats.nemo import import_nemo  # noqa: E402
-from asr_plugin.formats.nemo.compare import compare_file, speech_like_audio  # noqa: E402
+from benchmarks.nemo_compare import compare_file, speech_like_audio  # noqa: E402
 from benchmarks.nemo_examples import save_example_model  # noqa: E402
 
 

@@ -45,6 +45,8 @@ ALLOWED = {
     ("scripts/gpucheck/stages.py", "import tarfile"): "the GPU check's archive of its results, not a model",
     ("scripts/benchmarks/nemo_examples.py", "save_to"): "NeMo itself writing its example models: the independent "
     "reference the import is compared with",
+    ("scripts/benchmarks/nemo_compare.py", "restore_from"): "NeMo itself restoring the model our import of it is "
+    "compared with",
     ("scripts/benchmarks/nemo_reference.py", "restore_from"): "NeMo itself restoring its reference model",
     ("scripts/nemo_finetune_table.py", "restore_from"): "NeMo itself restoring the models it fine-tunes beside ours",
 }

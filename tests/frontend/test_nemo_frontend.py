@@ -15,9 +15,9 @@ pytestmark = pytest.mark.nemo
 
 from nemo.collections.asr.modules import AudioToMelSpectrogramPreprocessor  # noqa: E402
 
-from asr_plugin.formats.nemo.compare import speech_like_audio  # noqa: E402
 from asr_plugin.formats.nemo.config import frontend_kwargs  # noqa: E402
 from asr_plugin.frontend.nemo import NemoMelFrontend  # noqa: E402
+from benchmarks.nemo_compare import speech_like_audio  # noqa: E402
 from benchmarks.nemo_examples import nemo_config  # noqa: E402
 
 SETTINGS = {

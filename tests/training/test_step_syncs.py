@@ -1,5 +1,5 @@
 """Host syncs and collectives per training step, counted on the CPU with the loss's machinery
-(``asr_plugin.host_syncs``, as ``scripts/benchmark_loss.py --count-ops``).
+(``benchmarks.host_syncs``, as ``scripts/benchmark_loss.py --count-ops``).
 
 Per step (forward, loss, backward, clipping, optimizer step; micro model, B=4, auxiliary CTC), counted
 2026-12-01 on this 2-core CPU machine: before, 10 sync-type calls (batched) / 12 (sample-wise), among them

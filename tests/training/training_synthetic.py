@@ -166,12 +166,12 @@ class CheckpointPayload(L.Callback):
 
 
 class CountStepSyncs(L.Callback):
-    """Counts host-sync-type calls (``asr_plugin.host_syncs``) and torch.distributed barriers and all-reduces
+    """Counts host-sync-type calls (``benchmarks.host_syncs``) and torch.distributed barriers and all-reduces
     inside each training step (batch start to batch end: forward, loss, backward, clipping, optimizer step)
     after the first; rank 0 saves {"syncs": [per step], "barrier": [...], "all_reduce": [...]} to `path`."""
 
     def __init__(self, path: str | Path | None = None):
-        from asr_plugin.host_syncs import SyncCounter
+        from benchmarks.host_syncs import SyncCounter
 
         self.path = path
         self.counter_type = SyncCounter

@@ -1,4 +1,4 @@
-"""Global feature statistics over manifests (what `scripts/compute_feature_stats.py` runs)."""
+"""Global feature statistics over manifests (the preparation pipeline's statistics step, `pipeline`)."""
 
 from __future__ import annotations
 
