@@ -7,7 +7,7 @@ The atomic writes (`asr_plugin.files`), audio reading (`asr_plugin.audio`), the 
 (`asr_plugin.text`) and the front ends (`asr_plugin.frontend`) live in rooms of their own; their public names
 are still importable from here."""
 
-from asr_plugin.audio.reading import SAMPLE_RATE, load_audio, probe_audio
+from asr_plugin.audio import SAMPLE_RATE, load_audio, probe_audio
 from asr_plugin.data.demo.corpus import MINI_SPLITS, make_mini_librispeech
 from asr_plugin.data.loading.augment import SpecAugment, speed_perturb
 from asr_plugin.data.loading.batch import Batch
@@ -32,9 +32,11 @@ from asr_plugin.data.sources.download import LIBRISPEECH_MD5, check_md5, downloa
 from asr_plugin.data.sources.librispeech_reader import LIBRISPEECH_SPLITS, Candidate, Skipped, scan_split
 from asr_plugin.data.sources.manifest import ManifestEntry, audio_problems, read_manifest, write_manifest
 from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
-from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
-from asr_plugin.frontend.spec import (
+from asr_plugin.frontend import (
     FRONTEND_KINDS,
+    FeatureStats,
+    GlobalNormalize,
+    LogMelFeatures,
     LogMelFrontend,
     build_frontend,
     complete_frontend_spec,
@@ -42,8 +44,15 @@ from asr_plugin.frontend.spec import (
     frontend_needs_stats,
     with_stats,
 )
-from asr_plugin.text.normalize import LIBRISPEECH_NORMALIZER, NormalizationCounts, TextNormalizer
-from asr_plugin.text.tokenizer import BLANK_ID, CONVENTIONS, Tokenizer, train_tokenizer
+from asr_plugin.text import (
+    BLANK_ID,
+    CONVENTIONS,
+    LIBRISPEECH_NORMALIZER,
+    NormalizationCounts,
+    TextNormalizer,
+    Tokenizer,
+    train_tokenizer,
+)
 
 __all__ = [
     "BLANK_ID",

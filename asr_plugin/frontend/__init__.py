@@ -6,12 +6,11 @@ A front-end spec is plain data a checkpoint stores (`spec`: its kinds, `complete
 kaldi-native-fbank features with every option written down once, `sherpa`). Only torch and torchaudio
 compute them. See docs/data.md, "Front ends: how audio becomes features"."""
 
-from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures, LogMelFrontend
 from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.frontend.sherpa import SherpaFbank, SherpaOnlineFbank
 from asr_plugin.frontend.spec import (
     FRONTEND_KINDS,
-    LogMelFrontend,
     build_frontend,
     complete_frontend_spec,
     frontend_feature_dim,

@@ -1,11 +1,14 @@
-"""80-bin log-mel features (25 ms window, 10 ms hop at 16 kHz) and global mean/variance normalisation."""
+"""80-bin log-mel features (25 ms window, 10 ms hop at 16 kHz) and global mean/variance normalisation: the front end
+of kind "logmel" (`LogMelFrontend`)."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torchaudio
@@ -115,3 +118,52 @@ class GlobalNormalize(nn.Module):
         if features.shape[-1] != self.mean.shape[0]:
             raise ValueError(f"features: last dim {features.shape[-1]} != stats dim {self.mean.shape[0]}")
         return (features - self.mean) * self.inv_std
+
+
+class LogMelFrontend(nn.Module):
+    """`LogMelFeatures` then `GlobalNormalize`, on a batch: (B, S) audio, (B,) sample counts ->
+    (B, T, F) features (frames past an utterance's end set to 0, the normalised mean) and (B,) frame counts.
+
+    A batch gives each utterance exactly the frames it gets alone: the STFT is centred with zero padding,
+    and the samples after an utterance's end are zeros either way.
+    """
+
+    def __init__(self, options: Mapping[str, Any], stats: FeatureStats):
+        super().__init__()
+        self.features = LogMelFeatures(**options)
+        self.normalize = GlobalNormalize(stats)
+        if stats.mean.numel() != self.features.num_mel_bins:
+            raise ValueError(
+                f"front-end spec: mean/std have {stats.mean.numel()} values, "
+                f"num_mel_bins is {self.features.num_mel_bins}"
+            )
+
+    @property
+    def sample_rate(self) -> int:
+        return self.features.sample_rate
+
+    @property
+    def hop_length(self) -> int:
+        return self.features.hop_length
+
+    @property
+    def num_mel_bins(self) -> int:
+        return self.features.num_mel_bins
+
+    @property
+    def n_fft(self) -> int:
+        return self.features.n_fft
+
+    def num_frames(self, num_samples: torch.Tensor) -> torch.Tensor:
+        """(B,) sample counts -> (B,) int64 frames."""
+        return torch.div(num_samples, self.hop_length, rounding_mode="floor").long() + 1
+
+    def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
+            raise ValueError(
+                f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}"
+            )
+        frames = self.num_frames(lengths)
+        features = self.normalize(self.features(audio))  # (B, S // hop + 1, F)
+        valid = torch.arange(features.shape[1], device=features.device) < frames.unsqueeze(1)  # (B, T)
+        return features.masked_fill(~valid.unsqueeze(-1), 0.0), frames

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from asr_plugin.frontend.logmel import FeatureStats, GlobalNormalize, LogMelFeatures
+from asr_plugin.frontend.logmel import FeatureStats, LogMelFeatures, LogMelFrontend
 from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.frontend.sherpa import SHERPA_NORMALIZATIONS, SherpaFbank, SherpaOnlineFbank
 
@@ -46,55 +46,6 @@ _SPEC_KEYS = {
     "sherpa": {"kind", "options"},
     "sherpa_online": {"kind", "options"},
 }
-
-
-class LogMelFrontend(nn.Module):
-    """`LogMelFeatures` then `GlobalNormalize`, on a batch: (B, S) audio, (B,) sample counts ->
-    (B, T, F) features (frames past an utterance's end set to 0, the normalised mean) and (B,) frame counts.
-
-    A batch gives each utterance exactly the frames it gets alone: the STFT is centred with zero padding,
-    and the samples after an utterance's end are zeros either way.
-    """
-
-    def __init__(self, options: Mapping[str, Any], stats: FeatureStats):
-        super().__init__()
-        self.features = LogMelFeatures(**options)
-        self.normalize = GlobalNormalize(stats)
-        if stats.mean.numel() != self.features.num_mel_bins:
-            raise ValueError(
-                f"front-end spec: mean/std have {stats.mean.numel()} values, "
-                f"num_mel_bins is {self.features.num_mel_bins}"
-            )
-
-    @property
-    def sample_rate(self) -> int:
-        return self.features.sample_rate
-
-    @property
-    def hop_length(self) -> int:
-        return self.features.hop_length
-
-    @property
-    def num_mel_bins(self) -> int:
-        return self.features.num_mel_bins
-
-    @property
-    def n_fft(self) -> int:
-        return self.features.n_fft
-
-    def num_frames(self, num_samples: torch.Tensor) -> torch.Tensor:
-        """(B,) sample counts -> (B,) int64 frames."""
-        return torch.div(num_samples, self.hop_length, rounding_mode="floor").long() + 1
-
-    def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if audio.ndim != 2 or lengths.shape != audio.shape[:1]:
-            raise ValueError(
-                f"audio must be (B, S) with lengths (B,), got {tuple(audio.shape)} and {tuple(lengths.shape)}"
-            )
-        frames = self.num_frames(lengths)
-        features = self.normalize(self.features(audio))  # (B, S // hop + 1, F)
-        valid = torch.arange(features.shape[1], device=features.device) < frames.unsqueeze(1)  # (B, T)
-        return features.masked_fill(~valid.unsqueeze(-1), 0.0), frames
 
 
 def _defaults(kind: str) -> dict[str, Any]:

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torchaudio
 
-from asr_plugin.frontend.logmel import FeatureStats
-from asr_plugin.frontend.nemo import NemoMelFrontend
-from asr_plugin.frontend.spec import (
+from asr_plugin.frontend import (
+    FeatureStats,
     LogMelFrontend,
+    NemoMelFrontend,
     build_frontend,
     complete_frontend_spec,
     frontend_feature_dim,

@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from asr_plugin.frontend.logmel import LogMelFrontend
 from asr_plugin.frontend.nemo import NemoMelFrontend
 from asr_plugin.frontend.online.frames import SampleStreamState, StreamingFrames
-from asr_plugin.frontend.spec import LogMelFrontend
 
 
 class StreamingStft(StreamingFrames):
