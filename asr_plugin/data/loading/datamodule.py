@@ -151,8 +151,8 @@ class TransducerDataModule(L.LightningDataModule):
         self._spec = spec
         self.stats_path = Path(stats_path or self.layout.stats) if frontend_needs_stats(spec) else None
         # a Shar training set is streamed: no training manifest, its tokenizer and statistics made from the Shar
-        self.train_shar: Path | None = getattr(self.source, "train_shar", None)
-        self.shards = list(getattr(self.source, "shards", []))
+        self.train_shar: Path | None = self.source.train_shar
+        self.shards = list(self.source.shards)
         self.plan = (SharPlan if self.train_shar is not None else CorpusPlan)(
             self.layout,
             self.source,

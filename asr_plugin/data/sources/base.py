@@ -27,6 +27,9 @@ class DataSource(ABC):
         name: the data config's `corpus` value (e.g. "nemo").
         root: a directory only ever read that must not hold the work directory, or None.
         train_splits, valid_splits, test_splits: the split names; each gets `<work_dir>/<split>.jsonl`.
+        train_shar, shards: a Lhotse Shar directory the training set is streamed from and its shards
+            (`asr_plugin.data.sources.shar_directory.shar_shards`), in place of training splits; None and
+            none for every source but lhotse cuts given ``data.train_shar``.
     """
 
     name: str = ""
@@ -34,6 +37,8 @@ class DataSource(ABC):
     train_splits: tuple[str, ...] = ()
     valid_splits: tuple[str, ...] = ()
     test_splits: tuple[str, ...] = ()
+    train_shar: Path | None = None
+    shards: Sequence[Mapping[str, Path]] = ()
 
     @property
     def splits(self) -> list[str]:
