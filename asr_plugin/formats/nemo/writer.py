@@ -175,111 +175,148 @@ def nemo_loss_section(lattice: TransducerLattice, omega: float = 0.0) -> dict[st
     }
 
 
-def nemo_model_config(source: LoadedModel, vocabulary: list[str]) -> dict[str, Any]:
-    """The ``model_config.yaml`` of the export (see the module docstring)."""
-    arch, frontend_spec = source.architecture, source.require_frontend_spec()
-    _check_exportable(arch, frontend_spec)
-    d_model, classes = int(arch["d_model"]), _num_classes(source.require_tokenizer())
+def encoder_section(arch: Mapping[str, Any]) -> dict[str, Any]:
+    """NeMo's ``ConformerEncoder`` section of our architecture `arch`."""
+    d_model = int(arch["d_model"])
     _, _, default_channels = SUBSAMPLING_TYPES[arch["subsampling"]]
-    config: dict[str, Any] = {
-        "target": HYBRID_TARGET if source.auxiliary_ctc is not None else RNNT_TARGET,
-        # NeMo's model classes copy the joint's input sizes from here
-        "model_defaults": {
-            "enc_hidden": d_model,
-            "pred_hidden": int(arch["predictor_dim"]),
-            "joint_hidden": int(arch["joint_dim"]),
-        },
-        "tokenizer": {"dir": None, "type": "bpe", **{key: f"nemo:{name}" for key, name in TOKENIZER_FILES.items()}},
-        "preprocessor": preprocessor_section(frontend_spec["options"]),
-        "encoder": {
-            "_target_": "nemo.collections.asr.modules.ConformerEncoder",
-            "feat_in": int(arch["input_dim"]),
-            "feat_out": -1,
-            "n_layers": int(arch["num_layers"]),
-            "d_model": d_model,
-            "n_heads": int(arch["num_heads"]),
-            "subsampling": arch["subsampling"],
-            "subsampling_factor": int(arch["subsampling_factor"]),
-            "subsampling_conv_channels": int(arch.get("subsampling_channels") or default_channels or d_model),
-            "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
-            "self_attention_model": "rel_pos",
-            **streaming_section(arch),
-            "xscaling": bool(arch["xscaling"]),
-            "untie_biases": True,
-            "pos_emb_max_len": 5000,
-            "conv_kernel_size": int(arch["conv_kernel_size"]),
-            "use_bias": bool(arch.get("encoder_bias", True)),
-            "dropout": float(arch["dropout"]),
-            "dropout_pre_encoder": float(arch["dropout"]),
-            "dropout_emb": 0.0,
-            "dropout_att": float(arch["dropout"]),
-        },
-        "decoder": {
-            "_target_": "nemo.collections.asr.modules.RNNTDecoder",
-            "normalization_mode": None,
-            "random_state_sampling": False,
-            "blank_as_pad": True,
-            "vocab_size": classes,
-            "prednet": {
-                "pred_hidden": int(arch["predictor_dim"]),
-                "pred_rnn_layers": int(arch["predictor_layers"]),
-                "t_max": None,
-                "dropout": float(arch["predictor_dropout"]),
-            },
-        },
-        "joint": {
-            "_target_": "nemo.collections.asr.modules.RNNTJoint",
-            "log_softmax": None,
-            "preserve_memory": False,
-            "fuse_loss_wer": False,
-            "fused_batch_size": 4,
-            "num_classes": classes,
-            "vocabulary": vocabulary,
-            "jointnet": {
-                "joint_hidden": int(arch["joint_dim"]),
-                "activation": arch.get("joint_activation", "tanh"),
-                "dropout": float(arch.get("joint_dropout", 0.0)),
-                "encoder_hidden": d_model,
-                "pred_hidden": int(arch["predictor_dim"]),
-            },
-        },
-        "decoding": {
-            "strategy": "greedy_batch",
-            "greedy": {"max_symbols": int(_setting(source, "max_symbols_per_frame"))},
-        },
-        "rnnt_reduction": _setting(source, "loss_reduction"),
-        "spec_augment": nemo_spec_augment_section(_setting(source, "spec_augment")),
+    return {
+        "_target_": "nemo.collections.asr.modules.ConformerEncoder",
+        "feat_in": int(arch["input_dim"]),
+        "feat_out": -1,
+        "n_layers": int(arch["num_layers"]),
+        "d_model": d_model,
+        "n_heads": int(arch["num_heads"]),
+        "subsampling": arch["subsampling"],
+        "subsampling_factor": int(arch["subsampling_factor"]),
+        "subsampling_conv_channels": int(arch.get("subsampling_channels") or default_channels or d_model),
+        "ff_expansion_factor": int(arch["ffn_dim"]) // d_model,
+        "self_attention_model": "rel_pos",
+        **streaming_section(arch),
+        "xscaling": bool(arch["xscaling"]),
+        "untie_biases": True,
+        "pos_emb_max_len": 5000,
+        "conv_kernel_size": int(arch["conv_kernel_size"]),
+        "use_bias": bool(arch.get("encoder_bias", True)),
+        "dropout": float(arch["dropout"]),
+        "dropout_pre_encoder": float(arch["dropout"]),
+        "dropout_emb": 0.0,
+        "dropout_att": float(arch["dropout"]),
     }
-    config["loss"] = nemo_loss_section(source.model.lattice, float(_setting(source, "omega") or 0.0))
-    if isinstance(
-        source.model.lattice, TDT
-    ):  # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
-        durations = list(source.model.lattice.durations)
-        config["joint"]["num_extra_outputs"] = len(durations)
-        config["decoding"].update(model_type="tdt", durations=durations)
-    config["sample_rate"] = sample_rate = config["preprocessor"]["sample_rate"]  # transcribe resamples to it
-    # NeMo's transcribe reads validation_ds; the manifests are the NeMo user's to fill in for training
-    for name, shuffle in (("train_ds", True), ("validation_ds", False)):
-        config[name] = {
+
+
+def decoder_section(arch: Mapping[str, Any], classes: int) -> dict[str, Any]:
+    """NeMo's ``RNNTDecoder`` (the predictor) section of `arch`, over `classes` non-blank classes."""
+    return {
+        "_target_": "nemo.collections.asr.modules.RNNTDecoder",
+        "normalization_mode": None,
+        "random_state_sampling": False,
+        "blank_as_pad": True,
+        "vocab_size": classes,
+        "prednet": {
+            "pred_hidden": int(arch["predictor_dim"]),
+            "pred_rnn_layers": int(arch["predictor_layers"]),
+            "t_max": None,
+            "dropout": float(arch["predictor_dropout"]),
+        },
+    }
+
+
+def joint_section(
+    arch: Mapping[str, Any], classes: int, vocabulary: list[str], lattice: TransducerLattice
+) -> dict[str, Any]:
+    """NeMo's ``RNNTJoint`` section of `arch`; a TDT `lattice`'s durations are its extra outputs."""
+    joint = {
+        "_target_": "nemo.collections.asr.modules.RNNTJoint",
+        "log_softmax": None,
+        "preserve_memory": False,
+        "fuse_loss_wer": False,
+        "fused_batch_size": 4,
+        "num_classes": classes,
+        "vocabulary": vocabulary,
+        "jointnet": {
+            "joint_hidden": int(arch["joint_dim"]),
+            "activation": arch.get("joint_activation", "tanh"),
+            "dropout": float(arch.get("joint_dropout", 0.0)),
+            "encoder_hidden": int(arch["d_model"]),
+            "pred_hidden": int(arch["predictor_dim"]),
+        },
+    }
+    if isinstance(lattice, TDT):
+        joint["num_extra_outputs"] = len(lattice.durations)
+    return joint
+
+
+def decoding_section(source: LoadedModel) -> dict[str, Any]:
+    """NeMo's greedy decoding with the model's greedy cap; a TDT model's with its durations."""
+    decoding = {
+        "strategy": "greedy_batch",
+        "greedy": {"max_symbols": int(_setting(source, "max_symbols_per_frame"))},
+    }
+    if isinstance(source.model.lattice, TDT):
+        decoding.update(model_type="tdt", durations=list(source.model.lattice.durations))
+    return decoding
+
+
+def dataset_sections(sample_rate: int) -> dict[str, Any]:
+    """``train_ds`` and ``validation_ds`` (NeMo's transcribe reads validation_ds; the manifests are the NeMo
+    user's to fill in for training)."""
+    return {
+        name: {
             "manifest_filepath": None,
             "sample_rate": sample_rate,
             "batch_size": 16,
             "shuffle": shuffle,
             "use_start_end_token": False,
         }
+        for name, shuffle in (("train_ds", True), ("validation_ds", False))
+    }
+
+
+def aux_ctc_section(source: LoadedModel, classes: int, vocabulary: list[str]) -> dict[str, Any]:
+    """A hybrid model's ``aux_ctc`` section: the CTC head on the encoder and its loss settings."""
+    return {
+        "ctc_loss_weight": float(_setting(source, "ctc_weight")),
+        "use_cer": False,
+        "ctc_reduction": _setting(source, "ctc_reduction"),
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+            "feat_in": int(source.architecture["d_model"]),
+            "num_classes": classes,
+            "vocabulary": vocabulary,
+        },
+        "decoding": {"strategy": "greedy"},
+    }
+
+
+def nemo_model_config(source: LoadedModel, vocabulary: list[str]) -> dict[str, Any]:
+    """The ``model_config.yaml`` of the export (see the module docstring), section by section."""
+    arch, frontend_spec = source.architecture, source.require_frontend_spec()
+    _check_exportable(arch, frontend_spec)
+    classes = _num_classes(source.require_tokenizer())
+    preprocessor = preprocessor_section(frontend_spec["options"])
+    config: dict[str, Any] = {
+        "target": HYBRID_TARGET if source.auxiliary_ctc is not None else RNNT_TARGET,
+        # NeMo's model classes copy the joint's input sizes from here
+        "model_defaults": {
+            "enc_hidden": int(arch["d_model"]),
+            "pred_hidden": int(arch["predictor_dim"]),
+            "joint_hidden": int(arch["joint_dim"]),
+        },
+        "tokenizer": {"dir": None, "type": "bpe", **{key: f"nemo:{name}" for key, name in TOKENIZER_FILES.items()}},
+        "preprocessor": preprocessor,
+        "encoder": encoder_section(arch),
+        "decoder": decoder_section(arch, classes),
+        # NeMo's TDT layout: the joint's extra outputs, the decoding and the loss agree
+        "joint": joint_section(arch, classes, vocabulary, source.model.lattice),
+        "decoding": decoding_section(source),
+        "rnnt_reduction": _setting(source, "loss_reduction"),
+        "spec_augment": nemo_spec_augment_section(_setting(source, "spec_augment")),
+        "loss": nemo_loss_section(source.model.lattice, float(_setting(source, "omega") or 0.0)),
+        "sample_rate": preprocessor["sample_rate"],  # transcribe resamples to it
+        **dataset_sections(preprocessor["sample_rate"]),
+    }
     if source.auxiliary_ctc is not None:
-        config["aux_ctc"] = {
-            "ctc_loss_weight": float(_setting(source, "ctc_weight")),
-            "use_cer": False,
-            "ctc_reduction": _setting(source, "ctc_reduction"),
-            "decoder": {
-                "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
-                "feat_in": d_model,
-                "num_classes": classes,
-                "vocabulary": vocabulary,
-            },
-            "decoding": {"strategy": "greedy"},
-        }
+        config["aux_ctc"] = aux_ctc_section(source, classes, vocabulary)
     return config
 
 
