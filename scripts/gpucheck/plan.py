@@ -8,8 +8,8 @@ total's remainder cuts or skips them. The Triton stages' expected seconds are es
 
 GPU (one H200, one device command of at most 10 minutes): the limits up to paper-fp32 sum to 520 s, under the
 540 s total.
-Expected seconds come from the one H200 run so far (docs/loss.md, "GPU (measured once, H200)"): the `paper` part (build,
-CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
+Expected seconds come from the one H200 run so far (docs/loss.md, "GPU: the CUDA C++ kernels"): the `paper` part
+(build, CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
 steps (fp32 192 MiB 18.05 s, 1 GiB 14.41 s; bf16 512 MiB 4.82 s, 1 GiB 2.85 s per step) plus ~6 s to start
 and build the inputs. The 160 MiB fp32 cell, the TF32 cell, the smoke and the profiles have not run on a GPU:
 their figures are estimates (TF32: the output-layer GEMMs, ~11 s of an fp32 step, on tensor cores; the
