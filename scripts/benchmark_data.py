@@ -490,7 +490,7 @@ def _shar_plan(durations: list[float], args: argparse.Namespace, directory: Path
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
     check_parser = sub.add_parser("check", help="the manifest check at the start of training")
@@ -526,7 +526,7 @@ def main() -> None:
     for each in (check_parser, loader_parser, sampler_parser, audio_parser):
         each.add_argument("--repeats", type=int, default=3)
         each.add_argument("--tmp-dir", default=None, help="where the temporary files go (default: $TMPDIR)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     {"check": check, "loader": loader, "sampler": sampler, "audio": audio}[args.what](args)
 
 

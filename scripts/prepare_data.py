@@ -27,10 +27,9 @@ from hydra.utils import instantiate
 from asr_plugin.data import PREPARE_STEPS, prepare_corpus
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-os.environ.setdefault("PROJECT_ROOT", str(CONF_DIR.parent))  # paths.root_dir, as train.py sets it
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of conf/train.yaml, as for train.py")
     parser.add_argument(
@@ -45,7 +44,8 @@ def main() -> None:
     parser.add_argument("--strict", action="store_true", help="refuse unusable audio instead of leaving it out")
     parser.add_argument("--overwrite", action="store_true", help="rebuild what exists")
     parser.add_argument("--full-check", action="store_true", help="decode all audio, not only headers")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PROJECT_ROOT", str(CONF_DIR.parent))  # paths.root_dir, as train.py sets it
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=args.overrides)
     datamodule = instantiate(cfg.data)

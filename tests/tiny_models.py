@@ -38,11 +38,11 @@ MICRO_SIZES = dict(
 )
 MICRO_MODEL = [f"model.{key}={value}" for key, value in MICRO_SIZES.items()]
 MICRO_LOGMEL = dict(input_dim=80, **MICRO_SIZES)
-# A mini corpus small enough for a test's evaluation or export (the data module's overrides).
+# The mini corpus small enough for a test (`make_mini_librispeech`'s arguments): tests/conftest.py's `tiny_corpus`
+# synthesises it once per run; TINY_CORPUS: as the data module's overrides, for a test's evaluation or export.
+TINY_CORPUS_SIZES = dict(n_train=24, n_dev=8, n_test=8, seed=0)
 TINY_CORPUS = [
-    "data.mini_corpus.n_train=24",
-    "data.mini_corpus.n_dev=8",
-    "data.mini_corpus.n_test=8",
+    *(f"data.mini_corpus.{key}={value}" for key, value in TINY_CORPUS_SIZES.items()),
     "data.vocab_size=48",
     "data.num_workers=0",
     "data.prepare_num_workers=0",

@@ -52,6 +52,10 @@ PRESETS = {
     "quick": [dict(B=4, T=50, U=10, V=64, H=64, modes=MODES[:4])],
     # the quick cell in TDT (D = 5): the GPU check's dry run of its paper-tdt stage
     "quick-tdt": [dict(B=4, T=50, U=10, V=64, H=64, D=5, modes=("batched", "samplewise"))],
+    # the smallest cells that still take the benchmark's every code path (two ragged samples, every mode): the GPU
+    # check's dry run, whose test asserts statuses, files and tables, not sizes
+    "dry": [dict(B=2, T=8, U=3, V=16, H=16, modes=MODES[:4])],
+    "dry-tdt": [dict(B=2, T=8, U=3, V=16, H=16, D=5, modes=("batched", "samplewise"))],
     "cpu-targets": [
         dict(B=8, T=200, U=50, V=256, H=256, modes=MODES[:3]),
         # the memory target's cell: a budget well below the batch's lattice (the CPU default is 256 MiB)

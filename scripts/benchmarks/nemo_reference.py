@@ -38,7 +38,7 @@ from torch import nn
 from asr_plugin.audio import probe_audio
 from asr_plugin.data import make_mini_librispeech, scan_split
 from asr_plugin.data.demo.corpus import CORPUS_VERSION, engine_test_split
-from asr_plugin.files import write_atomic, write_text_atomic
+from asr_plugin.files import write_atomic, write_bytes_atomic, write_text_atomic
 from asr_plugin.formats.nemo.writer import HYBRID_TARGET, RNNT_TARGET
 from benchmarks.nemo_examples import nemo_config, save_nemo_atomic, train_nemo_style_tokenizer
 
@@ -726,3 +726,56 @@ def cached_reference(cache_dir: str | os.PathLike, settings: ReferenceSettings =
     if (target / RESULT_NAME).is_file():
         return load_reference(target)
     return train_reference(target, settings)
+
+
+# The references the tests marked nemo use, trained once by scripts/make_nemo_references.py and committed under
+# REFERENCES_DIR/<name>/ (their .nemo files and settings.json); `committed_reference` rebuilds the rest.
+COMMITTED_REFERENCES: dict[str, ReferenceSettings] = {
+    "full_context": ReferenceSettings(),
+    "streaming": StreamingReferenceSettings(),
+}
+REFERENCES_DIR = Path(__file__).resolve().parents[2] / "tests" / "nemo_references"
+SETTINGS_NAME = "settings.json"
+REMAKE = "python scripts/make_nemo_references.py"
+
+
+def commit_reference(reference: NemoReference, name: str, references_dir: Path = REFERENCES_DIR) -> Path:
+    """Copies `reference`'s ``.nemo`` files and settings (with their key) into ``references_dir/name``."""
+    target = references_dir / name
+    target.mkdir(parents=True, exist_ok=True)
+    for form, path in reference.models.items():
+        write_bytes_atomic(target / f"{form}.nemo", Path(path).read_bytes())
+    settings = {"key": COMMITTED_REFERENCES[name].key(), "settings": reference.settings}
+    write_text_atomic(target / SETTINGS_NAME, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    return target
+
+
+def committed_reference(
+    directory: str | os.PathLike, name: str, references_dir: Path = REFERENCES_DIR
+) -> NemoReference:
+    """The committed reference `name` in `directory`: its ``.nemo`` files copied in, the corpus, manifests and
+    NeMo's transcripts, WER and loss rebuilt by `train_reference` (which finds the models and trains nothing).
+
+    Raises ValueError naming scripts/make_nemo_references.py when the committed models were trained with other
+    settings than `COMMITTED_REFERENCES[name]` (the code changed what the reference is) or are missing."""
+    settings = COMMITTED_REFERENCES[name]
+    source = references_dir / name
+    recorded = json.loads((source / SETTINGS_NAME).read_text()) if (source / SETTINGS_NAME).is_file() else None
+    if recorded is None or not all((source / f"{form}.nemo").is_file() for form in FORMS):
+        raise ValueError(f"{source} holds no committed NeMo reference {name!r}: make it with `{REMAKE}`")
+    if recorded["key"] != settings.key():
+        changed = sorted(
+            key
+            for key, value in dataclasses.asdict(settings).items()
+            if json.loads(json.dumps(value)) != recorded["settings"].get(key)
+        )
+        raise ValueError(
+            f"the committed NeMo reference {source} was trained with other settings than "
+            f"benchmarks.nemo_reference.COMMITTED_REFERENCES[{name!r}] (differing: {', '.join(changed) or 'the key'}): "
+            f"retrain it with `{REMAKE} --only {name}` and commit what it writes"
+        )
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for form in FORMS:
+        write_bytes_atomic(directory / f"{form}.nemo", (source / f"{form}.nemo").read_bytes())
+    return train_reference(directory, settings)

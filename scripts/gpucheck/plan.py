@@ -8,8 +8,8 @@ total's remainder cuts or skips them. The Triton stages' expected seconds are es
 
 GPU (one H200, one device command of at most 10 minutes): the limits up to paper-fp32 sum to 520 s, under the
 540 s total.
-Expected seconds come from the one H200 run so far (docs/loss.md, "GPU (measured once, H200)"): the `paper` part (build,
-CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
+Expected seconds come from the one H200 run so far (docs/loss.md, "GPU: the CUDA C++ kernels"): the `paper` part
+(build, CUDA tests, the fp32 and bf16 paper cells) took 3 min 37 s; a paper cell is one warm-up step plus the timed
 steps (fp32 192 MiB 18.05 s, 1 GiB 14.41 s; bf16 512 MiB 4.82 s, 1 GiB 2.85 s per step) plus ~6 s to start
 and build the inputs. The 160 MiB fp32 cell, the TF32 cell, the smoke and the profiles have not run on a GPU:
 their figures are estimates (TF32: the output-layer GEMMs, ~11 s of an fp32 step, on tensor cores; the
@@ -38,8 +38,8 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
     # on the CPU (dry run) the Triton kernels run under the interpreter, switched on before the process starts
     triton_env = [] if cuda else ["env", "TRITON_INTERPRET=1"]
     bench_base = [python, "scripts/benchmark_loss.py", "--device", device, "--out", "{dir}"]
-    bench = bench_base + (["--preset", "paper"] if cuda else ["--preset", "quick", "--modes", "samplewise"])
-    bench_tdt = bench_base + (["--preset", "paper-tdt"] if cuda else ["--preset", "quick-tdt", "--modes", "samplewise"])
+    bench = bench_base + (["--preset", "paper"] if cuda else ["--preset", "dry", "--modes", "samplewise"])
+    bench_tdt = bench_base + (["--preset", "paper-tdt"] if cuda else ["--preset", "dry-tdt", "--modes", "samplewise"])
     profile = [
         python,
         "scripts/profile_loss.py",
@@ -85,7 +85,7 @@ def _stages(python: str, device: str, limits: dict[str, float], expected: dict[s
     side_by_side = bench_base + (
         ["--preset", "benchmark-b30", "--backends", "triton,cuda"]
         if cuda
-        else ["--preset", "quick", "--backends", "triton,cpp"]
+        else ["--preset", "dry", "--backends", "triton,cpp"]
     )
     return [
         stage("triton-tests", triton_env + pytest + ["-k", TRITON_TESTS], table=junit_table),
@@ -187,7 +187,7 @@ def gpu_stages(python: str) -> list[Stage]:
 
 
 def cpu_stages(python: str) -> list[Stage]:
-    """The dry run: the same stages at CPU sizes (quick benchmark preset, micro smoke, tiny profiles), then
+    """The dry run: the same stages at CPU sizes (the dry benchmark presets, micro smoke, tiny profiles), then
     a stage that sleeps past its limit and must be reported cut."""
     # side-by-side: the flash joint's row under the interpreter took 77 s per step (41 s of CPU) at the quick cell on
     # this 2-core machine under a load of ~6, one warm-up and one timed step; the stage's other rows ~70 s

@@ -7,16 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from built_once import copy_of
 from data_helpers import SMALL, SMALL_LOADER
 from own_corpora import lhotse_cuts, write_long_recordings, write_nemo_manifest, write_shar
 
-from asr_plugin.data import TransducerDataModule, make_mini_librispeech
+from asr_plugin.data import TransducerDataModule
 
 
 @pytest.fixture(scope="session")
-def mini_root(tmp_path_factory) -> Path:
-    """A 40-utterance mini corpus (train 24, dev 8, test 8), made once per session."""
-    return make_mini_librispeech(tmp_path_factory.mktemp("mini") / "corpus", **SMALL)
+def mini_root(tiny_corpus, tmp_path_factory) -> Path:
+    """The tiny mini corpus (train 24, dev 8, each test split 8): this folder's own copy of the session's."""
+    return copy_of(tiny_corpus, tmp_path_factory.mktemp("mini") / "corpus")
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from tiny_models import TINY_CORPUS_SIZES
 
-SMALL = dict(n_train=24, n_dev=8, n_test=8, seed=0)
+SMALL = TINY_CORPUS_SIZES  # the tiny corpus of tests/conftest.py
 # The data module's keys for these small corpora: a 48-piece tokenizer, 10 s batches in 3 buckets, no worker
 # processes (loading or preparing).
 SMALL_LOADER = dict(vocab_size=48, max_duration=10.0, num_buckets=3, num_workers=0, prepare_num_workers=1)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from built_once import copy_of
 from hydra import compose, initialize_config_dir
 from tiny_models import MICRO_LOGMEL, TINY_CORPUS
 
@@ -78,7 +79,7 @@ def test_errs_file_and_scores(tmp_path) -> None:
     assert "u2\t0\t2\t0\t2\t(A->*) (B->*)" in text
 
 
-def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path, capsys) -> None:
+def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corpus, tmp_path, capsys) -> None:
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -97,6 +98,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tmp_path,
     from hydra.utils import instantiate
 
     datamodule = instantiate(cfg.data)
+    copy_of(tiny_corpus, Path(datamodule.root))
     datamodule.prepare_data()
     first = save_module_checkpoint(ckpt_dir / "epoch=0-step=5.ckpt", datamodule, seed=0, epoch=0, step=5)
     second = save_module_checkpoint(ckpt_dir / "epoch=1-step=10.ckpt", datamodule, seed=1, epoch=1, step=10)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from built_once import copy_of
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from onnx_fixtures import CONF_DIR
@@ -13,8 +16,9 @@ from asr_plugin.data import read_manifest
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory):
-    """(data module, 16 utterances of the tiny mini corpus's dev and test sets as float waveforms)."""
+def corpus(tiny_corpus, tmp_path_factory):
+    """(data module, 16 utterances of the tiny mini corpus's dev and test sets as float waveforms; a copy of the
+    session's corpus)."""
     root = tmp_path_factory.mktemp("corpus")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
@@ -29,6 +33,7 @@ def corpus(tmp_path_factory):
             ],
         )
     datamodule = instantiate(cfg.data)
+    copy_of(tiny_corpus, Path(datamodule.root))
     datamodule.prepare_data()
     datamodule.setup("test")
     entries = [e for path in datamodule.test_manifests.values() for e in read_manifest(path)]

@@ -1,33 +1,28 @@
-"""The NeMo-trained reference models, once per test session (tests that use them are marked nemo and slow): the
+"""The NeMo-trained reference models, once per test session (tests that use them are marked nemo): the
 full-context one of the fine-tuning tests and the cache-aware streaming one of the streaming comparison.
 
-``ASR_PLUGIN_TEST_CACHE=<dir>`` keeps them across sessions (`benchmarks.nemo_reference.cached_reference`:
-a directory per settings), so a second run skips the NeMo training."""
+Their ``.nemo`` files are committed (tests/nemo_references/, made by scripts/make_nemo_references.py), so no test
+run trains NeMo: the fixtures rebuild the corpus, manifests and NeMo's transcripts around them
+(`benchmarks.nemo_reference.committed_reference`), and fail naming that script when the reference settings in
+the code are no longer those the committed models were trained with."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import pytest
 
 
-def _cached(tmp_path_factory, name: str, settings=None):
+def _committed(tmp_path_factory, name: str):
     pytest.importorskip("nemo.collections.asr")
-    from benchmarks.nemo_reference import ReferenceSettings, cached_reference
+    from benchmarks.nemo_reference import committed_reference
 
-    cache = os.environ.get("ASR_PLUGIN_TEST_CACHE")
-    return cached_reference(Path(cache) if cache else tmp_path_factory.mktemp(name), settings or ReferenceSettings())
+    return committed_reference(tmp_path_factory.mktemp(name), name)
 
 
 @pytest.fixture(scope="session")
 def nemo_reference(tmp_path_factory):
-    return _cached(tmp_path_factory, "nemo_reference")
+    return _committed(tmp_path_factory, "full_context")
 
 
 @pytest.fixture(scope="session")
 def nemo_streaming_reference(tmp_path_factory):
-    pytest.importorskip("nemo.collections.asr")
-    from benchmarks.nemo_reference import StreamingReferenceSettings
-
-    return _cached(tmp_path_factory, "nemo_streaming_reference", StreamingReferenceSettings())
+    return _committed(tmp_path_factory, "streaming")

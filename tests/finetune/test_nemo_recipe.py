@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from built_once import copy_of
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from nemo_models import write_synthetic_nemo
+from tiny_models import TINY_CORPUS_SIZES
 
 from asr_plugin.formats import export_nemo
 from asr_plugin.formats.nemo import import_nemo
@@ -17,9 +19,7 @@ from asr_plugin.training import train
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 TINY_DATA = [
-    "data.mini_corpus.n_train=16",
-    "data.mini_corpus.n_dev=4",
-    "data.mini_corpus.n_test=4",
+    *(f"data.mini_corpus.{key}={value}" for key, value in TINY_CORPUS_SIZES.items()),  # the session's tiny corpus
     "data.vocab_size=40",
     "data.max_duration=10",
     "data.num_buckets=2",
@@ -46,8 +46,9 @@ def _compose(overrides: list[str], tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
+def data_dir(tiny_corpus, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data")
+    copy_of(tiny_corpus, path / "mini_librispeech")  # the session's tiny corpus: nothing to synthesise
     instantiate(_compose([*TINY_DATA, f"paths.data_dir={path}"], path).data).prepare_data()
     return path
 

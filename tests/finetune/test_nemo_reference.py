@@ -3,7 +3,7 @@ the recipe starts where NeMo is (the same dev WER and loss at its first validati
 utterances NeMo's training left out (``data=nemo``) lowers the validation loss in both loss modes, and
 `export_nemo` takes the result back to NeMo with the transcripts of our decoding and of eval.py.
 
-NeMo and slow: the reference trains for a few minutes once per session (or comes from ASR_PLUGIN_TEST_CACHE).
+NeMo and slow: the reference's .nemo files are committed (tests/nemo_references, scripts/make_nemo_references.py).
 """
 
 from __future__ import annotations

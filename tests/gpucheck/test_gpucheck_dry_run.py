@@ -1,6 +1,6 @@
 """The GPU check's dry run end to end on the CPU, through scripts/gpu_check.sh: every stage of the GPU plan at
-CPU sizes (build, the pytest stage, the benchmark cells with and without TF32, the training smoke, both
-profiles) and a stage that sleeps past its limit; each stage's files and table land in the output folder's
+CPU sizes (build, the pytest stage, the benchmark cells with and without TF32, the training smoke with its
+batch searches, both profiles) and a stage that sleeps past its limit; each stage's files and table land in the output folder's
 archive, and the folder holds only what comes back from the device (summary.json, summary.txt, results.tar.gz)."""
 
 from __future__ import annotations
@@ -58,14 +58,15 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
     with tarfile.open(tmp_path / "out" / "results.tar.gz") as archive:
         names = archive.getnames()
         smoke = json.load(archive.extractfile("train-smoke/smoke.json"))
+        smoke_log = archive.extractfile("train-smoke/log.txt").read().decode()
     for stage in status:
         assert f"{stage}/log.txt" in names
     for stage, pattern in (
-        ("paper-bf16", "loss_cpu_quick_bf16-autocast_"),
-        ("paper-fp32-tf32", "loss_cpu_quick_fp32_"),
-        ("triton-paper-bf16", "loss_cpu_quick_bf16-autocast_"),
-        ("side-by-side", "loss_cpu_quick_fp32_"),
-        ("paper-tdt", "loss_cpu_quick-tdt_bf16-autocast_"),
+        ("paper-bf16", "loss_cpu_dry_bf16-autocast_"),
+        ("paper-fp32-tf32", "loss_cpu_dry_fp32_"),
+        ("triton-paper-bf16", "loss_cpu_dry_bf16-autocast_"),
+        ("side-by-side", "loss_cpu_dry_fp32_"),
+        ("paper-tdt", "loss_cpu_dry-tdt_bf16-autocast_"),
         ("profile-fp32", "profile_cpu_fp32_"),
         ("cuda-tests", "junit.xml"),
     ):
@@ -74,7 +75,19 @@ def test_dry_run_runs_every_stage_and_keeps_its_results(tmp_path):
     # every table rendered from its stage's files (a renamed key in a script's JSON shows up here)
     for stage in summary["stages"]:
         assert not stage["table"].startswith("(no table"), (stage["name"], stage["table"])
-    assert [run["status"] for run in smoke["runs"]] == ["ok", "ok"]
+    # the training smoke's own dry run (scripts/gpu_smoke_train.sh --dry-run, the stage's command): the micro model
+    # on 3-4 s utterances, batches of 4, both loss modes and their bounded batch searches
+    assert [(run["mode"], run["status"]) for run in smoke["runs"]] == [("samplewise", "ok"), ("batched", "ok")]
+    for run in smoke["runs"]:
+        assert run["loss_finite"] and run["loss_first"] > 0
+        assert run["utterances_per_step"] == 4  # one bucket, 4 * 4 s padded: exactly the batch
+        # 3-4 s utterances: audio-seconds per utterance from the frame counts and the 10 ms hop
+        assert 3.0 <= run["audio_s_per_s"] / run["utterances_per_s"] <= 4.01
+        assert run["peak_mib"] is None  # no CUDA: no memory metric
+    assert [search["mode"] for search in smoke["searches"]] == ["samplewise", "batched"]
+    for search in smoke["searches"]:
+        assert search["trials"] == [[2, "fits"], [4, "fits"], [8, "fits"]] and search["cap"] == 12
+    assert "largest batch that trains" in smoke_log
     text = (tmp_path / "out" / "summary.txt").read_text()
     assert "timed_out (as expected)" in text and "12 passed, 0 failed, 1 timed out, 0 skipped" in text
     assert "== train-smoke" in text and "== paper-fp32-tf32" in text

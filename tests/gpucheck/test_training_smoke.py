@@ -1,21 +1,14 @@
 """The training smoke (scripts/gpucheck/smoke.py): the bounded largest-batch search against a known
-threshold, out-of-memory handling, its options, and its CPU dry run end to end (scripts/gpu_smoke_train.sh)."""
+threshold, out-of-memory handling, its options (its CPU dry run end to end, scripts/gpu_smoke_train.sh --dry-run, is
+checked inside the GPU check's dry run: tests/gpucheck/test_gpucheck_dry_run.py)."""
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from gpucheck.smoke import ModelSpec, fits_in_memory, largest_fitting
 from gpucheck.smoke_results import render_results
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("threshold", [1, 7, 8, 37, 100, 255])
@@ -98,32 +91,3 @@ def test_table_shows_skipped_runs_and_searches_without_an_oom():
     table = render_results(dict(meta={}, runs=[run], searches=[search]))
     assert "oom" in table and "CUDA out of memory" in table
     assert table.splitlines()[-1].split()[:6] == ["medium", "samplewise", "64", "none", "64", "8:ok"]
-
-
-@pytest.mark.slow
-def test_dry_run_trains_both_modes_and_searches(tmp_path):
-    """scripts/gpu_smoke_train.sh --dry-run: the micro model on 3-4 s utterances, batches of 4, on the CPU."""
-    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
-    command = [
-        "bash",
-        str(REPO / "scripts" / "gpu_smoke_train.sh"),
-        "--dry-run",
-        "--out",
-        str(tmp_path / "out"),
-        "--work-dir",
-        str(tmp_path / "work"),
-    ]
-    process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    results = json.loads((tmp_path / "out" / "smoke.json").read_text())
-    assert [(run["mode"], run["status"]) for run in results["runs"]] == [("samplewise", "ok"), ("batched", "ok")]
-    for run in results["runs"]:
-        assert run["loss_finite"] and run["loss_first"] > 0
-        assert run["utterances_per_step"] == 4  # one bucket, 4 * 4 s padded: exactly the batch
-        # 3-4 s utterances: audio-seconds per utterance from the frame counts and the 10 ms hop
-        assert 3.0 <= run["audio_s_per_s"] / run["utterances_per_s"] <= 4.01
-        assert run["peak_mib"] is None  # no CUDA: no memory metric
-    assert [search["mode"] for search in results["searches"]] == ["samplewise", "batched"]
-    for search in results["searches"]:
-        assert search["trials"] == [[2, "fits"], [4, "fits"], [8, "fits"]] and search["cap"] == 12
-    assert "largest batch that trains" in process.stdout

@@ -18,7 +18,8 @@ from benchmarks import loss as benchmark_loss
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
-# aten ops per sample at commit 37e5e5e, before issue 9 (docs/loss.md, "before/after issue 9"), per (B, budget)
+# aten ops per sample at commit 37e5e5e, before the engine's rewrite, per (B, budget)
+# (docs/loss.md, "Sample-wise engine before/after its rewrite")
 OPS_PER_SAMPLE_BEFORE = {(16, "1MiB"): 77.2, (64, "1MiB"): 72.5, (16, "256KiB"): 256.9, (64, "256KiB"): 238.2}
 
 

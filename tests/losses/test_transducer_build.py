@@ -32,7 +32,7 @@ LOSS = (
     "(lib,) = load_libraries(); print(json.dumps([str(lib.path), lib.built, float(loss), extension.__file__]))"
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
 
 
 def environment(extensions: Path, pythonpath: Path = REPO, **extra: str) -> dict:

@@ -6,17 +6,15 @@ from pathlib import Path
 
 import pytest
 import two_nodes
-from hydra.utils import instantiate
+from built_once import built_once
 from omegaconf import DictConfig
-from train_configs import TINY_DATA, TINY_RUN, compose_train
+from train_configs import TINY_RUN, compose_train, prepare_tiny_data
 
 
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory) -> Path:
-    """paths.data_dir holding the tiny mini corpus, manifests, tokenizer and stats (prepared once)."""
-    path = tmp_path_factory.mktemp("data")
-    instantiate(compose_train(TINY_DATA + [f"paths.data_dir={path}"]).data).prepare_data()
-    return path
+def data_dir(tiny_corpus, tmp_path_factory) -> Path:
+    """paths.data_dir holding the tiny mini corpus, manifests, tokenizer and stats (prepared once per test run)."""
+    return built_once(tmp_path_factory, "tiny_data_dir", lambda path: prepare_tiny_data(tiny_corpus, path))
 
 
 @pytest.fixture

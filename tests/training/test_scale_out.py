@@ -12,7 +12,7 @@ import torch
 from train_configs import REPO_ROOT, TINY_DATA, TINY_RUN
 from two_nodes import run_two_nodes
 
-pytestmark = pytest.mark.slow  # subprocess launches of training runs
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]  # subprocess launches of training runs
 
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 

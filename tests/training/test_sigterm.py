@@ -17,6 +17,8 @@ from train_configs import REPO_ROOT, TINY_RUN, StubTrainer, job_free_env, train_
 
 from asr_plugin.training.signal_stop import PREPARATION, StepBoundaryStop, StoppedBySignal, stop_on_signal
 
+pytestmark = pytest.mark.xdist_group("processes")  # processes of their own, timed against each other
+
 TRAIN = str(REPO_ROOT / "recipes" / "librispeech" / "train.py")
 
 

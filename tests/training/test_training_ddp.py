@@ -17,7 +17,7 @@ from training_synthetic import (
 
 from asr_plugin.training import TransducerModule
 
-pytestmark = pytest.mark.slow  # subprocess launches of training runs
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]  # subprocess launches of training runs
 
 
 def _first_step_gradients(path, datamodule: SyntheticDataModule, **trainer_kwargs) -> dict[str, torch.Tensor]:

@@ -11,9 +11,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import lightning as L
+from built_once import copy_of
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from tiny_models import MICRO_MODEL
+from tiny_models import MICRO_MODEL, TINY_CORPUS_SIZES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
@@ -75,15 +77,23 @@ def micro_module_kwargs(mode: str = "batched", dropout: float = 0.0, vocab_size:
 
 # The data helper's test-sized mini corpus and loader settings (tests/data/conftest.py uses the same).
 TINY_DATA = [
-    "data.mini_corpus.n_train=24",
-    "data.mini_corpus.n_dev=8",
-    "data.mini_corpus.n_test=8",
+    *(f"data.mini_corpus.{key}={value}" for key, value in TINY_CORPUS_SIZES.items()),
     "data.vocab_size=48",
     "data.max_duration=10",
     "data.num_buckets=3",
     "data.num_workers=0",
     "data.prepare_num_workers=1",
 ]
+
+
+def prepare_tiny_data(corpus: Path, data_dir: Path) -> Path:
+    """`data_dir` as conf/train.yaml's paths.data_dir with TINY_DATA: a copy of the tiny `corpus` (so nothing
+    is synthesised), its manifests, tokenizer and feature stats."""
+    copy_of(corpus, data_dir / "mini_librispeech")
+    instantiate(compose_train(TINY_DATA + [f"paths.data_dir={data_dir}"]).data).prepare_data()
+    return data_dir
+
+
 # A few seconds of training: micro model, short runs, no progress bar or model summary.
 TINY_RUN = (
     MICRO_MODEL

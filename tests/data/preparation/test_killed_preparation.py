@@ -17,7 +17,10 @@ import pytest
 
 from asr_plugin.data.preparation.work_lock import LOCK_NAME, preparation_lock
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+    pytest.mark.xdist_group("processes"),
+]
 
 SYNTHESIS = """
 import sys

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+from built_once import copy_of
 from data_helpers import SMALL
 
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus, scan_split
@@ -17,11 +19,13 @@ from asr_plugin.data.preparation.work_lock import preparation_lock
 from asr_plugin.data.sources import MiniCorpusSource
 from asr_plugin.files import remove_stale_temporaries, temporary_path
 
+pytestmark = pytest.mark.xdist_group("processes")  # processes of their own, timed against each other
 PREPARE = """
 import logging, sys
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 from asr_plugin.data import CorpusLayout, CorpusPlan, prepare_corpus
 from asr_plugin.data.sources import MiniCorpusSource
+
 root, work = sys.argv[1], sys.argv[2]
 source = MiniCorpusSource(root, train_splits=("train",), valid_splits=("dev",), test_splits=("test-espeak",), mini_corpus={mini})
 plan = CorpusPlan(CorpusLayout(root, work), source, tokenizer_path=None)
@@ -30,8 +34,8 @@ prepare_corpus(plan, ["manifests"], progress=False)
 """
 
 
-def test_a_second_preparer_waits_for_the_lock_and_reuses_the_manifests(tmp_path):
-    root, work = tmp_path / "corpus", tmp_path / "work"
+def test_a_second_preparer_waits_for_the_lock_and_reuses_the_manifests(mini_root, tmp_path):
+    root, work = copy_of(mini_root, tmp_path / "corpus"), tmp_path / "work"  # the corpus is made: manifests remain
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     code = PREPARE.format(mini=SMALL)
     with preparation_lock(work):  # both start while a first preparer holds the lock: they queue behind it
@@ -58,10 +62,8 @@ def test_a_second_preparer_waits_for_the_lock_and_reuses_the_manifests(tmp_path)
     assert not list(work.glob("*.skipped.tsv"))
 
 
-def test_a_file_being_written_is_not_scanned_as_audio(tmp_path):
-    from asr_plugin.data import make_mini_librispeech
-
-    root = make_mini_librispeech(tmp_path / "corpus", **SMALL)
+def test_a_file_being_written_is_not_scanned_as_audio(mini_root, tmp_path):
+    root = copy_of(mini_root, tmp_path / "corpus")
     before, skipped = scan_split(root, "dev")
     flac = next((root / "dev").rglob("*.flac"))
     partial = temporary_path(flac)  # another run's write in progress

@@ -1,0 +1,44 @@
+"""Things a test run builds once and every test shares, also across pytest-xdist's worker processes: the tiny
+mini corpus, a trained tiny run with step checkpoints (tests/conftest.py's session fixtures).
+
+`built_once(tmp_path_factory, name, build)` calls ``build(directory)`` the first time any process of this test
+run asks for `name`, under a file lock in the run's shared temporary folder (the parent of each xdist worker's
+own basetemp; the basetemp itself without xdist), and returns the directory to everyone after. A build that
+fails leaves no half-built result behind: the next process to ask builds it again. What is built is shared:
+tests copy it (`copy_of`) before changing anything in it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+DONE = ".built"
+
+
+def shared_root(tmp_path_factory) -> Path:
+    """The folder every process of this test run sees: the parent of xdist's per-worker basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """`root/name` after ``build(root/name)`` ran once in this test run (whichever process came first)."""
+    root = shared_root(tmp_path_factory)
+    directory = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        if not (directory / DONE).exists():
+            shutil.rmtree(directory, ignore_errors=True)  # a build that failed half-way
+            directory.mkdir(parents=True)
+            build(directory)
+            (directory / DONE).touch()
+    return directory
+
+
+def copy_of(source: Path, destination: Path) -> Path:
+    """A private copy of a shared build (without its marker) at `destination`."""
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(DONE), dirs_exist_ok=True)
+    return destination
