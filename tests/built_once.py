@@ -20,9 +20,12 @@ DONE = ".built"
 
 
 def shared_root(tmp_path_factory) -> Path:
-    """The folder every process of this test run sees: the parent of xdist's per-worker basetemp."""
+    """The folder every process of this test run sees: the parent of xdist's per-worker basetemp
+    (``<run>/popen-gw0``); the basetemp itself in a pytest without xdist, also one that a worker's test started
+    (it inherits the worker's environment, not its basetemp)."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return base.parent if worker and base.name == f"popen-{worker}" else base
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
