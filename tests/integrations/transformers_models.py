@@ -101,3 +101,41 @@ def assert_same_gradients(grads: dict, reference: dict, rtol: float = 1e-5) -> N
         scale = max(float(expected.abs().max()), 1e-6 * overall)
         error = float((grads[name] - expected).abs().max())
         assert error <= rtol * scale, f"{name}: max error {error:.3g}, {error / scale:.3g} relative"
+
+
+def examples(kind: str, count: int = 8, seed: int = 2) -> list[dict[str, torch.Tensor]]:
+    """`count` single utterances of random lengths (a Trainer's dataset), as `collate` pads them."""
+    generator = torch.Generator().manual_seed(seed)
+    frames = torch.randint(20, 49, (count,), generator=generator).tolist()
+    labels = torch.randint(1, 6, (count,), generator=generator).tolist()
+    batch = make_batch(kind, frames, labels, seed)
+    out = []
+    for row, (length, tokens) in enumerate(zip(frames, labels)):
+        out.append(
+            {
+                "input_features": batch["input_features"][row, :length],
+                "labels": batch["labels"][row, :tokens],
+                "decoder_input_ids": batch["decoder_input_ids"][row, : tokens + 1],
+            }
+        )
+    return out
+
+
+def collate(items: list[dict[str, torch.Tensor]], kind: str) -> dict[str, torch.Tensor]:
+    """A padded batch of `examples` items, as ParakeetProcessor pads (features with an attention mask, labels
+    with `label_padding(kind)`, decoder inputs with the pad token)."""
+    batch = len(items)
+    frames = [len(item["input_features"]) for item in items]
+    tokens = [len(item["labels"]) for item in items]
+    out = {
+        "input_features": torch.zeros(batch, max(frames), MEL_BINS),
+        "attention_mask": torch.zeros(batch, max(frames), dtype=torch.long),
+        "labels": torch.full((batch, max(tokens)), label_padding(kind)),
+        "decoder_input_ids": torch.full((batch, max(tokens) + 1), PAD),
+    }
+    for row, item in enumerate(items):
+        out["input_features"][row, : frames[row]] = item["input_features"]
+        out["attention_mask"][row, : frames[row]] = 1
+        out["labels"][row, : tokens[row]] = item["labels"]
+        out["decoder_input_ids"][row, : tokens[row] + 1] = item["decoder_input_ids"]
+    return out
