@@ -1,6 +1,6 @@
 """Tiny Parakeet transducers built from transformers' own config classes (random weights, no hub), ragged
-batches as ``ParakeetProcessor`` lays them out, and the gradients of one backward, for the transformers
-integration's tests."""
+batches as ``ParakeetProcessor`` lays them out, the gradients of one backward and saved model directories, for the
+transformers integration's and the transformers format's tests."""
 
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ ENCODER = dict(
 KINDS = ["rnnt", "tdt"]
 
 
-def build_model(kind: str, seed: int = 0, hidden_act: str = "relu"):
+def build_model(kind: str, seed: int = 0, hidden_act: str = "relu", initializer_range: float = 0.02):
     """A randomly initialised ParakeetForRNNT ("rnnt") or ParakeetForTDT ("tdt", durations 0..4), in eval mode
     (BatchNorm on its running statistics: in training mode the convolution bias before it gets a gradient that
-    is zero in exact arithmetic, which no relative comparison can judge)."""
+    is zero in exact arithmetic, which no relative comparison can judge). `initializer_range`: the weights'
+    standard deviation (transformers' 0.02 gives nearly the same scores on every frame)."""
     from transformers import ParakeetForRNNT, ParakeetForTDT, ParakeetRNNTConfig, ParakeetTDTConfig
 
     config_class, model_class = {
@@ -45,7 +46,7 @@ def build_model(kind: str, seed: int = 0, hidden_act: str = "relu"):
         decoder_hidden_size=16,
         num_decoder_layers=1,
         hidden_act=hidden_act,
-        encoder_config=ENCODER,
+        encoder_config={**ENCODER, "initializer_range": initializer_range},
         pad_token_id=PAD,
         blank_token_id=BLANK,
         decoder_start_token_id=BLANK,  # generate's first decoder input, as in the hub's Parakeet configs
@@ -139,3 +140,17 @@ def collate(items: list[dict[str, torch.Tensor]], kind: str) -> dict[str, torch.
         out["labels"][row, : tokens[row]] = item["labels"]
         out["decoder_input_ids"][row, : tokens[row] + 1] = item["decoder_input_ids"]
     return out
+
+
+def save_directory(model, directory) -> None:
+    """`model` as transformers saves it, with the processor's feature extractor (`MEL_BINS` mel bins); its
+    BatchNorms get random running statistics first, so that eval mode differs from a fresh BatchNorm."""
+    from transformers import ParakeetFeatureExtractor
+
+    generator = torch.Generator().manual_seed(3)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.copy_(torch.randn(module.running_mean.shape, generator=generator))
+            module.running_var.copy_(torch.rand(module.running_var.shape, generator=generator) + 0.5)
+    model.save_pretrained(directory)
+    ParakeetFeatureExtractor(feature_size=MEL_BINS).save_pretrained(directory)
