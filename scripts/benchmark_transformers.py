@@ -23,17 +23,10 @@ leave the RSS; time is the wall and the process CPU time of the step. CUDA: peak
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-from asr_plugin.data.atomic import write_text_atomic
-from benchmarks.loss import plan_figures, rss_kib
+from benchmarks.loss import plan_figures
+from benchmarks.training_step import add_round_options, measure_requested, print_rounds_table, run_rounds, time_steps
 
 PRESETS = {
     "parakeet-tdt-0.6b-shrunk": dict(
@@ -127,70 +120,17 @@ def step(model, batch: dict) -> None:
 
 
 def measure(run: dict) -> dict:
-    """One configuration in this interpreter: peak memory (bytes) and step times (s)."""
-    import torch
-
+    """One configuration in this interpreter: peak memory (bytes), step times (s) and the sample-wise plan."""
     model = build(run)
     batch = make_batch(run, run["seconds"], model)
     step(model, make_batch(run, WARM_UP_SECONDS, model))  # warm-up (and extension load)
-    cuda = run["device"] == "cuda"
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    else:
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-        baseline = rss_kib("VmRSS")
-    times, cpu_times = [], []
-    for _ in range(run["repeats"]):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        step(model, batch)
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        cpu_times.append(time.process_time() - cpu_start)
-    peak = torch.cuda.max_memory_allocated() if cuda else (rss_kib("VmHWM") - baseline) * 1024
+    result = time_steps(lambda: step(model, batch), run["repeats"], run["device"] == "cuda")
     plan = model.samplewise_loss.last_plan if run["loss"] == "samplewise" else None
-    return dict(
-        peak_bytes=peak, time_s=statistics.median(times), cpu_s=statistics.median(cpu_times), **plan_figures(plan)
-    )
-
-
-def measure_in_subprocess(run: dict) -> dict:
-    """`measure(run)` in a fresh interpreter (clean peak memory); {"error": ...} if it fails."""
-    environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    with tempfile.TemporaryDirectory() as directory:
-        result = Path(directory) / "result.json"
-        process = subprocess.run(
-            [sys.executable, __file__, "--run", json.dumps(run), "--result", str(result)],
-            capture_output=True,
-            text=True,
-            env=environment,
-        )
-        if process.returncode != 0 or not result.exists():
-            lines = process.stderr.strip().splitlines()
-            return dict(error=lines[-1] if lines else f"exit status {process.returncode}")
-        return json.loads(result.read_text())
-
-
-def _spread(values: list[float], scale: float, digits: int) -> str:
-    return " / ".join(f"{value / scale:.{digits}f}" for value in values)
+    return dict(result, **plan_figures(plan))
 
 
 def print_table(runs: list[dict], results: dict[str, list[dict]]) -> None:
-    header = f"{'loss':<34} {'peak MiB':>15} {'step s (wall)':>17} {'step s (CPU)':>17}"
-    print(header)
-    print("-" * len(header))
-    for run in runs:
-        rounds = results[run["name"]]
-        errors = [r["error"] for r in rounds if "error" in r]
-        if errors:
-            print(f"{run['name']:<34} failed: {errors[0]}")
-            continue
-        print(
-            f"{run['name']:<34} {_spread([r['peak_bytes'] for r in rounds], 2**20, 1):>15} "
-            f"{_spread([r['time_s'] for r in rounds], 1, 2):>17} {_spread([r['cpu_s'] for r in rounds], 1, 2):>17}"
-        )
-    ok = {name: rounds for name, rounds in results.items() if not any("error" in r for r in rounds)}
+    ok = print_rounds_table(runs, results, "loss", 2)
     own = runs[0]["name"]
     if own not in ok:
         return
@@ -224,14 +164,9 @@ def main() -> None:
         default=[None],
         help="sample-wise loss budgets, comma-separated ('default': the loss's, 256 MiB on CPU, 1 GiB on CUDA)",
     )
-    parser.add_argument("--rounds", type=int, default=2, help="runs of every configuration, interleaved")
-    parser.add_argument("--repeats", type=int, default=1, help="measured steps per run (median time)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--run", help=argparse.SUPPRESS)  # internal: one configuration in a subprocess
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    add_round_options(parser)
     args = parser.parse_args()
-    if args.run:
-        write_text_atomic(args.result, json.dumps(measure(json.loads(args.run))))
+    if measure_requested(args, measure):
         return
 
     preset = PRESETS[args.preset]
@@ -256,13 +191,7 @@ def main() -> None:
         f"labels/s, {args.device}, dropout {args.dropout:g}, OMP_NUM_THREADS="
         f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, {args.rounds} rounds (values: round 1 / round 2 ...)\n"
     )
-    results: dict[str, list[dict]] = {run["name"]: [] for run in runs}
-    for round_number in range(1, args.rounds + 1):
-        for run in runs:
-            results[run["name"]].append(measure_in_subprocess(run))
-            print(f"round {round_number}: {run['name']}: {results[run['name']][-1]}", file=sys.stderr, flush=True)
-            if args.json:  # after every run, so that an interrupted benchmark keeps what it measured
-                write_text_atomic(args.json, json.dumps(dict(runs=runs, results=results), indent=1))
+    results = run_rounds(__file__, runs, args, {})
     print_table(runs, results)
 
 
