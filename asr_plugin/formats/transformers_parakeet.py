@@ -20,23 +20,28 @@ transducer under other names, so its weights are renamed to NeMo's (`HF_TO_NEMO`
   Slaney mel, log guard 2^-24 added, per-feature normalisation; no dither, which transformers never applies).
 
 Not read: the tokenizer (``tokenizer.json`` is a ``tokenizers`` model, this project's tokenizers are SentencePiece
-models): a model read here is fine-tuned with the recipe's tokenizer, or decoded to token ids. Not written: a
-fine-tuned model cannot yet be saved back as a transformers directory.
+models): a model read here is fine-tuned with the recipe's tokenizer, or decoded to token ids.
+
+Written (``write``, `write_parakeet_directory`): config.json and model.safetensors of our Transducer where
+transformers' Parakeet expresses its architecture (rel_pos attention, dw_striding, no streaming options, one
+predictor/joint size), with the generation settings and processor's files copied from the directory it was read from.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import secrets
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from asr_plugin.data.atomic import fsync_path
 from asr_plugin.declared_shapes import check_declared_shapes, check_finite
 from asr_plugin.formats.base import LoadedModel, ModelFormat, Settings, Weights
-from asr_plugin.formats.nemo.weights import convert_state_dict
+from asr_plugin.formats.nemo.weights import convert_state_dict, to_nemo_state_dict
 from asr_plugin.models import build_transducer
 
 CONFIG_NAME = "config.json"
@@ -44,21 +49,26 @@ WEIGHTS_NAME = "model.safetensors"
 FEATURES_NAME = "preprocessor_config.json"
 MODEL_TYPES = {"parakeet_rnnt": "ParakeetForRNNT", "parakeet_tdt": "ParakeetForTDT"}
 MAX_JSON_BYTES = 2**20  # a config is a few KiB; a larger one is refused before it is parsed
-# transformers' Parakeet names -> NeMo's (applied in order to every key), the inverse of transformers' conversion.
+# transformers' Parakeet names <-> NeMo's: a name fragment without a leading "." is a prefix, one with it a
+# part of the name (the inverse of transformers' conversion from NeMo).
 HF_TO_NEMO = (
-    (r"^encoder\.subsampling\.layers\.", "encoder.pre_encode.conv."),
-    (r"^encoder\.subsampling\.linear\.", "encoder.pre_encode.out."),
-    (r"\.conv\.norm\.", ".conv.batch_norm."),
-    (r"\.self_attn\.([qkv])_proj\.", r".self_attn.linear_\1."),
-    (r"\.self_attn\.o_proj\.", ".self_attn.linear_out."),
-    (r"\.self_attn\.relative_k_proj\.", ".self_attn.linear_pos."),
-    (r"\.self_attn\.bias_([uv])$", r".self_attn.pos_bias_\1"),
-    (r"^decoder\.embedding\.", "decoder.prediction.embed."),
-    (r"^decoder\.lstm\.", "decoder.prediction.dec_rnn.lstm."),
-    (r"^encoder_projector\.", "joint.enc."),
-    (r"^decoder\.decoder_projector\.", "joint.pred."),
-    (r"^joint\.head\.", "joint.joint_net.2."),
+    ("encoder.subsampling.layers.", "encoder.pre_encode.conv."),
+    ("encoder.subsampling.linear.", "encoder.pre_encode.out."),
+    (".conv.norm.", ".conv.batch_norm."),
+    (".self_attn.q_proj.", ".self_attn.linear_q."),
+    (".self_attn.k_proj.", ".self_attn.linear_k."),
+    (".self_attn.v_proj.", ".self_attn.linear_v."),
+    (".self_attn.o_proj.", ".self_attn.linear_out."),
+    (".self_attn.relative_k_proj.", ".self_attn.linear_pos."),
+    (".self_attn.bias_u", ".self_attn.pos_bias_u"),
+    (".self_attn.bias_v", ".self_attn.pos_bias_v"),
+    ("decoder.embedding.", "decoder.prediction.embed."),
+    ("decoder.lstm.", "decoder.prediction.dec_rnn.lstm."),
+    ("encoder_projector.", "joint.enc."),
+    ("decoder.decoder_projector.", "joint.pred."),
+    ("joint.head.", "joint.joint_net.2."),  # NeMo's joint_net: activation, dropout, output layer
 )
+NEMO_JOINT_OUTPUT_INDEX = 2
 # encoder_config keys: those that map (onto a build_transducer argument), those that change nothing at inference,
 # and those that must have the one value our encoder computes.
 _ENCODER_MAP = {
@@ -199,12 +209,18 @@ def _safetensors(directory: Path, data: bool) -> dict[str, torch.Tensor]:
         raise ValueError(f"{path}: not a readable safetensors file ({err})") from None
 
 
+def _renamed(key: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """`key` with every (from, to) of `pairs` applied: a prefix `from` at the start, a ".part" anywhere."""
+    for before, after in pairs:
+        if before.startswith("."):
+            key = key.replace(before, after)
+        elif key.startswith(before):
+            key = after + key[len(before) :]
+    return key
+
+
 def _to_ours(state: Mapping[str, torch.Tensor], arguments: Mapping[str, Any], source: str) -> dict[str, torch.Tensor]:
-    nemo = {}
-    for key, value in state.items():
-        for pattern, replacement in HF_TO_NEMO:
-            key = re.sub(pattern, replacement, key)
-        nemo[key] = value
+    nemo = {_renamed(key, HF_TO_NEMO): value for key, value in state.items()}
     durations = arguments["lattice"].get("durations") or ()
     ours, report = convert_state_dict(nemo, len(durations))
     if report.not_imported:
@@ -222,6 +238,105 @@ def read_parakeet_weights(directory: Path) -> tuple[dict[str, Any], dict[str, to
     stored = _safetensors(directory, data=True)
     check_finite(stored, str(directory / WEIGHTS_NAME))
     return arguments, _to_ours(stored, arguments, source)
+
+
+# build_transducer arguments a transformers Parakeet cannot express unless they have these values.
+_REQUIRED_FOR_WRITING = {
+    "attention": "rel_pos",
+    "subsampling": "dw_striding",
+    "att_context_size": None,
+    "att_context_probs": None,
+    "att_context_style": "regular",
+    "conv_context_size": None,
+    "conv_norm_type": "batch_norm",
+    "causal_downsampling": False,
+}
+# config.json keys a written directory takes from the directory the model was read from (a tokenizer's ids).
+_KEPT_FROM_SOURCE = ("pad_token_id", "decoder_start_token_id", "max_symbols_per_step", "bos_token_id", "eos_token_id")
+# the generation settings and the processor's files, copied from the directory the model was read from
+PROCESSOR_FILES = (
+    "generation_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def parakeet_config(arguments: Mapping[str, Any], source_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``config.json`` of the Parakeet with our `arguments` (ValueError naming one it cannot express); the token
+    ids of `source_config` (a Parakeet directory's) are kept, else the blank serves as pad and start symbol."""
+    for key, value in _REQUIRED_FOR_WRITING.items():
+        if arguments.get(key, value) != value:
+            raise ValueError(f"{key}={arguments[key]!r}: a transformers Parakeet has {key}={value!r}")
+    hidden = arguments.get("predictor_dim", 320)
+    for key in ("predictor_embed_dim", "joint_dim"):
+        if arguments.get(key, 320) != hidden:
+            raise ValueError(f"{key}={arguments.get(key, 320)} != predictor_dim={hidden}: Parakeet's are one size")
+    activation = arguments.get("joint_activation", "tanh")
+    if activation not in ("relu", "tanh"):
+        raise ValueError(f"joint_activation={activation!r}: a Parakeet joint computes 'relu' or 'tanh'")
+    lattice = arguments.get("lattice") or {"kind": "rnnt"}
+    encoder = {theirs: arguments[ours] for theirs, ours in _ENCODER_MAP.items() if ours in arguments}
+    encoder.update(convolution_bias=encoder.get("attention_bias", True), layerdrop=0.0)
+    blank = arguments["vocab_size"] - 1
+    config = {
+        "model_type": "parakeet_tdt" if lattice["kind"] == "tdt" else "parakeet_rnnt",
+        "vocab_size": arguments["vocab_size"],
+        "blank_token_id": blank,
+        "pad_token_id": blank,
+        "decoder_start_token_id": blank,
+        "decoder_hidden_size": hidden,
+        "num_decoder_layers": arguments.get("predictor_layers", 1),
+        "hidden_act": activation,
+        "encoder_config": encoder,
+    }
+    if lattice["kind"] == "tdt":
+        config["durations"] = list(lattice["durations"])
+    config.update({key: source_config[key] for key in _KEPT_FROM_SOURCE if key in (source_config or {})})
+    config["architectures"] = [MODEL_TYPES[config["model_type"]]]
+    return config
+
+
+def parakeet_state_dict(model: torch.nn.Module, arguments: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """Our Transducer's weights under transformers' names (the blank back to the last id)."""
+    durations = (arguments.get("lattice") or {}).get("durations") or ()
+    nemo = to_nemo_state_dict(model.state_dict(), NEMO_JOINT_OUTPUT_INDEX, len(durations))
+    back = [(after, before) for before, after in HF_TO_NEMO]
+    return {_renamed(key, back): value.detach().cpu().contiguous() for key, value in nemo.items()}
+
+
+def write_parakeet_directory(loaded: LoadedModel, directory: Path) -> Path:
+    """Writes `loaded` as a transformers Parakeet directory that ``from_pretrained`` loads: config.json,
+    model.safetensors and, for a model read from such a directory, its processor's files. The files go to a hidden
+    staging directory beside `directory`, renamed to it when complete; an existing `directory` is refused."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory).absolute()
+    if directory.exists():
+        raise FileExistsError(f"{directory} exists: a transformers directory is written to a new path")
+    read_from = loaded.paths[-1] if loaded.format == "transformers" and loaded.paths else None
+    source_config = read_parakeet_config(read_from) if read_from is not None else None
+    config = parakeet_config(loaded.architecture, source_config)
+    state = parakeet_state_dict(loaded.model, loaded.architecture)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = directory.with_name(f".{directory.name}.{secrets.token_hex(4)}.staging")
+    staging.mkdir()
+    try:
+        (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2))
+        save_file(state, str(staging / WEIGHTS_NAME), metadata={"format": "pt"})
+        for name in PROCESSOR_FILES if read_from is not None else ():
+            if (read_from / name).is_file():
+                shutil.copyfile(read_from / name, staging / name)
+        for path in staging.iterdir():
+            fsync_path(path)
+        staging.rename(directory)
+        fsync_path(directory.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return directory
 
 
 class TransformersParakeetFormat(ModelFormat):
@@ -257,3 +372,6 @@ class TransformersParakeetFormat(ModelFormat):
 
     def read_weights(self, path: Path, blank_id: int | None = None) -> Weights:
         return Weights(read_parakeet_weights(path)[1])
+
+    def write(self, model: LoadedModel, path: Path) -> Path:
+        return write_parakeet_directory(model, path)

@@ -168,3 +168,59 @@ def test_the_tokenizer_is_reported_missing(saved):
     loaded = read_model(directory)
     with pytest.raises(ValueError, match="tokenizer.json, a tokenizers model"):
         loaded.require_tokenizer()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_model_changed_here_and_written_back_loads_in_transformers(kind, tmp_path):
+    """Read, changed as a fine-tune would change it, written: transformers loads it and computes what we do."""
+    from transformers import AutoModel
+
+    source = tmp_path / "source"
+    model = build_model(kind, initializer_range=1.0)
+    with torch.no_grad():
+        model.joint.head.bias[BLANK] += 20.0  # transcripts that mix blanks and tokens (see the greedy test)
+    save_directory(model, source)
+    loaded = read_model(source)
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for parameter in loaded.model.parameters():
+            parameter.add_(0.01 * torch.randn(parameter.shape, generator=generator))
+    written = format_of(source).write(loaded, tmp_path / "fine-tuned")
+    reloaded = AutoModel.from_pretrained(written).eval()
+    assert type(reloaded) is type(model)
+    assert sorted(p.name for p in written.iterdir()) == sorted(p.name for p in source.iterdir())
+    batch = make_batch(kind)
+    with torch.no_grad():
+        theirs = reloaded.get_audio_features(
+            input_features=batch["input_features"], attention_mask=batch["attention_mask"]
+        )
+        ours, lengths = loaded.model.encode(batch["input_features"], batch["attention_mask"].sum(-1))
+    for row, length in enumerate(lengths.tolist()):
+        torch.testing.assert_close(ours[row, :length], theirs.last_hidden_state[row, :length], rtol=1e-5, atol=1e-5)
+    if kind == "rnnt":  # (TDT: see the greedy test)
+        for row, length in enumerate(lengths.tolist()):
+            frames = int(batch["attention_mask"][row].sum())
+            with torch.no_grad():
+                room = reloaded.config.max_symbols_per_step * length + 1
+                features = batch["input_features"][row : row + 1, :frames]
+                generated = reloaded.generate(input_features=features, max_new_tokens=room).sequences[0, 1:]
+                (hypothesis,) = greedy_search(
+                    loaded.model,
+                    ours[row : row + 1, :length],
+                    lengths[row : row + 1],
+                    reloaded.config.max_symbols_per_step,
+                )
+            assert hypothesis.tokens == [int(t) + 1 for t in generated if int(t) != BLANK]
+    assert json.loads((written / "config.json").read_text())["pad_token_id"] == model.config.pad_token_id
+    with pytest.raises(FileExistsError, match="exists"):
+        format_of(source).write(loaded, written)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left
+
+
+def test_an_architecture_parakeet_cannot_express_is_not_written(saved, tmp_path):
+    _, _, directory = saved
+    loaded = read_model(directory)
+    loaded.architecture = {**loaded.architecture, "att_context_size": [[64, 0]]}
+    with pytest.raises(ValueError, match="att_context_size"):
+        format_of(directory).write(loaded, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
