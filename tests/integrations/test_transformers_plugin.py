@@ -179,3 +179,19 @@ def test_bad_batches_name_the_problem():
         model(**{**batch, "decoder_input_ids": batch["decoder_input_ids"][:, :2]})
     with pytest.raises(ValueError, match="reduction = 'average'"):
         model(**batch, reduction="average")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", KINDS)
+def test_loss_and_gradients_equal_transformers_on_cuda(kind):
+    """On CUDA (RNN-T: the flash joint, no logits at all; TDT: the fused joint)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    model = build_model(kind).cuda()
+    batch = {key: value.cuda() for key, value in make_batch(kind).items()}
+    expected, expected_grads = loss_and_gradients(model, batch)
+    use_samplewise(model, memory_budget=SMALL_BUDGET)
+    loss, grads = loss_and_gradients(model, batch)
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=0.0)
+    assert_same_gradients(grads, expected_grads)
+    assert model.samplewise_loss.last_plan.runner == ("flash" if kind == "rnnt" else "fused")
