@@ -19,16 +19,9 @@ CUDA: peak allocated memory of the step (inputs and model included) and its time
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-from asr_plugin.files import write_text_atomic
+from benchmarks.training_step import add_round_options, measure_requested, print_rounds_table, run_rounds, time_steps
 
 # name -> NeMo example (benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
 # device, dtype and the fused_batch_size settings to try
@@ -89,13 +82,6 @@ def model_config(run: dict) -> dict:
     return config
 
 
-def _rss_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
 def build(run: dict):
     """NeMo's model for `run` (random weights, seed 0) with its joint as the configuration asks, on the device."""
     import lightning.pytorch as pl
@@ -146,42 +132,7 @@ def measure(run: dict) -> dict:
     model = build(run)
     batch = make_batch(run, run["seconds"], device)
     step(model, make_batch(run, WARM_UP_SECONDS, device), run)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    else:
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-        baseline = _rss_kib("VmRSS")
-    times, cpu_times = [], []
-    for _ in range(run["repeats"]):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        step(model, batch, run)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-        cpu_times.append(time.process_time() - cpu_start)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated()
-    else:
-        peak = (_rss_kib("VmHWM") - baseline) * 1024
-    return dict(peak_bytes=peak, time_s=statistics.median(times), cpu_s=statistics.median(cpu_times))
-
-
-def measure_in_subprocess(run: dict) -> dict:
-    """`measure(run)` in a fresh interpreter (clean peak memory); {"error": ...} if it fails."""
-    environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    with tempfile.TemporaryDirectory() as directory:
-        result = Path(directory) / "result.json"
-        process = subprocess.run(
-            [sys.executable, __file__, "--run", json.dumps(run), "--result", str(result)],
-            capture_output=True,
-            text=True,
-            env=environment,
-        )
-        if process.returncode != 0 or not result.exists():
-            lines = process.stderr.strip().splitlines()
-            return dict(error=lines[-1] if lines else f"exit status {process.returncode}")
-        return json.loads(result.read_text())
+    return time_steps(lambda: step(model, batch, run), run["repeats"], device.type == "cuda")
 
 
 def configurations(args, preset: dict) -> list[dict]:
@@ -211,26 +162,8 @@ def configurations(args, preset: dict) -> list[dict]:
     return [{**common, **run} for run in runs]
 
 
-def _spread(values: list[float], scale: float, digits: int) -> str:
-    return " / ".join(f"{value / scale:.{digits}f}" for value in values)
-
-
 def print_table(runs: list[dict], results: dict[str, list[dict]]) -> None:
-    header = f"{'configuration':<34} {'peak MiB':>13} {'step s (wall)':>17} {'step s (CPU)':>17}"
-    print(header)
-    print("-" * len(header))
-    for run in runs:
-        rounds = results[run["name"]]
-        errors = [r["error"] for r in rounds if "error" in r]
-        if errors:
-            print(f"{run['name']:<34} failed: {errors[0]}")
-            continue
-        peaks = _spread([r["peak_bytes"] for r in rounds], 2**20, 0)
-        print(
-            f"{run['name']:<34} {peaks:>13} {_spread([r['time_s'] for r in rounds], 1, 1):>17} "
-            f"{_spread([r['cpu_s'] for r in rounds], 1, 1):>17}"
-        )
-    ok = {name: rounds for name, rounds in results.items() if not any("error" in r for r in rounds)}
+    ok = print_rounds_table(runs, results, "configuration", 1)
     fused = [name for name in ok if "fused_batch_size" in name]
     samplewise = [name for name in ok if name.startswith("SampleWise")]
     if not fused or not samplewise:
@@ -277,14 +210,9 @@ def main() -> None:
         default=[None, "1GiB"],
         help="SampleWiseRNNTJoint budgets, comma-separated ('default': the loss's)",
     )
-    parser.add_argument("--rounds", type=int, default=2, help="runs of every configuration, interleaved")
-    parser.add_argument("--repeats", type=int, default=1, help="measured steps per run (median time)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--run", help=argparse.SUPPRESS)  # internal: one configuration in a subprocess
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    add_round_options(parser)
     args = parser.parse_args()
-    if args.run:
-        write_text_atomic(args.result, json.dumps(measure(json.loads(args.run))))
+    if measure_requested(args, measure):
         return
 
     preset = PRESETS[args.preset]
@@ -298,13 +226,7 @@ def main() -> None:
         f"dropout {args.dropout:g}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
         f"{args.rounds} rounds (values: round 1 / round 2 ...)\n"
     )
-    results: dict[str, list[dict]] = {run["name"]: [] for run in runs}
-    for round_number in range(1, args.rounds + 1):
-        for run in runs:
-            results[run["name"]].append(measure_in_subprocess(run))
-            print(f"round {round_number}: {run['name']}: {results[run['name']][-1]}", file=sys.stderr, flush=True)
-            if args.json:  # after every run, so that an interrupted benchmark keeps what it measured
-                write_text_atomic(args.json, json.dumps(dict(preset=args.preset, runs=runs, results=results), indent=1))
+    results = run_rounds(__file__, runs, args, dict(preset=args.preset))
     print_table(runs, results)
 
 

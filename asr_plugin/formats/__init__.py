@@ -26,11 +26,19 @@ from asr_plugin.formats.nemo import NemoFormat, NemoImport, write_nemo
 from asr_plugin.formats.nemo.writer import check_nemo_output
 from asr_plugin.formats.state_dict import StateDictFormat
 from asr_plugin.formats.torchaudio_rnnt import TorchaudioRnntFormat
+from asr_plugin.formats.transformers_parakeet import TransformersParakeetFormat
 
 # format name -> its class: the only list of formats (a new format adds its line here). `format_of` asks them in
 # this order: the more particular kinds of torch file before the plain state dict.
 FORMATS: dict[str, type[ModelFormat]] = {
-    fmt.name: fmt for fmt in (NemoFormat, TorchaudioRnntFormat, LightningCheckpointFormat, StateDictFormat)
+    fmt.name: fmt
+    for fmt in (
+        NemoFormat,
+        TransformersParakeetFormat,
+        TorchaudioRnntFormat,
+        LightningCheckpointFormat,
+        StateDictFormat,
+    )
 }
 AUTO = "auto"
 
