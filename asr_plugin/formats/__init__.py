@@ -89,7 +89,7 @@ def export_nemo(source: str | os.PathLike | LoadedModel | NemoImport, path: str 
     """Writes `source` (a model file `read_model` reads: a training checkpoint or a directory of them, a
     ``.nemo``; what `import_nemo` returned; or a `LoadedModel`) as the NeMo 3.0 ``.nemo`` file `path` that
     ``ASRModel.restore_from`` loads (atomically; `asr_plugin.formats.nemo.write_nemo`)."""
-    check_nemo_output(path)  # before anything is read
+    check_nemo_output(path, [source] if isinstance(source, (str, os.PathLike)) else ())  # before anything is read
     if isinstance(source, (str, os.PathLike)):
         source = read_model(source)
     return write_nemo(source, path)
