@@ -35,7 +35,9 @@ class FeatureStream(Protocol):
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> Any: ...
 
-    def accept(self, audio: torch.Tensor, lengths: torch.Tensor, state: Any) -> Step: ...
+    def accept(
+        self, audio: torch.Tensor, lengths: torch.Tensor, state: Any, sample_rate: int | None = None
+    ) -> Step: ...
 
     def flush(self, state: Any, streams: torch.Tensor | None = None) -> Step: ...
 
@@ -139,12 +141,16 @@ class StreamingRecognizer:
             ended=torch.zeros(batch_size, dtype=torch.bool, device=device),
         )
 
-    def accept(self, pieces: torch.Tensor, lengths: torch.Tensor, state: RecognizerState) -> RecognizerState:
+    def accept(
+        self, pieces: torch.Tensor, lengths: torch.Tensor, state: RecognizerState, sample_rate: int | None = None
+    ) -> RecognizerState:
         """Takes (B, S) audio (or (B, T, F) feature frames without a feature stream), stream b's first
-        ``lengths[b]`` (0: nothing this time), and decodes every encoder chunk that became ready."""
+        ``lengths[b]`` (0: nothing this time), and decodes every encoder chunk that became ready. Audio at
+        `sample_rate` (None: the front end's) is checked, scaled and resampled by the feature stream
+        (`asr_plugin.data.audio_pieces`: NaN refused by stream and sample, int16 PCM scaled)."""
         features, feature_state = pieces, state.features
         if self.features is not None:
-            features, lengths, feature_state = self.features.accept(pieces, lengths, state.features)
+            features, lengths, feature_state = self.features.accept(pieces, lengths, state.features, sample_rate)
         encoder = self.encoder.append(features, lengths, state.encoder)
         return self.run(replace(state, features=feature_state, encoder=encoder))
 
