@@ -175,3 +175,30 @@ def test_the_directory_swap_is_a_piece_of_its_own(tmp_path):
         "source": None,
         "files": {"a.bin": file_sha256(out / "a.bin")},
     }
+
+
+def test_two_exports_into_one_new_directory_keep_the_first_to_finish(tmp_path):
+    """Both start while the target is absent; the later swap fails naming the export it found, which stays."""
+    out = tmp_path / "sherpa"
+    with pytest.raises(FileExistsError, match=rf"{out}: another export \(of b\.ckpt, model sha256 digest-b\)"):
+        with export_directory(out, "digest-a", source="a.ckpt") as first:
+            (first / "a.bin").write_bytes(b"first")
+            with export_directory(out, "digest-b", source="b.ckpt") as second:
+                (second / "b.bin").write_bytes(b"second")
+    assert sorted(_files(out)) == ["b.bin", RECORD_NAME] and read_record(out)["model_sha256"] == "digest-b"
+    assert not list(tmp_path.glob(".sherpa.*.staging"))
+
+
+def test_a_slow_exports_staging_directory_is_not_taken_for_a_killed_ones(tmp_path):
+    out = tmp_path / "sherpa"
+    killed = tmp_path / ".sherpa.0badc0de.staging"  # a killed export's: nobody holds its lock
+    killed.mkdir()
+    with export_directory(out, "digest-slow", overwrite=True) as slow:
+        (slow / "encoder.onnx").write_bytes(b"minutes of writing")
+        hour_ago = time.time() - 3600
+        for staging in (slow, killed):
+            os.utime(staging, (hour_ago, hour_ago))
+        with export_directory(out, "digest-other", overwrite=True) as other:
+            (other / "a.bin").write_bytes(b"other")
+        assert slow.is_dir() and not killed.exists()
+    assert read_record(out)["model_sha256"] == "digest-slow"  # --overwrite: the last to finish replaces
