@@ -179,14 +179,18 @@ def export_directory(
 ) -> Iterator[Path]:
     """Yields an empty staging directory to write an export's files into (their final names, no subdirectories);
     when the block ends, records them with `model_digest` (`model_sha256`) and `source` (where the model was
-    loaded from, for people) and swaps the staging directory in for `out_dir` (see the module docstring). An
-    error or interruption in the block removes the staging directory and leaves `out_dir` untouched.
+    loaded from, for people) and swaps the staging directory in for `out_dir` (see the module docstring; a
+    symbolic link is followed: the directory it names is replaced, the link kept). An error or interruption in
+    the block removes the staging directory and leaves `out_dir` untouched.
 
     Raises FileExistsError when `out_dir` holds files and not `overwrite`; ValueError naming the files of an
     `out_dir` that are not of an export (`legacy_patterns`: glob patterns of the files an export made before
     records holds).
     """
-    out_dir = Path(out_dir).absolute()
+    # A link to the directory (exp/latest -> exp/v3) is replaced through: the export goes where it points, staged
+    # beside that directory on its file system; swapping the link itself out would leave it hidden beside a new
+    # real directory and the directory it named with the old model.
+    out_dir = Path(out_dir).resolve()
     _check_replaceable(out_dir, overwrite, legacy_patterns)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_leftovers(out_dir)

@@ -202,3 +202,18 @@ def test_a_slow_exports_staging_directory_is_not_taken_for_a_killed_ones(tmp_pat
             (other / "a.bin").write_bytes(b"other")
         assert slow.is_dir() and not killed.exists()
     assert read_record(out)["model_sha256"] == "digest-slow"  # --overwrite: the last to finish replaces
+
+
+def test_a_link_to_an_export_is_replaced_through(tmp_path):
+    """exp/latest -> exp/v3: the export replaces v3 (beside which it is staged) and the link still names it."""
+    real = tmp_path / "v3"
+    with export_directory(real, "digest-old") as staging:
+        (staging / "a.bin").write_bytes(b"old")
+    link = tmp_path / "latest"
+    link.symlink_to(real, target_is_directory=True)
+    with export_directory(link, "digest-new", overwrite=True) as staging:
+        assert staging.parent == tmp_path
+        (staging / "a.bin").write_bytes(b"new")
+    assert link.is_symlink() and link.resolve() == real
+    assert read_record(real)["model_sha256"] == "digest-new" and (real / "a.bin").read_bytes() == b"new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["latest", "v3"]
