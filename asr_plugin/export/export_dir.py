@@ -13,6 +13,10 @@ under the target's name (the new set is complete under its staging name). Leftov
 is locked (``flock``) while its export runs, so a slow one is never taken for a killed one. Two exports into one
 new directory: the first to finish takes it, the second (without `overwrite`) fails naming it.
 
+A set of exports (``--every-lookahead``: one directory per lookahead) is staged and swapped the same way, as one
+directory whose record names each member export by its record's hash, so a kill half-way never leaves lookaheads
+of two models side by side.
+
 The directory is replaced whole, so it must hold nothing else: an existing target is replaced only with
 `overwrite`, and only when all its files belong to an export (those listed in its record, or for an export made
 before records, the names its exporter writes); anything else is refused by name, never deleted.
@@ -82,8 +86,8 @@ def _check_replaceable(out_dir: Path, overwrite: bool, legacy_patterns: Sequence
     record = read_record(out_dir)
 
     def of_an_export(path: Path) -> bool:
-        if path.is_dir():
-            return False
+        if path.is_dir():  # a set's member export (one lookahead's of `--every-lookahead`)
+            return read_record(path) is not None and (record is None or path.name in record["files"])
         if record is not None:
             return path.name == RECORD_NAME or path.name in record["files"]
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in legacy_patterns)
@@ -177,7 +181,8 @@ def export_directory(
     overwrite: bool = False,
     legacy_patterns: Sequence[str] = (),
 ) -> Iterator[Path]:
-    """Yields an empty staging directory to write an export's files into (their final names, no subdirectories);
+    """Yields an empty staging directory to write an export's files into (their final names), or a set of exports
+    (each subdirectory an `export_directory` of its own, inside the staging directory: the set is swapped as one);
     when the block ends, records them with `model_digest` (`model_sha256`) and `source` (where the model was
     loaded from, for people) and swaps the staging directory in for `out_dir` (see the module docstring; a
     symbolic link is followed: the directory it names is replaced, the link kept). An error or interruption in
@@ -199,11 +204,17 @@ def export_directory(
     held = _hold(staging)
     try:
         yield staging
-        files = sorted(path for path in staging.iterdir() if path.is_file())
+        entries = sorted(staging.iterdir())
+        files = [path for path in entries if path.is_file()]
+        members = [path for path in entries if path.is_dir()]
+        unrecorded = [path.name for path in members if not (path / RECORD_NAME).is_file()]
+        if unrecorded:
+            raise ValueError(f"export_directory: subdirectories {unrecorded} are no exports (written whole)")
         record = {
             "model_sha256": model_digest,
             "source": source,
-            "files": {path.name: file_sha256(path) for path in files},
+            # a member export by its record's hash (which holds its files' hashes)
+            "files": {path.name: file_sha256(path / RECORD_NAME if path.is_dir() else path) for path in entries},
         }
         write_text_atomic(staging / RECORD_NAME, json.dumps(record, indent=1) + "\n")
         for path in files:

@@ -217,3 +217,27 @@ def test_a_link_to_an_export_is_replaced_through(tmp_path):
     assert link.is_symlink() and link.resolve() == real
     assert read_record(real)["model_sha256"] == "digest-new" and (real / "a.bin").read_bytes() == b"new"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["latest", "v3"]
+
+
+def _lookahead_set(out: Path, digest: str, fail_after: int | None = None, overwrite: bool = False) -> None:
+    """A set of two member exports (as `export_onnx_every_lookahead` writes one per lookahead), of model `digest`;
+    `fail_after`: the writer dies after that many members."""
+    with export_directory(out, digest, overwrite=overwrite) as staging:
+        for index, name in enumerate(("32_3", "32_0")):
+            if index == fail_after:
+                raise KeyboardInterrupt
+            with export_directory(staging / name, digest) as member:
+                (member / "encoder.onnx").write_bytes(f"{digest} {name}".encode())
+
+
+def test_a_set_of_lookahead_exports_is_swapped_as_one_with_its_record_at_the_top(tmp_path):
+    out = tmp_path / "online"
+    _lookahead_set(out, "digest-a")
+    assert read_record(out)["model_sha256"] == "digest-a"
+    assert set(read_record(out)["files"]) == {"32_3", "32_0"}
+    with pytest.raises(KeyboardInterrupt):
+        _lookahead_set(out, "digest-b", fail_after=1, overwrite=True)  # killed after the first lookahead
+    assert [read_record(out / name)["model_sha256"] for name in ("32_3", "32_0")] == ["digest-a", "digest-a"]
+    _lookahead_set(out, "digest-b", overwrite=True)
+    assert [read_record(out / name)["model_sha256"] for name in ("32_3", "32_0", ".")] == ["digest-b"] * 3
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["online"]
