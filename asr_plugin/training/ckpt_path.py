@@ -3,7 +3,7 @@
 A run's lineage is its run directory. A job with an id (``ASR_RUN_ID``, a SLURM job, a torchrun rendezvous:
 `job_run_id`) or with a directory of its own (``hydra.run.dir=...``, as ``run.sh`` stage 3 gives it) finds
 the same directory every time it starts: "last" is the newest good checkpoint there (one that reads, matches its
-content hash and holds finite weights: a damaged or diverged newer one is passed over, named), and a first start
+content hash and holds finite weights and optimizer state: a damaged or diverged newer one is passed over, named), and a first start
 finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start.
 
 A plain local run (none of those) gets a new directory under ``paths.runs_dir`` each time, named by its
@@ -26,7 +26,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from asr_plugin.formats import read_resumable_checkpoint
-from asr_plugin.formats.checkpoint import read_checkpoint
 from asr_plugin.training.distributed import job_run_id
 from asr_plugin.training.resume_checks import config_differences
 
@@ -43,7 +42,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
 
     "last": the newest good ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
     checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; files that do not read, do not match their
-    content hash or hold NaN or infinite weights are skipped with a warning naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
+    content hash or hold NaN or infinite weights or optimizer state are skipped with a warning naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
     multirun whose sweep directory holds no checkpoint (it is new); else None with a warning (a job's first start). Any other
     value must be a good training checkpoint file (ValueError naming it and why otherwise: a ``.nemo`` or a state
     dict is pointed to the ``+finetune`` preset that starts a run from it).
@@ -65,7 +64,7 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            read_checkpoint(path)
+            read_resumable_checkpoint(path)
         except ValueError as err:
             log.warning("ckpt_path=last: skipping %s", err)
             continue
@@ -123,7 +122,7 @@ def previous_run_checkpoint(
         differences = run_config_differences(here, run)
         if not differences:
             try:
-                checkpoint = read_checkpoint(path)
+                checkpoint = read_resumable_checkpoint(path)
             except ValueError as err:
                 log.warning("ckpt_path=last: skipping %s", err)
                 differences = [str(err)]
