@@ -3,8 +3,9 @@
 A run's lineage is its run directory. A job with an id (``ASR_RUN_ID``, a SLURM job, a torchrun rendezvous:
 `job_run_id`) or with a directory of its own (``hydra.run.dir=...``, as ``run.sh`` stage 3 gives it) finds
 the same directory every time it starts: "last" is the newest good checkpoint there (one that reads, matches its
-content hash and holds finite weights and optimizer state: a damaged or diverged newer one is passed over, named), and a first start
-finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start.
+content hash and holds finite weights and optimizer state: a damaged or diverged newer one is passed over, named), a
+first start finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start,
+and a directory whose every checkpoint is damaged is refused naming them (never a silent restart from step 0).
 
 A plain local run (none of those) gets a new directory under ``paths.runs_dir`` each time, named by its
 start time, which holds no checkpoint: "last" there is the ``last.ckpt`` of the newest earlier run of the
@@ -42,7 +43,8 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
 
     "last": the newest good ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
     checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; files that do not read, do not match their
-    content hash or hold NaN or infinite weights or optimizer state are skipped with a warning naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
+    content hash or hold NaN or infinite weights or optimizer state are skipped with a warning naming them; when
+    every one is, ValueError naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
     multirun whose sweep directory holds no checkpoint (it is new); else None with a warning (a job's first start). Any other
     value must be a good training checkpoint file (ValueError naming it and why otherwise: a ``.nemo`` or a state
     dict is pointed to the ``+finetune`` preset that starts a run from it).
@@ -62,14 +64,22 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     # hidden files are partial writes of a killed run (asr_plugin.data.atomic's temporary names)
     found = [path for directory in directories for path in directory.glob("*.ckpt") if not path.name.startswith(".")]
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
+    unusable = []
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
             read_resumable_checkpoint(path)
         except ValueError as err:
             log.warning("ckpt_path=last: skipping %s", err)
+            unusable.append(path)
             continue
         log.info("ckpt_path=last resumes from %s", path)
         return str(path)
+    if unusable:  # not a first start: training from scratch would overwrite them at its first checkpoint
+        raise ValueError(
+            f"ckpt_path=last: every checkpoint of this run is damaged or diverged ({', '.join(map(str, unusable))}; "
+            "why: the warnings above), so nothing is resumed. To train this run again from step 0, move them "
+            "away and run without ckpt_path=last; or give ckpt_path=<a good checkpoint>"
+        )
     run_dir = Path(cfg.paths.output_dir)
     runs_dir = OmegaConf.select(cfg, "paths.runs_dir")
     if job_run_id() is None and runs_dir and run_dir.resolve().parent == Path(runs_dir).resolve():
