@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from asr_plugin.formats import read_resumable_checkpoint
+from asr_plugin.formats.nemo.plain_config import check_expanded_size, load_yaml_data
 from asr_plugin.training.distributed import job_run_id
 from asr_plugin.training.resume_checks import config_differences
 
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 RESUME_KEYS = ("ckpt_path", "paths.output_dir")
 SHOWN_RUNS = 5  # runs listed when "last" is refused
 SHOWN_DIFFERENCES = 3  # config differences listed per run
+# A composed train config holds a few hundred nodes; a sibling's past this is no run config (an alias bomb).
+MAX_RUN_CONFIG_NODES = 100_000
 
 
 def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
@@ -177,12 +181,33 @@ def run_config_differences(here: dict[str, Any], run: Path) -> list[str]:
     if not saved.is_file():
         return [f"no {saved.relative_to(run)} (not a run of recipes/*/train.py)"]
     try:
-        there = OmegaConf.to_container(OmegaConf.load(saved), resolve=False)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as err:  # say why it is unusable
-        return [f"{saved.relative_to(run)} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:200]})"]
+        there = read_run_config(saved, str(saved.relative_to(run)))
+    except ValueError as err:
+        return [str(err)]
     if not isinstance(there, dict):
         return [f"{saved.relative_to(run)} is not a mapping"]
     return config_differences(here, without_resume_keys(there), "", where="in its config")
+
+
+def read_run_config(path: Path, source: str) -> Any:
+    """A run's saved config as plain data, interpolations unresolved. Its YAML is read by the node-counted reader
+    of ``.nemo`` configs first (`check_expanded_size`), so a few kB of nested aliases is refused at once instead
+    of expanding in OmegaConf. ValueError naming `source` and why it is unusable."""
+
+    def unreadable(err: BaseException) -> ValueError:
+        return ValueError(f"{source} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml_data(text, source)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise unreadable(err) from None
+    if isinstance(data, Mapping):
+        check_expanded_size(data, source, MAX_RUN_CONFIG_NODES)
+    try:
+        return OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    except (yaml.YAMLError, OmegaConfBaseException) as err:
+        raise unreadable(err) from None
 
 
 def without_resume_keys(config: dict[str, Any]) -> dict[str, Any]:
