@@ -8,6 +8,7 @@ import functools
 import math
 import multiprocessing
 import os
+import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -29,6 +30,8 @@ SHOWN_SKIPPED = 20  # left-out items printed by name; the rest are counted (the 
 # encoder frame (a 10 MB transcript would ask the loss for tens of GB).
 MAX_CHARACTERS_PER_SECOND = 40
 TEXT_SLACK_CHARACTERS = 20
+# Unicode's bidirectional embeddings, overrides, isolates and marks (format characters that reorder displayed text).
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
@@ -50,7 +53,14 @@ def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
 
 
 def text_problem(text: str, seconds: float) -> str | None:
-    """Why a transcript cannot be the speech of `seconds` of audio (far too long for it), or None."""
+    """Why a transcript cannot be the speech of `seconds` of audio (far too long for it, or holding a control
+    character: NUL, BEL, a bidirectional override such as U+202E, which no speech says), or None."""
+    control = next((c for c in text if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS), None)
+    if control is not None:
+        return (
+            f"transcript holds the control character U+{ord(control):04X} "
+            f"({unicodedata.name(control, 'a C0/C1 control')}) at character {text.index(control)}"
+        )
     limit = MAX_CHARACTERS_PER_SECOND * seconds + TEXT_SLACK_CHARACTERS
     if len(text) > limit:
         return (
