@@ -17,6 +17,7 @@ from asr_plugin.data.audio import probe_audio, segment_content_problem
 from asr_plugin.data.candidate import Candidate, Skipped
 from asr_plugin.data.child_processes import die_with_parent
 from asr_plugin.data.layout import CorpusLayout
+from asr_plugin.data.line_fields import line_field
 from asr_plugin.data.manifest import ManifestEntry, write_manifest
 from asr_plugin.data.progress import track
 from asr_plugin.data.sources import DataSource, LibriSpeechSource
@@ -124,7 +125,7 @@ def check_candidates(
 
 
 def _skip_lines(skipped: list[Skipped], limit: int | None = None) -> str:
-    shown = "".join(f"{item.path}\t{item.reason}\n" for item in skipped[:limit])
+    shown = "".join(f"{line_field(item.path)}\t{line_field(item.reason)}\n" for item in skipped[:limit])
     more = len(skipped) - len(skipped[:limit])
     return shown + (f"... and {more} more\n" if more else "")
 

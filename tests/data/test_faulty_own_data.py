@@ -239,3 +239,19 @@ def test_a_duplicate_is_left_out_naming_the_first(kind, tmp_path):
     where, reason = listed.split("\t")
     assert where.split(" ")[0] == f"{manifest}:2"
     assert reason == ("the audio segment" if kind == "nemo" else "utterance id 'fine'") + f" of {manifest}:1 again"
+
+
+def test_a_path_with_a_tab_or_newline_stays_one_line_of_the_skip_list(tmp_path):
+    good = write_flac(tmp_path / "fine.flac", 1.0)
+    odd = tmp_path / "a\tb\nc.flac"  # missing, and its name would split the line in two fields and two lines
+    manifest = tmp_path / "train.json"
+    lines = [
+        {"audio_filepath": str(good), "duration": 1.0, "text": "FINE"},
+        {**{"audio_filepath": str(odd)}, "duration": 1.0, "text": "ODD"},
+    ]
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    layout = CorpusLayout(None, tmp_path / "work")
+    prepare_split(layout, "train", source=NemoManifestSource(train_manifests=[str(manifest)]), progress=False)
+    (listed,) = layout.skip_list("train").read_text().splitlines()
+    where, reason = listed.rsplit("\t", 1)
+    assert json.loads(where) == f"{manifest}:2 ({odd})" and reason == "missing"
