@@ -106,6 +106,9 @@ class StreamingRecognizer:
         max_symbols_per_frame: the greedy search's cap.
         endpointing: the endpoint rules (None: a stream is one segment until it is finished).
         tokenizer: gives each hypothesis its ``text``.
+        max_streams: the most streams `initial_state` takes (None: any number). Each stream's state stays in
+            memory while it lives: a cache-aware encoder's caches, num_layers x (left context + conv cache) x
+            d_model floats, the predictor's state and its feature history (docs/streaming.md, "Memory per stream").
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class StreamingRecognizer:
         max_symbols_per_frame: int = 4,
         endpointing: Endpointing | None = None,
         tokenizer: TokenDecoder | None = None,
+        max_streams: int | None = None,
     ) -> None:
         if features is not None:
             feature_dim = features.num_mel_bins if feature_dim is None else feature_dim
@@ -130,9 +134,12 @@ class StreamingRecognizer:
         self.decoder = StreamingGreedyDecoder(model, max_symbols_per_frame)
         self.endpointing = endpointing
         self.tokenizer = tokenizer
+        self.max_streams = max_streams
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> RecognizerState:
-        """The state of `batch_size` streams before any input."""
+        """The state of `batch_size` streams before any input (ValueError past `max_streams`)."""
+        if self.max_streams is not None and batch_size > self.max_streams:
+            raise ValueError(f"{batch_size} streams: this recogniser takes at most max_streams={self.max_streams}")
         return RecognizerState(
             features=None if self.features is None else self.features.initial_state(batch_size, device),
             encoder=self.encoder.initial_state(batch_size, self.feature_dim, device),

@@ -89,3 +89,12 @@ def test_audio_at_another_rate_is_resampled_to_the_front_ends() -> None:
     assert unscaled.shape[0] < at_16k.shape[0] * 0.6
     with pytest.raises(ValueError, match=r"sample_rate=0: the pieces' rate in Hz"):
         frames([tone(8000)], sample_rate=0)
+
+
+def test_max_streams_caps_the_streams_a_recogniser_holds() -> None:
+    model = tiny_transducer(attention="rel_pos", subsampling="striding")
+    features = StreamingFbank(SherpaOnlineFbank(BINS).eval())
+    recognizer = StreamingRecognizer(model, BufferedEncoder(model, 16, 400, 400), features=features, max_streams=4)
+    assert recognizer.initial_state(4).ended.shape == (4,)
+    with pytest.raises(ValueError, match=r"5 streams: this recogniser takes at most max_streams=4"):
+        recognizer.initial_state(5)
