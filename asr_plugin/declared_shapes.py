@@ -127,9 +127,9 @@ def check_member_size(state: Mapping[str, torch.Tensor], member_bytes: int, sour
         )
 
 
-def check_finite(state: Mapping[str, torch.Tensor], source: str) -> None:
-    """ValueError naming `source` and the first weight holding NaN or infinity."""
+def check_finite(state: Mapping[str, torch.Tensor], source: str, what: str = "weight") -> None:
+    """ValueError naming `source` and the first tensor (a `what`) holding NaN or infinity."""
     for key, value in state.items():
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             bad = int((~torch.isfinite(value)).sum())
-            raise ValueError(f"{source}: weight {key} holds {bad} NaN or infinite value(s) of {value.numel()}")
+            raise ValueError(f"{source}: {what} {key} holds {bad} NaN or infinite value(s) of {value.numel()}")

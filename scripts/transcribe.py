@@ -12,8 +12,8 @@ of --chunk-ms to a cache-aware streaming model (one trained with a limited atten
 lookaheads (--att-context-size L,R), with the online features of its own front end, greedy search and
 sherpa-onnx's endpoint rules (--no-endpointing: one segment); --buffered streams any model, full-context ones
 included, through overlapping windows (--buffer-left-ms, --buffer-chunk-ms, --buffer-right-ms). Each file's final
-line is ``path<TAB>text`` on stdout either way; --partials adds, on stderr, a line ``partial<TAB>path<TAB>text``
-each time a file's text so far changes.
+line is ``path<TAB>text`` on stdout either way (a path or text holding a tab or a newline as a JSON string);
+--partials adds, on stderr, a line ``partial<TAB>path<TAB>text`` each time a file's text so far changes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMo
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
 from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.formats import model_files
+from asr_plugin.line_fields import line_field
 
 PARTIAL = "partial"  # the first field of a --partials line
 
@@ -89,7 +90,7 @@ def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
 
 def partial_printer(path: str):
     """The --partials callback of one file: a marked line on stderr (stdout keeps only the final lines)."""
-    return lambda text: print(f"{PARTIAL}\t{path}\t{text}", file=sys.stderr, flush=True)
+    return lambda text: print(f"{PARTIAL}\t{line_field(path)}\t{line_field(text)}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr, flush=True)
             status = 1
             continue
-        print(f"{path}\t{text}", flush=True)
+        print(f"{line_field(path)}\t{line_field(text)}", flush=True)
     return status
 
 

@@ -19,6 +19,7 @@ RANKS = {
     "audio": 0,
     "config_nodes": 0,
     "files": 0,
+    "line_fields": 0,
     "plain_data": 0,
     "progress": 0,
     "losses": 0,
@@ -38,7 +39,9 @@ RANKS = {
 SEAM_ONLY = {"evaluation": ("finetune",), "export": ("finetune",)}
 # What data/ builds on, whatever the ranks say: the shared rooms and the front end never import data/, and data/
 # (sources, preparation, loading, the demo corpus) never imports the models.
-NEVER_IMPORTS = {room: ("data",) for room in ("audio", "files", "frontend", "progress", "text")} | {"data": ("models",)}
+NEVER_IMPORTS = {room: ("data",) for room in ("audio", "files", "frontend", "line_fields", "progress", "text")} | {
+    "data": ("models",)
+}
 OUTSIDE = ("benchmarks", "gpucheck", "tests", "tiny_models", "nemo_models", "nemo_streaming")
 
 

@@ -35,7 +35,9 @@ class FeatureStream(Protocol):
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> Any: ...
 
-    def accept(self, audio: torch.Tensor, lengths: torch.Tensor, state: Any) -> Step: ...
+    def accept(
+        self, audio: torch.Tensor, lengths: torch.Tensor, state: Any, sample_rate: int | None = None
+    ) -> Step: ...
 
     def flush(self, state: Any, streams: torch.Tensor | None = None) -> Step: ...
 
@@ -104,6 +106,9 @@ class StreamingRecognizer:
         max_symbols_per_frame: the greedy search's cap.
         endpointing: the endpoint rules (None: a stream is one segment until it is finished).
         tokenizer: gives each hypothesis its ``text``.
+        max_streams: the most streams `initial_state` takes (None: any number). Each stream's state stays in
+            memory while it lives: a cache-aware encoder's caches, num_layers x (left context + conv cache) x
+            d_model floats, the predictor's state and its feature history (docs/streaming.md, "Memory per stream").
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class StreamingRecognizer:
         max_symbols_per_frame: int = 4,
         endpointing: Endpointing | None = None,
         tokenizer: TokenDecoder | None = None,
+        max_streams: int | None = None,
     ) -> None:
         if features is not None:
             feature_dim = features.num_mel_bins if feature_dim is None else feature_dim
@@ -128,9 +134,12 @@ class StreamingRecognizer:
         self.decoder = StreamingGreedyDecoder(model, max_symbols_per_frame)
         self.endpointing = endpointing
         self.tokenizer = tokenizer
+        self.max_streams = max_streams
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> RecognizerState:
-        """The state of `batch_size` streams before any input."""
+        """The state of `batch_size` streams before any input (ValueError past `max_streams`)."""
+        if self.max_streams is not None and batch_size > self.max_streams:
+            raise ValueError(f"{batch_size} streams: this recogniser takes at most max_streams={self.max_streams}")
         return RecognizerState(
             features=None if self.features is None else self.features.initial_state(batch_size, device),
             encoder=self.encoder.initial_state(batch_size, self.feature_dim, device),
@@ -139,12 +148,16 @@ class StreamingRecognizer:
             ended=torch.zeros(batch_size, dtype=torch.bool, device=device),
         )
 
-    def accept(self, pieces: torch.Tensor, lengths: torch.Tensor, state: RecognizerState) -> RecognizerState:
+    def accept(
+        self, pieces: torch.Tensor, lengths: torch.Tensor, state: RecognizerState, sample_rate: int | None = None
+    ) -> RecognizerState:
         """Takes (B, S) audio (or (B, T, F) feature frames without a feature stream), stream b's first
-        ``lengths[b]`` (0: nothing this time), and decodes every encoder chunk that became ready."""
+        ``lengths[b]`` (0: nothing this time), and decodes every encoder chunk that became ready. Audio at
+        `sample_rate` (None: the front end's) is checked, scaled and resampled by the feature stream
+        (`asr_plugin.audio.pieces`: NaN refused by stream and sample, int16 PCM scaled)."""
         features, feature_state = pieces, state.features
         if self.features is not None:
-            features, lengths, feature_state = self.features.accept(pieces, lengths, state.features)
+            features, lengths, feature_state = self.features.accept(pieces, lengths, state.features, sample_rate)
         encoder = self.encoder.append(features, lengths, state.encoder)
         return self.run(replace(state, features=feature_state, encoder=encoder))
 

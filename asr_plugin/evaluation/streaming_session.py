@@ -15,6 +15,7 @@ Two modes (docs/streaming.md, "Transcribing and evaluating as a stream"):
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -149,7 +150,7 @@ def cache_aware_encoder(loaded: LoadedModel, att_context_size: tuple[int, int] |
 def _frames(name: str, milliseconds: float, frame_ms: float, multiple: int) -> int:
     """`milliseconds` as feature frames of `frame_ms`, a multiple of `multiple` frames (ValueError naming `name`)."""
     frames = milliseconds / frame_ms
-    if milliseconds < 0 or abs(frames - round(frames)) > 1e-6 or round(frames) % multiple:
+    if not math.isfinite(frames) or milliseconds < 0 or abs(frames - round(frames)) > 1e-6 or round(frames) % multiple:
         raise ValueError(
             f"buffered {name}={milliseconds:g}: must be a multiple of {multiple * frame_ms:g} ms (whole encoder "
             f"frames: {multiple} feature frames of {frame_ms:g} ms)"

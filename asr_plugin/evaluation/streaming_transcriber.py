@@ -9,6 +9,7 @@ one's (greedy search never revises a token, so every partial text is a prefix of
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -28,11 +29,14 @@ PROGRESS_SECONDS = 30.0  # a file longer than this shows its progress (without p
 
 
 def piece_samples(piece_ms: float, sample_rate: int) -> int:
-    """Samples per piece of `piece_ms` milliseconds; ValueError for a piece of no sample."""
-    samples = round(piece_ms * sample_rate / 1000)
-    if not piece_ms > 0 or samples < 1:
-        raise ValueError(f"piece of {piece_ms!r} ms: audio is fed in pieces of at least one sample ({sample_rate} Hz)")
-    return samples
+    """Samples per piece of `piece_ms` milliseconds; ValueError naming the option (NaN and infinity included) for
+    a piece of no sample."""
+    if not (math.isfinite(piece_ms) and piece_ms > 0) or round(piece_ms * sample_rate / 1000) < 1:
+        raise ValueError(
+            f"piece_ms (--chunk-ms) {piece_ms!r}: audio is fed in pieces of a finite number of ms, at least one "
+            f"sample ({sample_rate} Hz)"
+        )
+    return round(piece_ms * sample_rate / 1000)
 
 
 def audio_pieces(blocks: Iterable[np.ndarray], size: int) -> Iterator[torch.Tensor]:

@@ -9,7 +9,13 @@ records them in ``export_record.json`` (each file's sha256, the model's `model_s
 loaded from) and swaps the staging directory in for the target: the target is then the new set and nothing of
 the old one. A kill before the swap leaves the old export as it was; during the swap, at worst no directory
 under the target's name (the new set is complete under its staging name). Leftovers of killed exports
-(``.<name>.<random>.staging`` and ``.old``) are removed by the next export to that target.
+(``.<name>.<random>.staging`` and ``.old``) are removed by the next export to that target; a staging directory
+is locked (``flock``) while its export runs, so a slow one is never taken for a killed one. Two exports into one
+new directory: the first to finish takes it, the second (without `overwrite`) fails naming it.
+
+A set of exports (``--every-lookahead``: one directory per lookahead) is staged and swapped the same way, as one
+directory whose record names each member export by its record's hash, so a kill half-way never leaves lookaheads
+of two models side by side.
 
 The directory is replaced whole, so it must hold nothing else: an existing target is replaced only with
 `overwrite`, and only when all its files belong to an export (those listed in its record, or for an export made
@@ -18,6 +24,8 @@ before records, the names its exporter writes); anything else is refused by name
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -78,8 +86,8 @@ def _check_replaceable(out_dir: Path, overwrite: bool, legacy_patterns: Sequence
     record = read_record(out_dir)
 
     def of_an_export(path: Path) -> bool:
-        if path.is_dir():
-            return False
+        if path.is_dir():  # a set's member export (one lookahead's of `--every-lookahead`)
+            return read_record(path) is not None and (record is None or path.name in record["files"])
         if record is not None:
             return path.name == RECORD_NAME or path.name in record["files"]
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in legacy_patterns)
@@ -98,21 +106,63 @@ def _check_replaceable(out_dir: Path, overwrite: bool, legacy_patterns: Sequence
         )
 
 
+def _hold(staging: Path) -> int:
+    """An open descriptor of `staging` holding its ``flock`` (released when it is closed or the process ends,
+    however it ends): what tells a live export's staging directory from a killed one's."""
+    fd = os.open(staging, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _is_held(directory: Path) -> bool:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _remove_stale_leftovers(out_dir: Path) -> None:
-    """Staging and replaced directories of killed exports to `out_dir` (older than `STALE_AFTER_S`)."""
+    """Staging and replaced directories of killed exports to `out_dir` (older than `STALE_AFTER_S`); a staging
+    directory whose export still runs (it holds its lock: a large encoder takes minutes to write) is kept."""
     now = time.time()
     for pattern in (f".{out_dir.name}.*.staging", f".{out_dir.name}.*.old"):
         for leftover in out_dir.parent.glob(pattern):
             try:
-                if leftover.is_dir() and now - leftover.stat().st_mtime > STALE_AFTER_S:
+                if leftover.is_dir() and now - leftover.stat().st_mtime > STALE_AFTER_S and not _is_held(leftover):
                     shutil.rmtree(leftover, ignore_errors=True)
             except FileNotFoundError:
                 continue
 
 
-def _swap_in(staging: Path, out_dir: Path) -> None:
-    """Puts `staging` under `out_dir`'s name, the old directory (if any) out of the way first, then removes it."""
+def _swap_in(staging: Path, out_dir: Path, overwrite: bool) -> None:
+    """Puts `staging` under `out_dir`'s name, the old directory (if any) out of the way first, then removes it.
+    Without `overwrite` only an absent (or empty) `out_dir` is taken: FileExistsError naming the export that
+    another process swapped in since this one started (the rename refuses a directory that holds files)."""
     old = None
+    if not overwrite:
+        try:
+            if out_dir.is_dir():
+                out_dir.rmdir()  # empty: made by the user; one that holds files is refused below
+            os.rename(staging, out_dir)
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise
+            record = read_record(out_dir) or {}
+            raise FileExistsError(
+                f"{out_dir}: another export (of {record.get('source') or 'an unnamed source'}, model sha256 "
+                f"{str(record.get('model_sha256'))[:12]}) was put there while this one was written; it is kept and "
+                "this one discarded: export again with --overwrite (overwrite=True) to replace it, or into another "
+                "directory"
+            ) from None
+        fsync_path(out_dir.parent)
+        return
     if out_dir.exists():
         old = out_dir.with_name(f".{out_dir.name}.{secrets.token_hex(4)}.old")
         os.replace(out_dir, old)
@@ -131,34 +181,48 @@ def export_directory(
     overwrite: bool = False,
     legacy_patterns: Sequence[str] = (),
 ) -> Iterator[Path]:
-    """Yields an empty staging directory to write an export's files into (their final names, no subdirectories);
+    """Yields an empty staging directory to write an export's files into (their final names), or a set of exports
+    (each subdirectory an `export_directory` of its own, inside the staging directory: the set is swapped as one);
     when the block ends, records them with `model_digest` (`model_sha256`) and `source` (where the model was
-    loaded from, for people) and swaps the staging directory in for `out_dir` (see the module docstring). An
-    error or interruption in the block removes the staging directory and leaves `out_dir` untouched.
+    loaded from, for people) and swaps the staging directory in for `out_dir` (see the module docstring; a
+    symbolic link is followed: the directory it names is replaced, the link kept). An error or interruption in
+    the block removes the staging directory and leaves `out_dir` untouched.
 
     Raises FileExistsError when `out_dir` holds files and not `overwrite`; ValueError naming the files of an
     `out_dir` that are not of an export (`legacy_patterns`: glob patterns of the files an export made before
     records holds).
     """
-    out_dir = Path(out_dir).absolute()
+    # A link to the directory (exp/latest -> exp/v3) is replaced through: the export goes where it points, staged
+    # beside that directory on its file system; swapping the link itself out would leave it hidden beside a new
+    # real directory and the directory it named with the old model.
+    out_dir = Path(out_dir).resolve()
     _check_replaceable(out_dir, overwrite, legacy_patterns)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_leftovers(out_dir)
     staging = out_dir.with_name(f".{out_dir.name}.{secrets.token_hex(4)}.staging")
     staging.mkdir()
+    held = _hold(staging)
     try:
         yield staging
-        files = sorted(path for path in staging.iterdir() if path.is_file())
+        entries = sorted(staging.iterdir())
+        files = [path for path in entries if path.is_file()]
+        members = [path for path in entries if path.is_dir()]
+        unrecorded = [path.name for path in members if not (path / RECORD_NAME).is_file()]
+        if unrecorded:
+            raise ValueError(f"export_directory: subdirectories {unrecorded} are no exports (written whole)")
         record = {
             "model_sha256": model_digest,
             "source": source,
-            "files": {path.name: file_sha256(path) for path in files},
+            # a member export by its record's hash (which holds its files' hashes)
+            "files": {path.name: file_sha256(path / RECORD_NAME if path.is_dir() else path) for path in entries},
         }
         write_text_atomic(staging / RECORD_NAME, json.dumps(record, indent=1) + "\n")
         for path in files:
             fsync_path(path)
         fsync_path(staging)
-        _swap_in(staging, out_dir)
+        _swap_in(staging, out_dir, overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        os.close(held)

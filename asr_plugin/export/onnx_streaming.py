@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch.export import Dim
 
+from asr_plugin.export.export_dir import export_directory, model_sha256
 from asr_plugin.export.onnx_export import (
     OnnxPiece,
     check_exportable,
@@ -195,7 +196,8 @@ def export_onnx_every_lookahead(
     source: str | None = None,
 ) -> dict[tuple[int, int], dict[str, Path]]:
     """`export_onnx_streaming` of each of the model's streaming contexts (``model.encoder.streaming_contexts``) into
-    ``out_dir/<left>_<right>/``; returns {context: {name: path}}. All are checked before any is written."""
+    ``out_dir/<left>_<right>/``; returns {context: {name: path}}. All are checked before any is written, and the
+    set is written whole (`export_directory`: staged, then swapped in as one, its record at the top)."""
     contexts = model.encoder.streaming_contexts
     if not contexts:
         raise ValueError(
@@ -204,16 +206,20 @@ def export_onnx_every_lookahead(
         )
     for context in contexts:
         check_streaming_exportable(model, frontend_spec, context)
+    with export_directory(out_dir, model_sha256(model), source=source, overwrite=overwrite) as staging:
+        exports = {
+            context: export_onnx_streaming(
+                model,
+                frontend_spec,
+                tokenizer,
+                staging / lookahead_dir_name(context),
+                context,
+                int8=int8,
+                source=source,
+            )
+            for context in contexts
+        }
     return {
-        context: export_onnx_streaming(
-            model,
-            frontend_spec,
-            tokenizer,
-            Path(out_dir) / lookahead_dir_name(context),
-            context,
-            int8=int8,
-            overwrite=overwrite,
-            source=source,
-        )
-        for context in contexts
+        context: {name: Path(out_dir) / lookahead_dir_name(context) / path.name for name, path in files.items()}
+        for context, files in exports.items()
     }

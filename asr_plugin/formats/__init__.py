@@ -21,7 +21,13 @@ import torch
 
 from asr_plugin.config_nodes import TARGET, ConfigError
 from asr_plugin.formats.base import LOSS_SETTINGS, SETTINGS, LoadedModel, ModelFormat, Settings, Weights
-from asr_plugin.formats.checkpoint import BUILD_TRANSDUCER, LightningCheckpointFormat, model_node, read_checkpoint
+from asr_plugin.formats.checkpoint import (
+    BUILD_TRANSDUCER,
+    LightningCheckpointFormat,
+    check_finite_optimizer_state,
+    model_node,
+    read_checkpoint,
+)
 from asr_plugin.formats.nemo import NemoFormat, NemoImport, write_nemo
 from asr_plugin.formats.nemo.writer import check_nemo_output
 from asr_plugin.formats.state_dict import StateDictFormat
@@ -97,7 +103,7 @@ def export_nemo(source: str | os.PathLike | LoadedModel | NemoImport, path: str 
     """Writes `source` (a model file `read_model` reads: a training checkpoint or a directory of them, a
     ``.nemo``; what `import_nemo` returned; or a `LoadedModel`) as the NeMo 3.0 ``.nemo`` file `path` that
     ``ASRModel.restore_from`` loads (atomically; `asr_plugin.formats.nemo.write_nemo`)."""
-    check_nemo_output(path)  # before anything is read
+    check_nemo_output(path, [source] if isinstance(source, (str, os.PathLike)) else ())  # before anything is read
     if isinstance(source, (str, os.PathLike)):
         source = read_model(source)
     return write_nemo(source, path)
@@ -110,7 +116,7 @@ def read_settings(path: str | os.PathLike, format: str = AUTO) -> Settings:
 
 def read_resumable_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The training checkpoint `path` for resuming a run (`asr_plugin.formats.checkpoint.read_checkpoint`: content
-    hash and finite weights checked). A model file of another format is refused naming the fine-tuning preset
+    hash and finite weights checked; and its optimizer state finite). A model file of another format is refused naming the fine-tuning preset
     that starts a run from it: resuming continues a run of this recipe, with its optimizer and step."""
     path = Path(path)
     other = next(
@@ -122,7 +128,9 @@ def read_resumable_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             f"from its own checkpoint; start a run from this file with +finetune={other.finetune_preset} "
             f"finetune.path={path}"
         )
-    return read_checkpoint(path)
+    checkpoint = read_checkpoint(path)
+    check_finite_optimizer_state(checkpoint, path)
+    return checkpoint
 
 
 def architecture_format(node: Mapping[str, Any]) -> ModelFormat | None:

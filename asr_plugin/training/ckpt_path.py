@@ -3,8 +3,9 @@
 A run's lineage is its run directory. A job with an id (``ASR_RUN_ID``, a SLURM job, a torchrun rendezvous:
 `job_run_id`) or with a directory of its own (``hydra.run.dir=...``, as ``run.sh`` stage 3 gives it) finds
 the same directory every time it starts: "last" is the newest good checkpoint there (one that reads, matches its
-content hash and holds finite weights: a damaged or diverged newer one is passed over, named), and a first start
-finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start.
+content hash and holds finite weights and optimizer state: a damaged or diverged newer one is passed over, named), a
+first start finds none and trains from scratch, so a requeued job can pass ``ckpt_path=last`` from its first start,
+and a directory whose every checkpoint is damaged is refused naming them (never a silent restart from step 0).
 
 A plain local run (none of those) gets a new directory under ``paths.runs_dir`` each time, named by its
 start time, which holds no checkpoint: "last" there is the ``last.ckpt`` of the newest earlier run of the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from asr_plugin.formats import read_resumable_checkpoint
-from asr_plugin.formats.checkpoint import read_checkpoint
+from asr_plugin.formats.nemo.plain_config import check_expanded_size, load_yaml_data
 from asr_plugin.training.distributed import job_run_id
 from asr_plugin.training.resume_checks import config_differences
 
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 RESUME_KEYS = ("ckpt_path", "paths.output_dir")
 SHOWN_RUNS = 5  # runs listed when "last" is refused
 SHOWN_DIFFERENCES = 3  # config differences listed per run
+# A composed train config holds a few hundred nodes; a sibling's past this is no run config (an alias bomb).
+MAX_RUN_CONFIG_NODES = 100_000
 
 
 def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
@@ -43,7 +47,8 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
 
     "last": the newest good ``*.ckpt`` of this run's checkpoint directories or Lightning's SLURM requeue
     checkpoints (``hpc_ckpt_<n>.ckpt`` in the run directory; files that do not read, do not match their
-    content hash or hold NaN or infinite weights are skipped with a warning naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
+    content hash or hold NaN or infinite weights or optimizer state are skipped with a warning naming them; when
+    every one is, ValueError naming them); else, for a plain local run, `previous_run_checkpoint`; else ValueError for a job of a plain
     multirun whose sweep directory holds no checkpoint (it is new); else None with a warning (a job's first start). Any other
     value must be a good training checkpoint file (ValueError naming it and why otherwise: a ``.nemo`` or a state
     dict is pointed to the ``+finetune`` preset that starts a run from it).
@@ -63,14 +68,22 @@ def resolve_ckpt_path(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     # hidden files are partial writes of a killed run (the temporary names of asr_plugin.files)
     found = [path for directory in directories for path in directory.glob("*.ckpt") if not path.name.startswith(".")]
     found += list(Path(trainer.default_root_dir).glob("hpc_ckpt_*.ckpt"))
+    unusable = []
     for path in sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            read_checkpoint(path)
+            read_resumable_checkpoint(path)
         except ValueError as err:
             log.warning("ckpt_path=last: skipping %s", err)
+            unusable.append(path)
             continue
         log.info("ckpt_path=last resumes from %s", path)
         return str(path)
+    if unusable:  # not a first start: training from scratch would overwrite them at its first checkpoint
+        raise ValueError(
+            f"ckpt_path=last: every checkpoint of this run is damaged or diverged ({', '.join(map(str, unusable))}; "
+            "why: the warnings above), so nothing is resumed. To train this run again from step 0, move them "
+            "away and run without ckpt_path=last; or give ckpt_path=<a good checkpoint>"
+        )
     run_dir = Path(cfg.paths.output_dir)
     runs_dir = OmegaConf.select(cfg, "paths.runs_dir")
     if job_run_id() is None and runs_dir and run_dir.resolve().parent == Path(runs_dir).resolve():
@@ -123,7 +136,7 @@ def previous_run_checkpoint(
         differences = run_config_differences(here, run)
         if not differences:
             try:
-                checkpoint = read_checkpoint(path)
+                checkpoint = read_resumable_checkpoint(path)
             except ValueError as err:
                 log.warning("ckpt_path=last: skipping %s", err)
                 differences = [str(err)]
@@ -168,12 +181,33 @@ def run_config_differences(here: dict[str, Any], run: Path) -> list[str]:
     if not saved.is_file():
         return [f"no {saved.relative_to(run)} (not a run of recipes/*/train.py)"]
     try:
-        there = OmegaConf.to_container(OmegaConf.load(saved), resolve=False)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as err:  # say why it is unusable
-        return [f"{saved.relative_to(run)} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:200]})"]
+        there = read_run_config(saved, str(saved.relative_to(run)))
+    except ValueError as err:
+        return [str(err)]
     if not isinstance(there, dict):
         return [f"{saved.relative_to(run)} is not a mapping"]
     return config_differences(here, without_resume_keys(there), "", where="in its config")
+
+
+def read_run_config(path: Path, source: str) -> Any:
+    """A run's saved config as plain data, interpolations unresolved. Its YAML is read by the node-counted reader
+    of ``.nemo`` configs first (`check_expanded_size`), so a few kB of nested aliases is refused at once instead
+    of expanding in OmegaConf. ValueError naming `source` and why it is unusable."""
+
+    def unreadable(err: BaseException) -> ValueError:
+        return ValueError(f"{source} is unreadable ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml_data(text, source)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise unreadable(err) from None
+    if isinstance(data, Mapping):
+        check_expanded_size(data, source, MAX_RUN_CONFIG_NODES)
+    try:
+        return OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    except (yaml.YAMLError, OmegaConfBaseException) as err:
+        raise unreadable(err) from None
 
 
 def without_resume_keys(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Whether a checkpoint can continue in this run: the same tokenizer, front end and architecture.
+"""Whether a checkpoint can continue in this run: the same tokenizer, front end and architecture (its whole model
+config, also where the weights would fit: an attention context changes no shape).
 
 Lightning restores any state dict whose keys and shapes fit, so a tokenizer of the same size but other
 pieces would be "Restored all states" and train on ids that now mean other pieces; a different size or
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from asr_plugin.formats.checkpoint import checkpoint_records
+from asr_plugin.formats.checkpoint import checkpoint_records, current_hyper_parameters
 from asr_plugin.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -118,4 +119,14 @@ def check_resumable(module: Any, checkpoint: Mapping[str, Any]) -> None:
         raise ValueError(
             f"the checkpoint's weights do not fit this model ({'; '.join(problems)}). Config keys "
             f"that differ from the checkpoint's: {listed}"
+        )
+    # Weights that fit are not the same model: another att_context_size (or dropout, lattice, ...) changes no
+    # shape, and the resumed run would record settings it was only partly trained with.
+    here, there = module.hparams.get("model"), current_hyper_parameters(checkpoint.get("hyper_parameters", {}))
+    differing = config_differences(here, there.get("model"), "model") if here is not None else []
+    if differing:
+        raise ValueError(
+            f"the checkpoint was trained with another model config ({'; '.join(differing[:SHOWN])}): resuming "
+            "continues its training as it was; resume with its model settings, or start a new run from its "
+            "weights with +finetune=from_checkpoint finetune.path=<the checkpoint>"
         )

@@ -76,6 +76,8 @@ FAULTS = {  # name -> (how the audio is made, the line's changes, the reason lis
     "truncated file": (_truncated_flac, {"duration": 3.0}, "truncated or corrupt"),
     "NaN samples": (_nan_wav, {}, "100 of 16000 samples are NaN or infinite"),
     "10 MB transcript": ("good", {"text": "HELLO " * 1_750_000}, "transcript of 10499999 characters for 1.000 s"),
+    "control characters": ("good", {"text": "A \x00FAULTY\x07 \u202eLINE"}, "control character U+0000"),
+    "a bidi override": ("good", {"text": "A FAULTY \u202eLINE"}, "U+202E (RIGHT-TO-LEFT OVERRIDE) at character 9"),
 }
 
 
@@ -215,3 +217,41 @@ def test_transcripts_with_more_tokens_than_the_model_can_emit_are_left_out_and_l
     warnings = [record.getMessage() for record in caplog.records]
     for name, line in (("training", "train-000003"), ("valid", "valid-000001")):
         assert any(message.startswith(f"{name}: left out 1 utterance(s)") and line in message for message in warnings)
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_a_duplicate_is_left_out_naming_the_first(kind, tmp_path):
+    """Two cuts of one id, or a NeMo line given twice: scored (or trained on) twice otherwise."""
+    write, source_of = SOURCES[kind]
+    manifest, _ = write("10 MB transcript", tmp_path)  # any two-line manifest; its second line is replaced
+    if kind == "nemo":
+        first = manifest.read_text().splitlines()[0]
+        manifest.write_text(f"{first}\n{first}\n")
+    else:
+        with gzip.open(manifest, "rt") as handle:
+            first = handle.readline()
+        with gzip.open(manifest, "wt") as handle:
+            handle.write(first + first.replace('"fine.flac', '"other.flac'))  # the same cut id, another file
+    layout = CorpusLayout(None, tmp_path / "work")
+    out = prepare_split(layout, "train", source=source_of(manifest), progress=False)
+    assert len(read_manifest(out)) == 1
+    (listed,) = layout.skip_list("train").read_text().splitlines()
+    where, reason = listed.split("\t")
+    assert where.split(" ")[0] == f"{manifest}:2"
+    assert reason == ("the audio segment" if kind == "nemo" else "utterance id 'fine'") + f" of {manifest}:1 again"
+
+
+def test_a_path_with_a_tab_or_newline_stays_one_line_of_the_skip_list(tmp_path):
+    good = write_flac(tmp_path / "fine.flac", 1.0)
+    odd = tmp_path / "a\tb\nc.flac"  # missing, and its name would split the line in two fields and two lines
+    manifest = tmp_path / "train.json"
+    lines = [
+        {"audio_filepath": str(good), "duration": 1.0, "text": "FINE"},
+        {**{"audio_filepath": str(odd)}, "duration": 1.0, "text": "ODD"},
+    ]
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    layout = CorpusLayout(None, tmp_path / "work")
+    prepare_split(layout, "train", source=NemoManifestSource(train_manifests=[str(manifest)]), progress=False)
+    (listed,) = layout.skip_list("train").read_text().splitlines()
+    where, reason = listed.rsplit("\t", 1)
+    assert json.loads(where) == f"{manifest}:2 ({odd})" and reason == "missing"

@@ -64,7 +64,7 @@ def test_every_unusable_line_is_listed_with_its_line_and_strict_refuses(tmp_path
         "not json",  # 9
     ]
     manifest = tmp_path / "m.json"
-    _lines(manifest, [good, *bad, *([{**good, "offset": 9.0}] * 20)])
+    _lines(manifest, [good, *bad, *({**good, "offset": 9.0 + i} for i in range(20))])  # distinct: not duplicates
     raw = manifest.read_bytes() + json.dumps({**good, "text": "caf"}).encode().replace(b"caf", b"caf\xe9") + b"\n"
     manifest.write_bytes(raw)  # line 30: Latin-1, not UTF-8
     layout = CorpusLayout(None, tmp_path / "work")

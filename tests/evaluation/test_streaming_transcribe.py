@@ -168,6 +168,9 @@ def test_a_nemo_file_streams_buffered_and_is_refused_cache_aware(files, capsys, 
         ("streaming", ["--buffered", "--att-context-size", "8,3"], "buffered streaming encodes windows"),
         ("full", ["--buffered", "--buffer-chunk-ms", "100"], r"chunk_ms=100: must be a multiple of 80 ms"),
         ("streaming", ["--streaming", "--att-context-size", "8"], "give the context as L,R"),
+        ("streaming", ["--streaming", "--chunk-ms", "nan"], r"\(--chunk-ms\) nan: audio is fed in pieces of a finite"),
+        ("streaming", ["--streaming", "--chunk-ms", "inf"], r"\(--chunk-ms\) inf: audio is fed in pieces of a finite"),
+        ("full", ["--buffered", "--buffer-chunk-ms", "nan"], r"chunk_ms=nan: must be a multiple of 80 ms"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_problem(files, capsys, checkpoint, options, message) -> None:

@@ -175,3 +175,69 @@ def test_the_directory_swap_is_a_piece_of_its_own(tmp_path):
         "source": None,
         "files": {"a.bin": file_sha256(out / "a.bin")},
     }
+
+
+def test_two_exports_into_one_new_directory_keep_the_first_to_finish(tmp_path):
+    """Both start while the target is absent; the later swap fails naming the export it found, which stays."""
+    out = tmp_path / "sherpa"
+    with pytest.raises(FileExistsError, match=rf"{out}: another export \(of b\.ckpt, model sha256 digest-b\)"):
+        with export_directory(out, "digest-a", source="a.ckpt") as first:
+            (first / "a.bin").write_bytes(b"first")
+            with export_directory(out, "digest-b", source="b.ckpt") as second:
+                (second / "b.bin").write_bytes(b"second")
+    assert sorted(_files(out)) == ["b.bin", RECORD_NAME] and read_record(out)["model_sha256"] == "digest-b"
+    assert not list(tmp_path.glob(".sherpa.*.staging"))
+
+
+def test_a_slow_exports_staging_directory_is_not_taken_for_a_killed_ones(tmp_path):
+    out = tmp_path / "sherpa"
+    killed = tmp_path / ".sherpa.0badc0de.staging"  # a killed export's: nobody holds its lock
+    killed.mkdir()
+    with export_directory(out, "digest-slow", overwrite=True) as slow:
+        (slow / "encoder.onnx").write_bytes(b"minutes of writing")
+        hour_ago = time.time() - 3600
+        for staging in (slow, killed):
+            os.utime(staging, (hour_ago, hour_ago))
+        with export_directory(out, "digest-other", overwrite=True) as other:
+            (other / "a.bin").write_bytes(b"other")
+        assert slow.is_dir() and not killed.exists()
+    assert read_record(out)["model_sha256"] == "digest-slow"  # --overwrite: the last to finish replaces
+
+
+def test_a_link_to_an_export_is_replaced_through(tmp_path):
+    """exp/latest -> exp/v3: the export replaces v3 (beside which it is staged) and the link still names it."""
+    real = tmp_path / "v3"
+    with export_directory(real, "digest-old") as staging:
+        (staging / "a.bin").write_bytes(b"old")
+    link = tmp_path / "latest"
+    link.symlink_to(real, target_is_directory=True)
+    with export_directory(link, "digest-new", overwrite=True) as staging:
+        assert staging.parent == tmp_path
+        (staging / "a.bin").write_bytes(b"new")
+    assert link.is_symlink() and link.resolve() == real
+    assert read_record(real)["model_sha256"] == "digest-new" and (real / "a.bin").read_bytes() == b"new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["latest", "v3"]
+
+
+def _lookahead_set(out: Path, digest: str, fail_after: int | None = None, overwrite: bool = False) -> None:
+    """A set of two member exports (as `export_onnx_every_lookahead` writes one per lookahead), of model `digest`;
+    `fail_after`: the writer dies after that many members."""
+    with export_directory(out, digest, overwrite=overwrite) as staging:
+        for index, name in enumerate(("32_3", "32_0")):
+            if index == fail_after:
+                raise KeyboardInterrupt
+            with export_directory(staging / name, digest) as member:
+                (member / "encoder.onnx").write_bytes(f"{digest} {name}".encode())
+
+
+def test_a_set_of_lookahead_exports_is_swapped_as_one_with_its_record_at_the_top(tmp_path):
+    out = tmp_path / "online"
+    _lookahead_set(out, "digest-a")
+    assert read_record(out)["model_sha256"] == "digest-a"
+    assert set(read_record(out)["files"]) == {"32_3", "32_0"}
+    with pytest.raises(KeyboardInterrupt):
+        _lookahead_set(out, "digest-b", fail_after=1, overwrite=True)  # killed after the first lookahead
+    assert [read_record(out / name)["model_sha256"] for name in ("32_3", "32_0")] == ["digest-a", "digest-a"]
+    _lookahead_set(out, "digest-b", overwrite=True)
+    assert [read_record(out / name)["model_sha256"] for name in ("32_3", "32_0", ".")] == ["digest-b"] * 3
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["online"]

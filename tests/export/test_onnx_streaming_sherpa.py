@@ -28,6 +28,7 @@ from onnx_fixtures import (
 from tiny_models import STREAMING_ENCODER, STREAMING_FEATURES
 
 from asr_plugin.export import export_onnx_streaming
+from asr_plugin.export.export_dir import RECORD_NAME, model_sha256, read_record
 from asr_plugin.export.sherpa_decode import onnx_metadata
 from asr_plugin.export.sherpa_online_decode import (
     lead_padding_samples,
@@ -97,7 +98,8 @@ def test_sherpa_onnx_online_gives_the_streaming_recognizers_transcripts_at_every
     out = tmp_path / "online"
     script = importlib.import_module("export_onnx")
     assert script.main([str(path), str(out), "--streaming", "--every-lookahead", "--int8"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["16_0", "16_1", "16_3"]  # [-1, -1] does not stream
+    assert sorted(p.name for p in out.iterdir()) == ["16_0", "16_1", "16_3", RECORD_NAME]  # [-1, -1] does not stream
+    assert read_record(out)["model_sha256"] == model_sha256(model)  # the set is of one model, said at its top
     frontend = SherpaOnlineFbank(80).eval()
     for context in ([16, 3], [16, 1], [16, 0]):
         directory = out / f"{context[0]}_{context[1]}"

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from asr_plugin.formats.nemo.archive import MAX_MEMBER_BYTES, read_nemo
+from asr_plugin.formats.nemo.archive import MAX_MEMBER_BYTES, MAX_MEMBERS, read_nemo
 
 CONFIG = yaml.safe_dump({"encoder": {"d_model": 4}}).encode()
 
@@ -99,3 +99,30 @@ def test_a_damaged_config_names_the_file_and_member(tmp_path, config):
     )
     with pytest.raises(ValueError, match=r"damaged\.nemo: model_config\.yaml is not (valid YAML|UTF-8 text)"):
         read_nemo(path)
+
+
+def _entry_points_refuse(path, message: str) -> None:
+    """Every way in through the seam names the file: the format is still found (claims never fails) and each
+    read refuses with one line, never a bare tarfile error."""
+    from asr_plugin.formats import format_of, read_model, read_resumable_checkpoint, read_settings, read_weights
+
+    assert format_of(path).name == "nemo"
+    for read in (read_model, read_settings, read_weights):
+        with pytest.raises(ValueError, match=message) as refusal:
+            read(path)
+        assert "\n" not in str(refusal.value)
+    with pytest.raises(ValueError, match=rf"{path} is a NeMo \.nemo file, not a training checkpoint"):
+        read_resumable_checkpoint(path)  # ckpt_path: pointed to +finetune=from_nemo, which then says the above
+
+
+def test_a_member_cut_short_is_named_at_every_entry_point(tmp_path):
+    whole = write_tar(tmp_path / "whole.nemo", {"./model_config.yaml": CONFIG, "./model_weights.ckpt": weights_bytes()})
+    cut = tmp_path / "cut.nemo"
+    cut.write_bytes(whole.read_bytes()[: 512 * 3 + 100])  # in the middle of the weights member
+    _entry_points_refuse(cut, rf"{cut}: (a damaged \.nemo archive, cut short|.*cannot be read)")
+
+
+def test_an_archive_of_too_many_members_is_refused_after_listing_a_thousand(tmp_path):
+    empties = {f"./empty{index}": b"" for index in range(MAX_MEMBERS)}
+    path = write_tar(tmp_path / "many.nemo", {**empties, "./model_config.yaml": CONFIG, "./model_weights.ckpt": b""})
+    _entry_points_refuse(path, rf"{path}: the archive holds more than {MAX_MEMBERS:,} members")

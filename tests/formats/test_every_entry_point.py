@@ -131,6 +131,16 @@ def test_transcribe_decodes_with_the_files_tokenizer_and_features(model_file, sp
     assert printed == [str(wav), loaded.require_tokenizer().decode(hypothesis.tokens)]
 
 
+def test_transcribe_keeps_a_path_with_a_tab_or_newline_on_one_line(nemo, speech, tmp_path, capsys):
+    wav, _ = speech
+    odd = tmp_path / "a\tb\nc.wav"
+    odd.write_bytes(wav.read_bytes())
+    assert script("transcribe").main([str(odd), "--checkpoint", str(nemo[0]), "--method", "greedy"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    path, text = line.rsplit("\t", 1)
+    assert json.loads(path) == str(odd) and "\t" not in text
+
+
 @pytest.mark.slow  # torch.export
 def test_export_model_records_the_files_feature_size_and_greedy_cap(model_file, tmp_path):
     path, _ = model_file

@@ -148,3 +148,42 @@ def test_resuming_nan_weights_fails_naming_the_checkpoint_and_the_weight_as_deco
         TransducerModule.load_from_checkpoint(path)
     with pytest.raises(ValueError, match=message):
         load_model([path])  # eval.py's and transcribe.py's read
+
+
+def test_a_nan_optimizer_moment_is_refused_by_resuming_and_passed_over_by_last(tmp_path, monkeypatch, caplog):
+    """Finite weights beside a NaN ``exp_avg_sq``: the resumed run's first step would make every weight NaN."""
+    monkeypatch.setenv("ASR_RUN_ID", "job")
+    run_dir = tmp_path / "job"
+    good, moments = run_dir / "checkpoints" / "step2.ckpt", run_dir / "checkpoints" / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint(training_checkpoint(2), good)
+    poisoned = training_checkpoint(4)
+    _moments(poisoned)[0]["exp_avg_sq"] = torch.ones(64).index_fill_(0, torch.tensor([5]), float("nan"))
+    AtomicCheckpointIO().save_checkpoint(poisoned, moments)
+    os.utime(good, (1000, 1000))
+    message = rf"checkpoint {moments}: optimizer tensor optimizer_states\[0\]\.state\[0\]\.exp_avg_sq holds 1 NaN"
+    with pytest.raises(ValueError, match=rf"ckpt_path: {message}.*cannot be resumed"):
+        resolve_ckpt_path(*job(run_dir, str(moments)))
+    with caplog.at_level(logging.WARNING):
+        assert resolve_ckpt_path(*job(run_dir, "last")) == str(good)
+    assert any(f"skipping checkpoint {moments}: optimizer tensor" in r.getMessage() for r in caplog.records)
+    assert read_checkpoint(moments)["global_step"] == 4  # decoding needs no optimizer: its read takes the file
+
+
+def test_a_run_whose_every_checkpoint_is_damaged_is_refused_not_restarted(tmp_path, monkeypatch):
+    """A requeued job would train from step 0 and overwrite the damaged last.ckpt at its first checkpoint."""
+    monkeypatch.setenv("ASR_RUN_ID", "job")
+    run_dir = tmp_path / "job"
+    damaged, empty = run_dir / "checkpoints" / "last.ckpt", run_dir / "hpc_ckpt_1.ckpt"
+    AtomicCheckpointIO().save_checkpoint(training_checkpoint(4), damaged)
+    flip_a_bit(damaged)
+    empty.write_bytes(b"")
+    with pytest.raises(
+        ValueError,
+        match=r"every checkpoint of this run is damaged or diverged \((.*last\.ckpt.*"
+        r"hpc_ckpt_1\.ckpt|.*hpc_ckpt_1\.ckpt.*last\.ckpt);.*run without ckpt_path=last",
+    ):
+        resolve_ckpt_path(*job(run_dir, "last"))
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    for path in (damaged, empty):
+        path.unlink()
+    assert resolve_ckpt_path(*job(run_dir, "last")) is None  # a first start: none at all

@@ -165,3 +165,13 @@ def test_train_py_resumes_the_newest_run_of_the_same_command(data_dir, tmp_path)
     other = run("ckpt_path=last", "seed=7")
     assert other.returncode != 0
     assert f"{last}: seed: 7 here, 1234 in its config" in other.stderr
+
+
+def test_a_siblings_alias_bomb_config_is_refused_at_once(tmp_path):
+    """Read by the node-counted reader of `.nemo` configs: OmegaConf would expand it (and hang)."""
+    last = make_run(tmp_path, "a", CONFIG, mtime=100)
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 12)]
+    (last.parent.parent / ".hydra" / "config.yaml").write_text("\n".join(levels) + "\n")
+    with pytest.raises(ValueError, match=r"a/checkpoints/last.ckpt: .hydra/config.yaml: the config expands to more"):
+        resume(tmp_path)

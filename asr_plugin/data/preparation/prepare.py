@@ -8,6 +8,7 @@ import functools
 import math
 import multiprocessing
 import os
+import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from asr_plugin.data.sources import DataSource, LibriSpeechSource
 from asr_plugin.data.sources.candidate import Candidate, Skipped
 from asr_plugin.data.sources.manifest import ManifestEntry, write_manifest
 from asr_plugin.files import write_text_atomic
+from asr_plugin.line_fields import line_field
 from asr_plugin.progress import track
 
 # How far a stated segment may run past the end of its audio: mp3 and opus headers give lengths to a frame
@@ -29,6 +31,8 @@ SHOWN_SKIPPED = 20  # left-out items printed by name; the rest are counted (the 
 # encoder frame (a 10 MB transcript would ask the loss for tens of GB).
 MAX_CHARACTERS_PER_SECOND = 40
 TEXT_SLACK_CHARACTERS = 20
+# Unicode's bidirectional embeddings, overrides, isolates and marks (format characters that reorder displayed text).
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
@@ -50,7 +54,14 @@ def segment_problem(candidate: Candidate, file_seconds: float) -> str | None:
 
 
 def text_problem(text: str, seconds: float) -> str | None:
-    """Why a transcript cannot be the speech of `seconds` of audio (far too long for it), or None."""
+    """Why a transcript cannot be the speech of `seconds` of audio (far too long for it, or holding a control
+    character: NUL, BEL, a bidirectional override such as U+202E, which no speech says), or None."""
+    control = next((c for c in text if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS), None)
+    if control is not None:
+        return (
+            f"transcript holds the control character U+{ord(control):04X} "
+            f"({unicodedata.name(control, 'a C0/C1 control')}) at character {text.index(control)}"
+        )
     limit = MAX_CHARACTERS_PER_SECOND * seconds + TEXT_SLACK_CHARACTERS
     if len(text) > limit:
         return (
@@ -114,7 +125,7 @@ def check_candidates(
 
 
 def _skip_lines(skipped: list[Skipped], limit: int | None = None) -> str:
-    shown = "".join(f"{item.path}\t{item.reason}\n" for item in skipped[:limit])
+    shown = "".join(f"{line_field(item.path)}\t{line_field(item.reason)}\n" for item in skipped[:limit])
     more = len(skipped) - len(skipped[:limit])
     return shown + (f"... and {more} more\n" if more else "")
 

@@ -120,7 +120,7 @@ class ManifestSetSource(DataSource):
             found, left_out = self.read(path, index, len(files))
             candidates += found
             skipped += left_out
-        return candidates, skipped
+        return without_duplicates(candidates, skipped)
 
     def origin(self, split: str) -> list[str]:
         # with each file's content: a prepared split whose manifests were edited since is not reused
@@ -133,3 +133,23 @@ class ManifestSetSource(DataSource):
             list_override(f"valid_{self.suffix}", self.sets[VALID_SPLIT]),
             mapping_override(f"test_{self.suffix}", tests),
         ]
+
+
+def without_duplicates(candidates: list[Candidate], skipped: list[Skipped]) -> tuple[list[Candidate], list[Skipped]]:
+    """`candidates` with the later ones of a duplicate id (two cuts of one id) or of one audio segment (a NeMo
+    line given twice) left out, listed in `skipped` naming the first: a test set would score them twice, a
+    training set train on them twice."""
+    first: dict[object, Candidate] = {}
+    kept = []
+    for candidate in candidates:
+        keys = (("id", candidate.id), ("segment", candidate.path, candidate.offset, candidate.duration))
+        earlier = next((first[key] for key in keys if key in first), None)
+        if earlier is not None:
+            what = f"utterance id {candidate.id!r}" if earlier.id == candidate.id else "the audio segment"
+            skipped.append(
+                Skipped(candidate.where or candidate.path, f"{what} of {earlier.where or earlier.path} again")
+            )
+            continue
+        first.update(dict.fromkeys(keys, candidate))
+        kept.append(candidate)
+    return kept, skipped

@@ -25,7 +25,12 @@ entry point that reads a checkpoint (evaluation, transcription, export, resuming
 """
 
 from asr_plugin.formats.checkpoint.content_hash import CONTENT_HASH_KEY, content_hash, verify_content_hash
-from asr_plugin.formats.checkpoint.files import check_finite_weights, read_checkpoint, write_checkpoint
+from asr_plugin.formats.checkpoint.files import (
+    check_finite_optimizer_state,
+    check_finite_weights,
+    read_checkpoint,
+    write_checkpoint,
+)
 from asr_plugin.formats.checkpoint.format import LightningCheckpointFormat, auxiliary_ctc_state, load_model
 from asr_plugin.formats.checkpoint.model_node import (
     BUILD_TRANSDUCER,
@@ -53,6 +58,7 @@ __all__ = [
     "average_state_dicts",
     "build_checked_model",
     "build_model",
+    "check_finite_optimizer_state",
     "check_finite_weights",
     "check_model_node",
     "checkpoint_order",

@@ -41,6 +41,28 @@ def check_finite_weights(checkpoint: Mapping[str, Any], path: str | os.PathLike)
     )
 
 
+def check_finite_optimizer_state(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """ValueError naming `path` and the first NaN or infinite tensor of the checkpoint's optimizer states (finite
+    weights beside a NaN moment: the resumed run's first step would make every weight NaN). Checked where a
+    resume reads the file (`asr_plugin.formats.read_resumable_checkpoint`), not by decoding, which needs none."""
+    tensors = {
+        f"optimizer_states[{index}].state[{param}].{name}": value
+        for index, optimizer in enumerate(checkpoint.get("optimizer_states") or ())
+        if isinstance(optimizer, Mapping)
+        for param, moments in (optimizer.get("state") or {}).items()
+        if isinstance(moments, Mapping)
+        for name, value in moments.items()
+        if isinstance(value, torch.Tensor)
+    }
+    try:
+        check_finite(tensors, f"checkpoint {path}", "optimizer tensor")
+    except ValueError as err:
+        raise ValueError(
+            f"{err}: it cannot be resumed (its weights are finite: it can be evaluated, or a new run fine-tuned "
+            "from it with +finetune=from_checkpoint)"
+        ) from None
+
+
 def read_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", mmap: bool = True) -> dict[str, Any]:
     """The training checkpoint `path` (``weights_only=True``; `mmap`: tensors memory-mapped), after its content
     hash and the finiteness of its weights are checked. ValueError naming the file when it is missing, empty,

@@ -3,9 +3,12 @@ the tokenizer files the config names as ``nemo:<file>``. The file is only read."
 
 from __future__ import annotations
 
+import gzip
 import io
+import lzma
 import os
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,10 @@ ARTIFACT_PREFIX = "nemo:"
 MAX_MEMBER_BYTES = 64 * 2**20
 # The config is parsed by PyYAML's pure-Python composer (which can refuse aliases); NeMo's are under 100 kB.
 MAX_CONFIG_BYTES = 4 * 2**20
+# Members listed at most: NeMo's own archives hold under ten (a tar of 300,000 empty members took minutes to list).
+MAX_MEMBERS = 1000
+# What reading a cut or corrupt archive raises (a member past the end, a bad gzip or xz stream).
+DAMAGED_ARCHIVE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
 # The sections the importer reads (the model's and, `asr_plugin.formats.nemo.training_options`, the training
 # settings'): an interpolation left in them is refused by key.
 IMPORTED_SECTIONS = (
@@ -59,12 +66,20 @@ class NemoArchive:
 
 
 def is_nemo_archive(path: str | os.PathLike) -> bool:
-    """True for a tar file holding ``model_config.yaml`` (the file is opened read-only)."""
+    """True for a tar file holding ``model_config.yaml`` among its first `MAX_MEMBERS` members, or one that is
+    damaged or holds more (so that `read_nemo` says what is wrong with it); the file is opened read-only, listed
+    only as far as needed, and this never fails."""
     path = Path(path)
-    if not path.is_file() or not tarfile.is_tarfile(path):
+    try:
+        if not path.is_file() or not tarfile.is_tarfile(path):
+            return False
+        with tarfile.open(path, "r:*") as tar:
+            for count, member in enumerate(tar, 1):
+                if count > MAX_MEMBERS or Path(member.name).name == CONFIG_NAME:
+                    return True
         return False
-    with tarfile.open(path, "r:*") as tar:
-        return any(Path(name).name == CONFIG_NAME for name in tar.getnames())
+    except DAMAGED_ARCHIVE:
+        return True
 
 
 def read_nemo(
@@ -92,22 +107,34 @@ def read_nemo(
         raise ValueError(f"{path}: not a .nemo file (a tar archive)")
     files: dict[str, bytes] = {}
     state = None
-    with tarfile.open(path, "r:*") as tar:
-        members = [member for member in tar.getmembers() if member.isfile()]
-        _refuse_duplicate_names(members, path)
-        for member in members:
-            name = Path(member.name).name
-            if name == WEIGHTS_NAME:
-                state = _load_weights(tar.extractfile(member), member.size, path, map_location) if weights else {}
-                continue
-            limit = min(max_member_bytes, MAX_CONFIG_BYTES) if name == CONFIG_NAME else max_member_bytes
-            if member.size > limit:
-                raise ValueError(
-                    f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
-                    f"{limit:,} for a config or tokenizer file (read_nemo's max_member_bytes, "
-                    f"MAX_CONFIG_BYTES for {CONFIG_NAME})"
-                )
-            files[name] = tar.extractfile(member).read()
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            # one pass: each member is read as the listing reaches it (a gzip archive is decompressed once)
+            seen: dict[str, str] = {}
+            for count, member in enumerate(tar, 1):
+                if count > MAX_MEMBERS:
+                    raise ValueError(
+                        f"{path}: the archive holds more than {MAX_MEMBERS:,} members; a .nemo holds its config, "
+                        "its weights and a few tokenizer files"
+                    )
+                if not member.isfile():
+                    continue
+                name = _unique_name(member, seen, path)
+                if name == WEIGHTS_NAME:
+                    state = _load_weights(tar.extractfile(member), member.size, path, map_location) if weights else {}
+                    continue
+                limit = min(max_member_bytes, MAX_CONFIG_BYTES) if name == CONFIG_NAME else max_member_bytes
+                if member.size > limit:
+                    raise ValueError(
+                        f"{path}: member {member.name} is {member.size:,} bytes, over the limit of "
+                        f"{limit:,} for a config or tokenizer file (read_nemo's max_member_bytes, "
+                        f"MAX_CONFIG_BYTES for {CONFIG_NAME})"
+                    )
+                files[name] = tar.extractfile(member).read()
+    except DAMAGED_ARCHIVE as err:
+        raise ValueError(
+            f"{path}: a damaged .nemo archive, cut short or corrupt ({type(err).__name__}: {err})"
+        ) from None
     if CONFIG_NAME not in files or state is None:
         missing = CONFIG_NAME if CONFIG_NAME not in files else WEIGHTS_NAME
         raise ValueError(f"{path}: the archive has no {missing} (members: {sorted(files)[:8]})")
@@ -128,16 +155,16 @@ def _plain_config(text: str, path: Path) -> dict[str, Any]:
     return config
 
 
-def _refuse_duplicate_names(members: list[tarfile.TarInfo], path: Path) -> None:
-    by_name: dict[str, str] = {}
-    for member in members:
-        name = Path(member.name).name
-        if name in by_name:
-            raise ValueError(
-                f"{path}: members {by_name[name]} and {member.name} share the name {name!r}; "
-                "a .nemo file holds each file once"
-            )
-        by_name[name] = member.name
+def _unique_name(member: tarfile.TarInfo, seen: dict[str, str], path: Path) -> str:
+    """The member's base name, recorded in `seen` (base name -> member name); ValueError naming both members when
+    another one has it."""
+    name = Path(member.name).name
+    if name in seen:
+        raise ValueError(
+            f"{path}: members {seen[name]} and {member.name} share the name {name!r}; a .nemo file holds each file once"
+        )
+    seen[name] = member.name
+    return name
 
 
 def _load_weights(stream: io.IOBase, member_bytes: int, path: Path, map_location: str) -> dict[str, torch.Tensor]:

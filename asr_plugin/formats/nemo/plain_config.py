@@ -112,17 +112,27 @@ def resolve_references(config: Mapping[str, Any], source: str) -> dict[str, Any]
     """A copy of `config` (aliases expanded) with every ``${model.a.b}`` / ``${a.b}`` string that names a key of
     `config` replaced by (a copy of) its value; other strings are kept. ValueError naming `source` past
     `MAX_CONFIG_NODES` nodes, `MAX_REFERENCE_DEPTH` chained references, or nesting too deep (a recursive alias)."""
-    resolver = _Resolver(config, source)
+    check_expanded_size(config, source)
     try:
-        nodes = resolver.expanded_nodes(config)
-        if nodes > MAX_CONFIG_NODES:
-            raise ValueError(
-                f"{source}: the config expands to more than {MAX_CONFIG_NODES:,} nodes ({nodes:,}: aliases and "
-                "references are copied, and this many is no NeMo model config)"
-            )
-        return resolver.copy(config, "")
+        return _Resolver(config, source).copy(config, "")
     except RecursionError:
         raise ValueError(f"{source}: the config is nested too deeply (a recursive alias?)") from None
+
+
+def check_expanded_size(config: Mapping[str, Any], source: str, max_nodes: int = MAX_CONFIG_NODES) -> None:
+    """ValueError naming `source` when `config` (as `load_yaml_data` gave it: aliases shared) expands to more than
+    `max_nodes` nodes, its aliases and references copied; counted without copying, in the time it takes to walk
+    what is written. What any YAML file read as a config must pass before OmegaConf sees it (which would
+    expand, and hang on, a few kB of nested aliases)."""
+    try:
+        nodes = _Resolver(config, source).expanded_nodes(config)
+    except RecursionError:
+        raise ValueError(f"{source}: the config is nested too deeply (a recursive alias?)") from None
+    if nodes > max_nodes:
+        raise ValueError(
+            f"{source}: the config expands to more than {max_nodes:,} nodes ({nodes:,}: aliases and "
+            "references are copied, and this many is no model or run config)"
+        )
 
 
 def refuse_section_interpolations(config: Mapping[str, Any], sections: Iterable[str], source: str) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ import yaml
 
 from asr_plugin.files import write_atomic
 from asr_plugin.formats.base import LoadedModel
-from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME
+from asr_plugin.formats.nemo.archive import CONFIG_NAME, WEIGHTS_NAME, is_nemo_archive
 from asr_plugin.formats.nemo.importer import NemoImport
 from asr_plugin.formats.nemo.training_options import nemo_spec_augment_section
 from asr_plugin.formats.nemo.weights import to_nemo_state_dict
@@ -369,10 +369,21 @@ def tokenizer_files(tokenizer: Tokenizer) -> tuple[dict[str, bytes], list[str]]:
     return files, pieces
 
 
-def check_nemo_output(path: str | os.PathLike) -> None:
-    """ValueError when `path`, the ``.nemo`` file to write, is a directory."""
-    if Path(path).is_dir():
+def check_nemo_output(path: str | os.PathLike, sources: Sequence[str | os.PathLike] = ()) -> None:
+    """ValueError when `path`, the ``.nemo`` file to write, is a directory, is one of `sources` (the files the
+    model is read from: the export would replace its own input) or is an existing file that is not a ``.nemo``
+    (a training checkpoint given as the output would lose its optimizer, schedule and loop state for good)."""
+    path = Path(path)
+    if path.is_dir():
         raise ValueError(f"export_nemo: {path} is a directory; name the .nemo file to write")
+    for source in sources:
+        if path.resolve() == Path(source).resolve():
+            raise ValueError(f"export_nemo: the output {path} is the source {source} itself; name another file")
+    if path.exists() and not is_nemo_archive(path):
+        raise ValueError(
+            f"export_nemo: the output {path} exists and is not a .nemo file; an export replaces only a .nemo, "
+            "so name a new file (or remove this one first)"
+        )
 
 
 def write_nemo(source: NemoImport | LoadedModel, path: str | os.PathLike) -> Path:
@@ -381,12 +392,13 @@ def write_nemo(source: NemoImport | LoadedModel, path: str | os.PathLike) -> Pat
     Args:
         source: what `import_nemo` returned, or a `LoadedModel` (``asr_plugin.formats.export_nemo`` also takes a
             model file's path); what it records nothing of, NeMo's defaults (`DEFAULT_SETTINGS`).
-        path: the ``.nemo`` file to write (replaced if it exists; a directory is refused: see
+        path: the ``.nemo`` file to write (replaced if it is a ``.nemo``; a directory, the source's own file
+            or a file of another kind is refused: `check_nemo_output`, and for a directory see
             `asr_plugin.formats.nemo.output_path.nemo_output_path`).
     """
-    check_nemo_output(path)
     if isinstance(source, NemoImport):
         source = source.loaded()
+    check_nemo_output(path, source.paths)
     tokenizer = source.require_tokenizer()
     if source.model.vocab_size != tokenizer.vocab_size:
         raise ValueError(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from asr_plugin.audio.pieces import checked_pieces
 from asr_plugin.frontend.online.ragged import append_ragged, checked_lengths, drop_front
 
 
@@ -91,20 +92,23 @@ class StreamingFrames(ABC):
 
     @torch.no_grad()
     def accept(
-        self, audio: torch.Tensor, lengths: torch.Tensor, state: SampleStreamState
+        self, audio: torch.Tensor, lengths: torch.Tensor, state: SampleStreamState, sample_rate: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, SampleStreamState]:
         """Appends audio and computes the frames that became ready.
 
         Args:
-            audio: (B, S_piece) float audio in [-1, 1] at the front end's rate, stream b's samples first.
+            audio: (B, S_piece) float audio in [-1, 1] (or integer PCM), stream b's samples first; checked,
+                scaled and resampled by `asr_plugin.audio.pieces.checked_pieces` (NaN refused by stream and sample).
             lengths: (B,) int new samples per stream, in [0, S_piece].
             state: the streams' state; not modified.
+            sample_rate: the audio's rate (None: the front end's); another one is resampled.
         Returns:
             (B, T_new, F) float32 new frames (stream b's first ``frames[b]``, the rest 0), (B,) int64 frame counts,
             the new state.
         """
         lengths = checked_lengths(audio, lengths, state.batch_size, state.finished, "audio", 2)
-        samples, _ = append_ragged(state.samples, state.received - state.samples_start, audio.float(), lengths)
+        audio, lengths = checked_pieces(audio, lengths, sample_rate, self.frontend.sample_rate)
+        samples, _ = append_ragged(state.samples, state.received - state.samples_start, audio, lengths)
         received = state.received + lengths
         ready = torch.where(state.finished, state.frames_done, self.ready_frames(received).clamp(min=0))
         return self.frames_up_to(ready, replace(state, samples=samples, received=received))
