@@ -6,19 +6,20 @@ from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_rig
 from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
-from asr_plugin.decoding.greedy_steps import GREEDY_STEPS, GreedyChoice, greedy_step
+from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
+from asr_plugin.decoding.interface import DecoderJoint, TransducerDecoderJoint, decoder_joint
 from asr_plugin.decoding.methods import METHODS, decode
 from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, RecognizerState, Segment, StreamingRecognizer
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
 __all__ = [
-    "GREEDY_STEPS",
     "METHODS",
     "BufferedEncoder",
     "BufferedState",
     "CacheAwareEncoder",
     "CacheAwareState",
+    "DecoderJoint",
     "EncoderStream",
     "EndpointConfig",
     "EndpointRule",
@@ -31,8 +32,10 @@ __all__ = [
     "Segment",
     "StreamingGreedyDecoder",
     "StreamingRecognizer",
+    "TransducerDecoderJoint",
     "attach_text",
     "decode",
+    "decoder_joint",
     "encoder_frame_shift",
     "greedy_search",
     "greedy_step",

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 import torch
 
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
+from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, select_state
 from asr_plugin.decoding.validation import check_encoder_output
-from asr_plugin.losses import RNNT
 from asr_plugin.models import Transducer
-from asr_plugin.models.predictor import LSTMState
 
 
 @dataclass
@@ -53,9 +52,9 @@ class _Beams:
     scores: torch.Tensor
     active: torch.Tensor
     pred_proj: torch.Tensor
-    state: LSTMState
+    state: PredictorState
 
-    def select(self, model: Transducer, index: torch.Tensor) -> "_Beams":
+    def select(self, model: DecoderJoint, index: torch.Tensor) -> "_Beams":
         """Hypotheses `index` (K,) of this set, predictor outputs included."""
         rows = index.tolist()
         return _Beams(
@@ -65,7 +64,7 @@ class _Beams:
             scores=self.scores[index],
             active=self.active[index],
             pred_proj=self.pred_proj[index],
-            state=model.predictor.select_state(self.state, index),
+            state=select_state(self.state, index),
         )
 
 
@@ -86,22 +85,21 @@ def _log_add(a: float, b: float) -> float:
     return high + math.log1p(math.exp(low - high))
 
 
-def _initial_beams(model: Transducer, batch_size: int, device: torch.device) -> _Beams:
+def _initial_beams(model: DecoderJoint, batch_size: int, device: torch.device) -> _Beams:
     """One empty, active hypothesis (score 0, blank context) per utterance."""
-    start = torch.full((batch_size,), model.blank_id, dtype=torch.long, device=device)
-    pred_out, state = model.predictor.step(start)  # (B, H_p)
+    pred_proj, state = model.start(batch_size, device)
     return _Beams(
         utts=torch.arange(batch_size, device=device),
         tokens=[()] * batch_size,
         timestamps=[()] * batch_size,
         scores=torch.zeros(batch_size, dtype=torch.float64, device=device),
         active=torch.ones(batch_size, dtype=torch.bool, device=device),
-        pred_proj=model.joint.project_predictor(pred_out),
+        pred_proj=pred_proj,
         state=state,
     )
 
 
-def _merge(model: Transducer, beams: _Beams, candidates: list[_Candidate], frame: int) -> _Beams:
+def _merge(model: DecoderJoint, beams: _Beams, candidates: list[_Candidate], frame: int) -> _Beams:
     """The hypotheses `candidates` make (best first within each utterance), equal ones merged by log-add.
 
     Candidates with the same utterance, token sequence and `active` flag become one hypothesis scored
@@ -127,13 +125,14 @@ def _merge(model: Transducer, beams: _Beams, candidates: list[_Candidate], frame
     symbols = torch.tensor([e[0].symbol for e in entries], dtype=torch.long, device=device)  # (N',)
     emitting = (symbols != blank).nonzero().squeeze(1)  # (M,) exactly the active ones after a sub-step
     if emitting.numel():
-        out, state = model.predictor.step(symbols[emitting], model.predictor.select_state(new.state, emitting))
-        new.pred_proj[emitting] = model.joint.project_predictor(out)
-        new.state[0][:, emitting], new.state[1][:, emitting] = state
+        out, state = model.predict(symbols[emitting], select_state(new.state, emitting))
+        new.pred_proj[emitting] = out
+        for part, new_part in zip(new.state, state):
+            part[:, emitting] = new_part
     return new
 
 
-def _sub_step(model: Transducer, beams: _Beams, enc_frame: torch.Tensor, frame: int, beam: int) -> _Beams:
+def _sub_step(model: DecoderJoint, beams: _Beams, enc_frame: torch.Tensor, frame: int, beam: int) -> _Beams:
     """Extends the active hypotheses by one symbol, keeps `beam` (finished and active) per utterance, merges.
 
     Args:
@@ -141,7 +140,7 @@ def _sub_step(model: Transducer, beams: _Beams, enc_frame: torch.Tensor, frame: 
     """
     blank = model.blank_id
     rows = beams.active.nonzero().squeeze(1)  # (A,)
-    logp = model.joint.combine(enc_frame[beams.utts[rows]], beams.pred_proj[rows]).float().log_softmax(dim=-1)  # (A, V)
+    logp = model.joint(enc_frame[beams.utts[rows]], beams.pred_proj[rows]).float().log_softmax(dim=-1)  # (A, V)
     num_hyps, vocab = beams.scores.shape[0], logp.shape[1]
     # A finished hypothesis has one candidate, itself, in its blank column.
     candidates = torch.full((num_hyps, vocab), -math.inf, dtype=torch.float64, device=logp.device)  # (N, V)
@@ -168,7 +167,7 @@ def _sub_step(model: Transducer, beams: _Beams, enc_frame: torch.Tensor, frame: 
     return _merge(model, beams, survivors, frame)
 
 
-def _next_frame(model: Transducer, beams: _Beams, frame: int) -> _Beams:
+def _next_frame(model: DecoderJoint, beams: _Beams, frame: int) -> _Beams:
     """All hypotheses active again, those with the same token sequence merged (best first, log-add)."""
     scores, utts = beams.scores.tolist(), beams.utts.tolist()
     order = sorted(range(len(scores)), key=lambda i: (utts[i], -scores[i]))
@@ -187,7 +186,7 @@ def _best(beams: _Beams, utt: int) -> Hypothesis:
 
 @torch.no_grad()
 def modified_beam_search(
-    model: Transducer,
+    model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
     beam: int = 4,
@@ -214,7 +213,7 @@ def modified_beam_search(
         the best hypothesis of each utterance, in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
-    if type(model.lattice) is not RNNT:
+    if decoder_joint(model).durations is not None:
         raise ValueError(
             f"modified_beam_search decodes RNN-T models only, not this model's lattice {model.lattice!r}: "
             "use greedy search (decoding method 'greedy')"
@@ -225,7 +224,8 @@ def modified_beam_search(
         raise ValueError(f"max_symbols_per_frame={max_symbols_per_frame} must be >= 1")
     batch_size, num_frames, _ = encoder_out.shape
     lengths = encoder_lengths.tolist()
-    enc_proj = model.joint.project_encoder(encoder_out)  # (B, T, H_j)
+    model = decoder_joint(model)
+    enc_proj = model.project_frames(encoder_out)  # (B, T, H_j)
     beams = _initial_beams(model, batch_size, encoder_out.device)
     results: list[Hypothesis | None] = [None] * batch_size
     for t in range(num_frames + 1):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
+from asr_plugin.decoding.interface import DecoderJoint
 from asr_plugin.decoding.streaming_greedy import StreamingGreedyDecoder
 from asr_plugin.decoding.validation import check_encoder_output
 from asr_plugin.models import Transducer
@@ -12,14 +13,14 @@ from asr_plugin.models import Transducer
 
 @torch.no_grad()
 def greedy_search(
-    model: Transducer,
+    model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
     max_symbols_per_frame: int = 4,
     tokenizer: TokenDecoder | None = None,
 ) -> list[Hypothesis]:
     """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy
-    step of the model's lattice (``GREEDY_STEPS[type(model.lattice)]`` in `asr_plugin.decoding.greedy_steps`):
+    step of the model's lattice (`asr_plugin.decoding.greedy_steps`), label-looping as NeMo's ``greedy_batch``:
     `StreamingGreedyDecoder` run over the whole utterances as one chunk.
 
     RNN-T: at every frame the joint's argmax is taken; a blank moves to the next frame, a token is emitted and
@@ -42,7 +43,7 @@ def greedy_search(
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 
     Args:
-        model: the transducer (its lattice, predictor and joint are used).
+        model: the transducer, or any `DecoderJoint` (an exported model).
         encoder_out: (B, T, H_e) float encoder frames.
         encoder_lengths: (B,) int64 valid frames per utterance.
         max_symbols_per_frame: >= 1, cap on tokens emitted at one frame.

@@ -2,7 +2,8 @@
 
 A step reads the joint's raw scores of a batch of hypotheses and returns the best token, how many frames the
 search moves on, and the step's log-probability. `asr_plugin.decoding.streaming_greedy` runs the one search loop
-over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step.
+over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step
+(and its durations to `asr_plugin.decoding.interface.lattice_durations`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from asr_plugin.losses import RNNT, TDT
-from asr_plugin.models import Transducer
+from asr_plugin.decoding.interface import DecoderJoint
 
 
 class GreedyChoice(NamedTuple):
@@ -39,8 +39,8 @@ class RnntGreedyStep:
     """RNN-T: the argmax of the V token scores; a blank moves to the next frame, a token stays at its frame.
     The score is the chosen symbol's log-probability."""
 
-    def __init__(self, model: Transducer) -> None:
-        self.blank = model.blank_id
+    def __init__(self, decoder: DecoderJoint) -> None:
+        self.blank = decoder.blank_id
 
     def __call__(self, logits: torch.Tensor) -> GreedyChoice:
         score, token = logits.float().log_softmax(dim=-1).max(dim=-1)  # (B,), (B,)
@@ -53,10 +53,10 @@ class TdtGreedyStep:
     moves on 1 and is scored with duration 1's log-probability. Score: log softmax(tokens)[token] +
     log softmax(durations)[duration taken]."""
 
-    def __init__(self, model: Transducer) -> None:
-        self.blank = model.blank_id
-        self.vocab = model.vocab_size
-        self.durations = tuple(model.lattice.durations)  # contain 0 and 1 (the lattice checks it)
+    def __init__(self, decoder: DecoderJoint) -> None:
+        self.blank = decoder.blank_id
+        self.vocab = decoder.vocab_size
+        self.durations = decoder.durations  # contain 0 and 1 (the lattice checks it)
 
     def __call__(self, logits: torch.Tensor) -> GreedyChoice:
         durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
@@ -70,16 +70,6 @@ class TdtGreedyStep:
         return GreedyChoice(token, durations[index], score.double())
 
 
-# The greedy step of each lattice the models use (adding a lattice adds its step here).
-GREEDY_STEPS: dict[type, type] = {RNNT: RnntGreedyStep, TDT: TdtGreedyStep}
-
-
-def greedy_step(model: Transducer) -> GreedyStep:
-    """The greedy step of `model`'s lattice; ValueError naming the lattice when it has none."""
-    step = GREEDY_STEPS.get(type(model.lattice))
-    if step is None:
-        raise ValueError(
-            f"greedy search has no step for the lattice {model.lattice!r} (it decodes "
-            f"{sorted(kind.__name__ for kind in GREEDY_STEPS)})"
-        )
-    return step(model)
+def greedy_step(decoder: DecoderJoint) -> GreedyStep:
+    """The greedy step of `decoder`'s lattice: TDT's where it has durations, RNN-T's otherwise."""
+    return RnntGreedyStep(decoder) if decoder.durations is None else TdtGreedyStep(decoder)
