@@ -1,7 +1,7 @@
-"""Transducer decoding: batched greedy search, modified beam search and streaming greedy decoding (see
+"""Transducer decoding: batched label-looping greedy search, batched beam search (RNN-T and TDT) and streaming greedy decoding (see
 docs/decoding.md and docs/streaming.md)."""
 
-from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.beam_search import BatchedBeamSearch, beam_search
 from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_right_context, subsampling_factor
 from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
@@ -14,6 +14,7 @@ from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, Recogni
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 
 __all__ = [
+    "BatchedBeamSearch",
     "METHODS",
     "BufferedEncoder",
     "BufferedState",
@@ -34,12 +35,12 @@ __all__ = [
     "StreamingRecognizer",
     "TransducerDecoderJoint",
     "attach_text",
+    "beam_search",
     "decode",
     "decoder_joint",
     "encoder_frame_shift",
     "greedy_search",
     "greedy_step",
     "min_right_context",
-    "modified_beam_search",
     "subsampling_factor",
 ]

@@ -27,8 +27,8 @@ def greedy_search(
     the predictor advances on it. The score is the sum of the chosen symbols' log-probabilities, i.e. the
     standard RNN-T path log-probability (tokens and the closing blank of each frame). When a frame reaches
     `max_symbols_per_frame` emitted tokens the search moves on without a blank and adds no blank term, the
-    convention `modified_beam_search` shares: its tokens, timestamps and score equal
-    ``modified_beam_search(..., beam=1)`` with the same `max_symbols_per_frame`.
+    convention `beam_search` shares: its tokens, timestamps and score equal ``beam_search(..., beam=1)`` with the
+    same `max_symbols_per_frame`.
 
     TDT, the way NeMo's TDT ``greedy_batch`` (label looping) decodes: per utterance, from frame t = 0 with the
     predictor on the start symbol, the joint's output at (t, state) gives the best token (argmax of the V token
