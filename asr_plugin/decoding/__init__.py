@@ -7,11 +7,12 @@ from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
-from asr_plugin.decoding.hypothesis import Hypothesis, attach_text
+from asr_plugin.decoding.hypothesis import Hypothesis, Span, Timing, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, TransducerDecoderJoint, decoder_joint
 from asr_plugin.decoding.methods import METHODS, decode
 from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, RecognizerState, Segment, StreamingRecognizer
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
+from asr_plugin.decoding.timestamps import attach_timing, hypothesis_timing, joined_timing
 
 __all__ = [
     "BatchedBeamSearch",
@@ -31,16 +32,21 @@ __all__ = [
     "Hypothesis",
     "RecognizerState",
     "Segment",
+    "Span",
     "StreamingGreedyDecoder",
     "StreamingRecognizer",
+    "Timing",
     "TransducerDecoderJoint",
     "attach_text",
+    "attach_timing",
     "beam_search",
     "decode",
     "decoder_joint",
     "encoder_frame_shift",
     "greedy_search",
     "greedy_step",
+    "hypothesis_timing",
+    "joined_timing",
     "min_right_context",
     "subsampling_factor",
 ]

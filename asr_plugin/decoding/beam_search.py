@@ -49,8 +49,8 @@ class _Beams:
         tokens_at_frame: int64 tokens emitted at frame ``time`` so far (for `max_symbols_per_frame`).
         last_token: int64 the last token (blank before the first).
         lengths: int64 tokens emitted.
-        labels, frames, durations: (B, K, L) int64 each token, the frame it was read at and the frames it moved
-            the pointer on (TDT's duration; 0 for an RNN-T token), valid up to ``lengths``, 0 after.
+        labels, frames, durations: (B, K, L) int64 each token, the frame it was read at and the frames it covers
+            (`Hypothesis.durations`: RNN-T 1, TDT its duration), valid up to ``lengths``, 0 after.
         predictor_proj: (B * K, H_j) the projected predictor output after the last token.
         predictor_state: the predictor state of the B * K hypotheses.
     """
@@ -204,7 +204,8 @@ class BatchedBeamSearch:
         stamps = new.frames.scatter(
             2, slot, torch.where(emit, new.time, new.frames.gather(2, slot).squeeze(2))[..., None]
         )
-        covered = torch.where(emit, advance - capped.long(), new.durations.gather(2, slot).squeeze(2))
+        covers = advance - capped.long() if self.durations is not None else torch.ones_like(advance)
+        covered = torch.where(emit, covers, new.durations.gather(2, slot).squeeze(2))
         durations_so_far = new.durations.scatter(2, slot, covered[..., None])
         flat_emit = emit.reshape(-1)
         proj, state = self.decoder.predict(torch.where(emit, token, new.last_token).reshape(-1), new.predictor_state)
@@ -244,9 +245,10 @@ class BatchedBeamSearch:
         rows = torch.arange(len(index), device=index.device)
         scores, lengths = beams.scores[rows, index].tolist(), beams.lengths[rows, index].tolist()
         labels, frames = beams.labels[rows, index].tolist(), beams.frames[rows, index].tolist()
+        durations = beams.durations[rows, index].tolist()
         return [
-            Hypothesis(tokens=seq[:n], score=score, timestamps=stamps[:n])
-            for seq, stamps, n, score in zip(labels, frames, lengths, scores)
+            Hypothesis(tokens=seq[:n], score=score, timestamps=stamps[:n], durations=covers[:n])
+            for seq, stamps, covers, n, score in zip(labels, frames, durations, lengths, scores)
         ]
 
 

@@ -50,7 +50,8 @@ class GreedyState:
             segment's last token, or ``segment_start``; ``frames_done - silence_start`` frames are trailing
             blanks (`trailing_blank_frames`).
         scores: (B,) float64 log-probability of each segment's hypothesis.
-        tokens, timestamps: each stream's emitted token ids and their frames, in this segment.
+        tokens, timestamps, durations: each stream's emitted token ids, their frames and the frames they
+            cover (`Hypothesis.durations`), in this segment.
     """
 
     predictor_state: PredictorState
@@ -65,6 +66,7 @@ class GreedyState:
     scores: torch.Tensor
     tokens: tuple[tuple[int, ...], ...]
     timestamps: tuple[tuple[int, ...], ...]
+    durations: tuple[tuple[int, ...], ...]
 
     @property
     def batch_size(self) -> int:
@@ -95,7 +97,8 @@ class _Search:
         frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
         time, last_token, last_token_frame, tokens_at_frame, silence_start, scores: as in `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
-        emitted: per label step, the (B,) tokens found (blank: none) and the (B,) frames they were found at.
+        emitted: per label step, the (B,) tokens found (blank: none), the (B,) frames they were found at and the
+            (B,) frames they cover.
     """
 
     frames: torch.Tensor
@@ -109,7 +112,7 @@ class _Search:
     scores: torch.Tensor
     predictor_proj: torch.Tensor
     predictor_state: PredictorState
-    emitted: list[tuple[torch.Tensor, torch.Tensor]]
+    emitted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
     def active(self) -> torch.Tensor:
         """(B,) bool, streams whose frame pointer is still inside the chunk."""
@@ -161,6 +164,7 @@ class StreamingGreedyDecoder:
             scores=torch.zeros(batch_size, dtype=torch.float64, device=device),
             tokens=((),) * batch_size,
             timestamps=((),) * batch_size,
+            durations=((),) * batch_size,
         )
 
     @torch.no_grad()
@@ -181,8 +185,8 @@ class StreamingGreedyDecoder:
             return replace(state, frames_done=end)
         search = self.begin_chunk(encoder_frames, end, state)
         while bool(search.active().any()):
-            token, found_at = self.find_tokens(search)
-            self.emit_tokens(search, token, found_at)
+            token, found_at, covers = self.find_tokens(search)
+            self.emit_tokens(search, token, found_at, covers)
         return self.end_chunk(search, state)
 
     def check_chunk(self, encoder_frames: torch.Tensor, frame_lengths: torch.Tensor, state: GreedyState) -> None:
@@ -221,10 +225,11 @@ class StreamingGreedyDecoder:
         rows = torch.arange(search.frames.shape[0], device=at.device)
         return self.greedy_step(self.decoder.joint(search.frames[rows, local], search.predictor_proj))
 
-    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor]:
+    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
         frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
-        pointers and adds the steps' scores; returns (B,) the token found (blank: none) and its frame."""
+        pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame and the
+        frames it covers (RNN-T 1, TDT its duration)."""
         active = search.active()
         found_at = search.time
         token, advance, score = self.read(search, search.time)
@@ -236,15 +241,17 @@ class StreamingGreedyDecoder:
             more_token, more_advance, more_score = self.read(search, search.time)
             token = torch.where(looking, more_token, token)
             search.scores = search.scores + torch.where(looking, more_score, 0.0)
+            advance = torch.where(looking, more_advance, advance)
             search.time = torch.where(looking, search.time + more_advance, search.time)
             looking = looking & (token == self.decoder.blank_id) & search.active()
-        return torch.where(active, token, self.decoder.blank_id), found_at
+        covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
+        return torch.where(active, token, self.decoder.blank_id), found_at, covers
 
-    def emit_tokens(self, search: _Search, token: torch.Tensor, found_at: torch.Tensor) -> None:
+    def emit_tokens(self, search: _Search, token: torch.Tensor, found_at: torch.Tensor, covers: torch.Tensor) -> None:
         """Appends the found tokens, advances their streams' predictors on them (the others keep theirs) and
         moves a frame pointer on by one where `max_symbols_per_frame` tokens came from its frame."""
         found = token != self.decoder.blank_id
-        search.emitted.append((token, found_at))
+        search.emitted.append((token, found_at, covers))
         proj, predictor_state = self.decoder.predict(
             torch.where(found, token, search.last_token), search.predictor_state
         )
@@ -266,13 +273,15 @@ class StreamingGreedyDecoder:
         """The state after the chunk: the loop variables, and the tokens found appended (one host copy)."""
         new_tokens: list[list[int]] = [[] for _ in range(state.batch_size)]
         new_stamps: list[list[int]] = [[] for _ in range(state.batch_size)]
+        new_durations: list[list[int]] = [[] for _ in range(state.batch_size)]
         if search.emitted:
-            tokens, frames = (torch.stack(parts, dim=1).tolist() for parts in zip(*search.emitted))  # (B, steps)
+            tokens, frames, covers = (torch.stack(parts, dim=1).tolist() for parts in zip(*search.emitted))  # (B, I)
             for b in range(state.batch_size):
-                for token, frame in zip(tokens[b], frames[b]):
+                for token, frame, cover in zip(tokens[b], frames[b], covers[b]):
                     if token != self.decoder.blank_id:
                         new_tokens[b].append(token)
                         new_stamps[b].append(frame)
+                        new_durations[b].append(cover)
         return replace(
             state,
             predictor_state=search.predictor_state,
@@ -286,14 +295,17 @@ class StreamingGreedyDecoder:
             scores=search.scores,
             tokens=_extended(state.tokens, new_tokens),
             timestamps=_extended(state.timestamps, new_stamps),
+            durations=_extended(state.durations, new_durations),
         )
 
     def hypotheses(self, state: GreedyState, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
         """Each stream's hypothesis of its current segment (partial until its last chunk, then final)."""
         return attach_text(
             [
-                Hypothesis(tokens=list(tokens), score=score, timestamps=list(stamps))
-                for tokens, stamps, score in zip(state.tokens, state.timestamps, state.scores.tolist())
+                Hypothesis(tokens=list(tokens), score=score, timestamps=list(stamps), durations=list(durations))
+                for tokens, stamps, durations, score in zip(
+                    state.tokens, state.timestamps, state.durations, state.scores.tolist()
+                )
             ],
             tokenizer,
         )
@@ -325,6 +337,7 @@ class StreamingGreedyDecoder:
             scores=torch.where(keep, state.scores, 0.0),
             tokens=tuple(() if reset else tokens for reset, tokens in zip(chosen, state.tokens)),
             timestamps=tuple(() if reset else stamps for reset, stamps in zip(chosen, state.timestamps)),
+            durations=tuple(() if reset else covers for reset, covers in zip(chosen, state.durations)),
         )
 
 
