@@ -4,6 +4,7 @@ docs/decoding.md and docs/streaming.md)."""
 from asr_plugin.decoding.beam_search import BatchedBeamSearch, beam_search
 from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_right_context, subsampling_factor
 from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
+from asr_plugin.decoding.confidence import ConfidenceMethod, attach_word_confidence, word_confidence
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
@@ -21,6 +22,7 @@ __all__ = [
     "BufferedState",
     "CacheAwareEncoder",
     "CacheAwareState",
+    "ConfidenceMethod",
     "DecoderJoint",
     "EncoderStream",
     "EndpointConfig",
@@ -39,6 +41,7 @@ __all__ = [
     "TransducerDecoderJoint",
     "attach_text",
     "attach_timing",
+    "attach_word_confidence",
     "beam_search",
     "decode",
     "decoder_joint",
@@ -49,4 +52,5 @@ __all__ = [
     "joined_timing",
     "min_right_context",
     "subsampling_factor",
+    "word_confidence",
 ]

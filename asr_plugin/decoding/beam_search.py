@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, select_state, where_state
 from asr_plugin.decoding.validation import check_encoder_output, check_int
@@ -51,6 +52,7 @@ class _Beams:
         lengths: int64 tokens emitted.
         labels, frames, durations: (B, K, L) int64 each token, the frame it was read at and the frames it covers
             (`Hypothesis.durations`: RNN-T 1, TDT its duration), valid up to ``lengths``, 0 after.
+        confidences: (B, K, L) float64 each token's confidence (0 without a confidence method).
         predictor_proj: (B * K, H_j) the projected predictor output after the last token.
         predictor_state: the predictor state of the B * K hypotheses.
     """
@@ -63,6 +65,7 @@ class _Beams:
     labels: torch.Tensor
     frames: torch.Tensor
     durations: torch.Tensor
+    confidences: torch.Tensor
     predictor_proj: torch.Tensor
     predictor_state: PredictorState
 
@@ -80,6 +83,7 @@ class _Beams:
             labels=self.labels.gather(1, per_token),
             frames=self.frames.gather(1, per_token),
             durations=self.durations.gather(1, per_token),
+            confidences=self.confidences.gather(1, per_token),
             predictor_proj=self.predictor_proj[flat],
             predictor_state=select_state(self.predictor_state, flat),
         )
@@ -95,6 +99,7 @@ class _Beams:
             labels=torch.cat([self.labels, pad], 2),
             frames=torch.cat([self.frames, pad], 2),
             durations=torch.cat([self.durations, pad], 2),
+            confidences=torch.cat([self.confidences, pad.double()], 2),
         )
 
 
@@ -105,12 +110,21 @@ class BatchedBeamSearch:
         model: the transducer, or any `DecoderJoint` (an exported model); RNN-T or TDT.
         beam: >= 1 hypotheses kept per utterance.
         max_symbols_per_frame: >= 1 cap on tokens emitted at one frame.
+        confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`): the
+            measure of the distribution the token was chosen from.
     """
 
-    def __init__(self, model: Transducer | DecoderJoint, beam: int = 4, max_symbols_per_frame: int = 4) -> None:
+    def __init__(
+        self,
+        model: Transducer | DecoderJoint,
+        beam: int = 4,
+        max_symbols_per_frame: int = 4,
+        confidence: ConfidenceMethod | None = None,
+    ) -> None:
         check_int("beam", beam, 1)
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.decoder = decoder_joint(model)
+        self.confidence = confidence
         self.beam = beam
         self.max_symbols_per_frame = max_symbols_per_frame
         durations = self.decoder.durations
@@ -148,14 +162,18 @@ class BatchedBeamSearch:
             labels=buffer,
             frames=buffer,
             durations=buffer,
+            confidences=buffer.double(),
             predictor_proj=proj,
             predictor_state=state,
         )
 
-    def candidate_scores(self, beams: _Beams, frames: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+    def candidate_scores(
+        self, beams: _Beams, frames: torch.Tensor, finished: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, K, C) the score of every candidate: C = V symbols (RNN-T) or V x D (token, duration) pairs (TDT,
         flattened token-major). A finished hypothesis' one candidate, itself, sits in the otherwise unused
-        column: RNN-T's blank, TDT's (blank, duration 0)."""
+        column: RNN-T's blank, TDT's (blank, duration 0). Also (B, K) the confidence of each hypothesis' token
+        distribution (zeros without a confidence method)."""
         batch, beam = beams.scores.shape
         blank, vocab = self.decoder.blank_id, self.decoder.vocab_size
         at = beams.time.clamp(max=frames.shape[1] - 1)  # finished rows read a valid dummy frame
@@ -163,6 +181,7 @@ class BatchedBeamSearch:
         logits = self.decoder.joint(frames[rows, at].reshape(batch * beam, -1), beams.predictor_proj).float()
         logits = logits.reshape(batch, beam, -1)
         token_logp = logits[..., :vocab].log_softmax(-1).double()  # (B, K, V)
+        confidence = torch.zeros_like(beams.scores) if self.confidence is None else self.confidence(token_logp)
         if self.durations is None:
             scores = beams.scores[..., None] + token_logp
             stay = blank
@@ -175,13 +194,13 @@ class BatchedBeamSearch:
             stay = blank * len(self.durations) + zero
         scores = torch.where(finished[..., None], NEG_INF, scores)
         scores[..., stay] = torch.where(finished, beams.scores, scores[..., stay])
-        return scores
+        return scores, confidence
 
     def advance(self, beams: _Beams, frames: torch.Tensor, lengths: torch.Tensor) -> _Beams:
         """One label-synchronous step: every hypothesis' candidates, the `beam` best of each utterance, their
         tokens appended, frame pointers moved and predictors advanced."""
         finished = (beams.time >= lengths) | (beams.scores == NEG_INF)
-        scores = self.candidate_scores(beams, frames, finished)  # (B, K, C)
+        scores, confidence = self.candidate_scores(beams, frames, finished)  # (B, K, C), (B, K)
         batch, beam, choices = scores.shape
         top_scores, top_index = scores.reshape(batch, beam * choices).topk(beam, dim=1)  # (B, K)
         source, symbol = top_index // choices, top_index % choices
@@ -207,6 +226,8 @@ class BatchedBeamSearch:
         covers = advance - capped.long() if self.durations is not None else torch.ones_like(advance)
         covered = torch.where(emit, covers, new.durations.gather(2, slot).squeeze(2))
         durations_so_far = new.durations.scatter(2, slot, covered[..., None])
+        token_confidence = torch.where(emit, confidence.gather(1, source), new.confidences.gather(2, slot).squeeze(2))
+        confidences = new.confidences.scatter(2, slot, token_confidence[..., None])
         flat_emit = emit.reshape(-1)
         proj, state = self.decoder.predict(torch.where(emit, token, new.last_token).reshape(-1), new.predictor_state)
         return _Beams(
@@ -218,6 +239,7 @@ class BatchedBeamSearch:
             labels=labels,
             frames=stamps,
             durations=durations_so_far,
+            confidences=confidences,
             predictor_proj=torch.where(flat_emit[:, None], proj, new.predictor_proj),
             predictor_state=where_state(flat_emit, state, new.predictor_state),
         )
@@ -245,10 +267,16 @@ class BatchedBeamSearch:
         rows = torch.arange(len(index), device=index.device)
         scores, lengths = beams.scores[rows, index].tolist(), beams.lengths[rows, index].tolist()
         labels, frames = beams.labels[rows, index].tolist(), beams.frames[rows, index].tolist()
-        durations = beams.durations[rows, index].tolist()
+        durations, confidences = beams.durations[rows, index].tolist(), beams.confidences[rows, index].tolist()
         return [
-            Hypothesis(tokens=seq[:n], score=score, timestamps=stamps[:n], durations=covers[:n])
-            for seq, stamps, covers, n, score in zip(labels, frames, durations, lengths, scores)
+            Hypothesis(
+                tokens=seq[:n],
+                score=score,
+                timestamps=stamps[:n],
+                durations=covers[:n],
+                token_confidence=values[:n] if self.confidence is not None else [],
+            )
+            for seq, stamps, covers, values, n, score in zip(labels, frames, durations, confidences, lengths, scores)
         ]
 
 
@@ -259,6 +287,7 @@ def beam_search(
     beam: int = 4,
     tokenizer: TokenDecoder | None = None,
     max_symbols_per_frame: int = 4,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm
     and the score convention). Call ``model.eval()`` first.
@@ -270,7 +299,9 @@ def beam_search(
         beam: >= 1 hypotheses kept per utterance; 1 is greedy search.
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
         max_symbols_per_frame: >= 1 cap on tokens emitted at one frame; the default is greedy search's.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
-    return attach_text(BatchedBeamSearch(model, beam, max_symbols_per_frame)(encoder_out, encoder_lengths), tokenizer)
+    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence)
+    return attach_text(search(encoder_out, encoder_lengths), tokenizer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
 from asr_plugin.decoding.interface import DecoderJoint
 from asr_plugin.decoding.streaming_greedy import StreamingGreedyDecoder
@@ -18,6 +19,7 @@ def greedy_search(
     encoder_lengths: torch.Tensor,
     max_symbols_per_frame: int = 4,
     tokenizer: TokenDecoder | None = None,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy
     step of the model's lattice (`asr_plugin.decoding.greedy_steps`), label-looping as NeMo's ``greedy_batch``:
@@ -48,10 +50,11 @@ def greedy_search(
         encoder_lengths: (B,) int64 valid frames per utterance.
         max_symbols_per_frame: >= 1, cap on tokens emitted at one frame.
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     Returns:
         B hypotheses in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
-    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame)
+    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame, confidence)
     state = decoder.initial_state(encoder_out.shape[0], encoder_out.device)
     return decoder.hypotheses(decoder.step(encoder_out, encoder_lengths, state), tokenizer)

@@ -22,11 +22,13 @@ class GreedyChoice(NamedTuple):
         token: int64 best token id (blank included).
         advance: int64 frames the search moves on after this step (0: the next step reads the same frame).
         score: float64 log-probability of the choice.
+        token_logp: (B, V) float the log-probabilities of the V tokens the choice was made from (confidence).
     """
 
     token: torch.Tensor
     advance: torch.Tensor
     score: torch.Tensor
+    token_logp: torch.Tensor
 
 
 class GreedyStep(Protocol):
@@ -43,8 +45,9 @@ class RnntGreedyStep:
         self.blank = decoder.blank_id
 
     def __call__(self, logits: torch.Tensor) -> GreedyChoice:
-        score, token = logits.float().log_softmax(dim=-1).max(dim=-1)  # (B,), (B,)
-        return GreedyChoice(token, (token == self.blank).long(), score.double())
+        token_logp = logits.float().log_softmax(dim=-1)  # (B, V)
+        score, token = token_logp.max(dim=-1)  # (B,), (B,)
+        return GreedyChoice(token, (token == self.blank).long(), score.double(), token_logp)
 
 
 class TdtGreedyStep:
@@ -61,13 +64,14 @@ class TdtGreedyStep:
     def __call__(self, logits: torch.Tensor) -> GreedyChoice:
         durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
         logits = logits.float()
-        token_logp, token = logits[:, : self.vocab].log_softmax(-1).max(-1)  # (B,), (B,)
+        all_token_logp = logits[:, : self.vocab].log_softmax(-1)  # (B, V)
+        token_logp, token = all_token_logp.max(-1)  # (B,), (B,)
         duration_logp = logits[:, self.vocab :].log_softmax(-1)  # (B, D)
         index = duration_logp.argmax(-1)
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
-        return GreedyChoice(token, durations[index], score.double())
+        return GreedyChoice(token, durations[index], score.double(), all_token_logp)
 
 
 def greedy_step(decoder: DecoderJoint) -> GreedyStep:

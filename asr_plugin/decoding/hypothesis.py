@@ -50,6 +50,9 @@ class Hypothesis:
             (0 included); a token ends at frame ``timestamps[i] + durations[i]`` (NeMo's token end offset).
         text: detokenised transcript, set when the search was given a tokenizer.
         timing: token, word and segment times in seconds (`asr_plugin.decoding.timestamps.attach_timing`).
+        token_confidence: each token's confidence in [0, 1] when the search was given a confidence method
+            (`asr_plugin.decoding.confidence`); empty otherwise.
+        word_confidence: each word's, aggregated from its tokens' (`asr_plugin.decoding.attach_word_confidence`).
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -58,6 +61,8 @@ class Hypothesis:
     durations: list[int] = field(default_factory=list)
     text: str | None = None
     timing: Timing | None = None
+    token_confidence: list[float] = field(default_factory=list)
+    word_confidence: list[float] = field(default_factory=list)
 
 
 def attach_text(hyps: Sequence[Hypothesis], tokenizer: TokenDecoder | None) -> list[Hypothesis]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from asr_plugin.decoding.beam_search import beam_search
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
 from asr_plugin.decoding.interface import DecoderJoint
@@ -21,15 +22,17 @@ def decode(
     tokenizer: TokenDecoder | None = None,
     beam: int = 4,
     max_symbols_per_frame: int = 4,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
 
     Args:
         method: "greedy" (`greedy_search` with `max_symbols_per_frame`) or "beam"
             (`beam_search` with `beam` and `max_symbols_per_frame`); both decode RNN-T and TDT models.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     """
     if method == "greedy":
-        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
+        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence)
     if method == "beam":
-        return beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame)
+        return beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence)
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

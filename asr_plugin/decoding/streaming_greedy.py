@@ -25,6 +25,7 @@ from typing import Sequence
 
 import torch
 
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, where_state
@@ -50,8 +51,9 @@ class GreedyState:
             segment's last token, or ``segment_start``; ``frames_done - silence_start`` frames are trailing
             blanks (`trailing_blank_frames`).
         scores: (B,) float64 log-probability of each segment's hypothesis.
-        tokens, timestamps, durations: each stream's emitted token ids, their frames and the frames they
-            cover (`Hypothesis.durations`), in this segment.
+        tokens, timestamps, durations, confidences: each stream's emitted token ids, their frames, the frames
+            they cover (`Hypothesis.durations`) and their confidence (empty unless the decoder has a
+            confidence method), in this segment.
     """
 
     predictor_state: PredictorState
@@ -67,6 +69,7 @@ class GreedyState:
     tokens: tuple[tuple[int, ...], ...]
     timestamps: tuple[tuple[int, ...], ...]
     durations: tuple[tuple[int, ...], ...]
+    confidences: tuple[tuple[float, ...], ...]
 
     @property
     def batch_size(self) -> int:
@@ -97,8 +100,8 @@ class _Search:
         frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
         time, last_token, last_token_frame, tokens_at_frame, silence_start, scores: as in `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
-        emitted: per label step, the (B,) tokens found (blank: none), the (B,) frames they were found at and the
-            (B,) frames they cover.
+        emitted: per label step, the (B,) tokens found (blank: none), the (B,) frames they were found at, the
+            (B,) frames they cover and their (B,) confidence (0 without a confidence method).
     """
 
     frames: torch.Tensor
@@ -112,7 +115,7 @@ class _Search:
     scores: torch.Tensor
     predictor_proj: torch.Tensor
     predictor_state: PredictorState
-    emitted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    emitted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 
     def active(self) -> torch.Tensor:
         """(B,) bool, streams whose frame pointer is still inside the chunk."""
@@ -132,12 +135,19 @@ class StreamingGreedyDecoder:
         model: the transducer, or any `asr_plugin.decoding.DecoderJoint` (`asr_plugin.export.ExportedTransducer`);
             its lattice picks the greedy step.
         max_symbols_per_frame: >= 1, cap on consecutive tokens emitted at one frame.
+        confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`).
     """
 
-    def __init__(self, model: Transducer | DecoderJoint, max_symbols_per_frame: int = 4) -> None:
+    def __init__(
+        self,
+        model: Transducer | DecoderJoint,
+        max_symbols_per_frame: int = 4,
+        confidence: ConfidenceMethod | None = None,
+    ) -> None:
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.decoder = decoder_joint(model)
         self.max_symbols_per_frame = max_symbols_per_frame
+        self.confidence = confidence
         self.greedy_step = greedy_step(self.decoder)
 
     @torch.no_grad()
@@ -165,6 +175,7 @@ class StreamingGreedyDecoder:
             tokens=((),) * batch_size,
             timestamps=((),) * batch_size,
             durations=((),) * batch_size,
+            confidences=((),) * batch_size,
         )
 
     @torch.no_grad()
@@ -185,8 +196,8 @@ class StreamingGreedyDecoder:
             return replace(state, frames_done=end)
         search = self.begin_chunk(encoder_frames, end, state)
         while bool(search.active().any()):
-            token, found_at, covers = self.find_tokens(search)
-            self.emit_tokens(search, token, found_at, covers)
+            token, found_at, covers, confidence = self.find_tokens(search)
+            self.emit_tokens(search, token, found_at, covers, confidence)
         return self.end_chunk(search, state)
 
     def check_chunk(self, encoder_frames: torch.Tensor, frame_lengths: torch.Tensor, state: GreedyState) -> None:
@@ -225,33 +236,48 @@ class StreamingGreedyDecoder:
         rows = torch.arange(search.frames.shape[0], device=at.device)
         return self.greedy_step(self.decoder.joint(search.frames[rows, local], search.predictor_proj))
 
-    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
         frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
-        pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame and the
-        frames it covers (RNN-T 1, TDT its duration)."""
+        pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame, the
+        frames it covers (RNN-T 1, TDT its duration) and its confidence."""
         active = search.active()
         found_at = search.time
-        token, advance, score = self.read(search, search.time)
+        token, advance, score, token_logp = self.read(search, search.time)
+        confidence = self.token_confidence(token_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
         looking = active & (token == self.decoder.blank_id) & search.active()
         while bool(looking.any()):
             found_at = torch.where(looking, search.time, found_at)
-            more_token, more_advance, more_score = self.read(search, search.time)
+            more_token, more_advance, more_score, more_logp = self.read(search, search.time)
             token = torch.where(looking, more_token, token)
+            confidence = torch.where(looking, self.token_confidence(more_logp), confidence)
             search.scores = search.scores + torch.where(looking, more_score, 0.0)
             advance = torch.where(looking, more_advance, advance)
             search.time = torch.where(looking, search.time + more_advance, search.time)
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
-        return torch.where(active, token, self.decoder.blank_id), found_at, covers
+        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence
 
-    def emit_tokens(self, search: _Search, token: torch.Tensor, found_at: torch.Tensor, covers: torch.Tensor) -> None:
+    def token_confidence(self, token_logp: torch.Tensor) -> torch.Tensor:
+        """(B, V) log-probabilities -> (B,) float64 confidence by the decoder's method (zeros without one)."""
+        if self.confidence is None:
+            return torch.zeros(token_logp.shape[0], dtype=torch.float64, device=token_logp.device)
+        return self.confidence(token_logp.double())
+
+    def emit_tokens(
+        self,
+        search: _Search,
+        token: torch.Tensor,
+        found_at: torch.Tensor,
+        covers: torch.Tensor,
+        confidence: torch.Tensor,
+    ) -> None:
         """Appends the found tokens, advances their streams' predictors on them (the others keep theirs) and
         moves a frame pointer on by one where `max_symbols_per_frame` tokens came from its frame."""
         found = token != self.decoder.blank_id
-        search.emitted.append((token, found_at, covers))
+        search.emitted.append((token, found_at, covers, confidence))
         proj, predictor_state = self.decoder.predict(
             torch.where(found, token, search.last_token), search.predictor_state
         )
@@ -274,14 +300,19 @@ class StreamingGreedyDecoder:
         new_tokens: list[list[int]] = [[] for _ in range(state.batch_size)]
         new_stamps: list[list[int]] = [[] for _ in range(state.batch_size)]
         new_durations: list[list[int]] = [[] for _ in range(state.batch_size)]
+        new_confidences: list[list[float]] = [[] for _ in range(state.batch_size)]
         if search.emitted:
-            tokens, frames, covers = (torch.stack(parts, dim=1).tolist() for parts in zip(*search.emitted))  # (B, I)
+            tokens, frames, covers, confidences = (
+                torch.stack(parts, dim=1).tolist() for parts in zip(*search.emitted)
+            )  # (B, label steps) each
             for b in range(state.batch_size):
-                for token, frame, cover in zip(tokens[b], frames[b], covers[b]):
+                for token, frame, cover, confidence in zip(tokens[b], frames[b], covers[b], confidences[b]):
                     if token != self.decoder.blank_id:
                         new_tokens[b].append(token)
                         new_stamps[b].append(frame)
                         new_durations[b].append(cover)
+                        if self.confidence is not None:
+                            new_confidences[b].append(confidence)
         return replace(
             state,
             predictor_state=search.predictor_state,
@@ -296,15 +327,22 @@ class StreamingGreedyDecoder:
             tokens=_extended(state.tokens, new_tokens),
             timestamps=_extended(state.timestamps, new_stamps),
             durations=_extended(state.durations, new_durations),
+            confidences=_extended(state.confidences, new_confidences),
         )
 
     def hypotheses(self, state: GreedyState, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
         """Each stream's hypothesis of its current segment (partial until its last chunk, then final)."""
         return attach_text(
             [
-                Hypothesis(tokens=list(tokens), score=score, timestamps=list(stamps), durations=list(durations))
-                for tokens, stamps, durations, score in zip(
-                    state.tokens, state.timestamps, state.durations, state.scores.tolist()
+                Hypothesis(
+                    tokens=list(tokens),
+                    score=score,
+                    timestamps=list(stamps),
+                    durations=list(durations),
+                    token_confidence=list(confidences),
+                )
+                for tokens, stamps, durations, confidences, score in zip(
+                    state.tokens, state.timestamps, state.durations, state.confidences, state.scores.tolist()
                 )
             ],
             tokenizer,
@@ -338,6 +376,7 @@ class StreamingGreedyDecoder:
             tokens=tuple(() if reset else tokens for reset, tokens in zip(chosen, state.tokens)),
             timestamps=tuple(() if reset else stamps for reset, stamps in zip(chosen, state.timestamps)),
             durations=tuple(() if reset else covers for reset, covers in zip(chosen, state.durations)),
+            confidences=tuple(() if reset else values for reset, values in zip(chosen, state.confidences)),
         )
 
 
