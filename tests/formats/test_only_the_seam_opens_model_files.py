@@ -43,6 +43,8 @@ ALLOWED = {
     ("scripts/benchmarks/nemo_examples.py", "save_to"): "NeMo itself writing its example models: the independent "
     "reference the import is compared with",
     ("scripts/benchmarks/nemo_reference.py", "restore_from"): "NeMo itself restoring its reference model",
+    ("scripts/benchmarks/decoding.py", "restore_from"): "NeMo itself restoring the .nemo whose decoding it times "
+    "beside ours",
     ("scripts/nemo_finetune_table.py", "restore_from"): "NeMo itself restoring the models it fine-tunes beside ours",
 }
 
