@@ -3,7 +3,7 @@
 Writes encoder.pt2, predictor.pt2 and joint.pt2 (``torch.export`` programs with dynamic batch and
 time axes) plus transducer.json, the directory written whole (an earlier export there is replaced only with
 --overwrite, nothing of it left behind; export_record.json names the model's and every file's hash); load
-them with ``asr_plugin.export.ExportedTransducer.load`` and decode with ``greedy_search``/``modified_beam_search`` (see docs/decoding.md). The feature size is the
+them with ``asr_plugin.export.ExportedTransducer.load`` and decode with ``greedy_search``/``beam_search`` (see docs/decoding.md). The feature size is the
 checkpoint's (its model's ``input_dim``); transducer.json records the checkpoint's greedy
 ``max_symbols_per_frame`` (what its validation and eval.py decode with). The checkpoint is only read.
 """

@@ -14,16 +14,23 @@ sherpa-onnx's endpoint rules (--no-endpointing: one segment); --buffered streams
 included, through overlapping windows (--buffer-left-ms, --buffer-chunk-ms, --buffer-right-ms). Each file's final
 line is ``path<TAB>text`` on stdout either way (a path or text holding a tab or a newline as a JSON string);
 --partials adds, on stderr, a line ``partial<TAB>path<TAB>text`` each time a file's text so far changes.
+
+--timestamps DIR also writes each file's subtitles, DIR/<file stem>.srt and .vtt (one cue per segment: a
+sentence ending in .?!, or words up to a pause longer than --segment-pause seconds), and DIR/timestamps.jsonl,
+one JSON line per file with its token, word and segment start and end in seconds (docs/decoding.md, "Timestamps").
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode, context_argument
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
+from asr_plugin.evaluation.subtitles import timing_record, write_subtitles
 from asr_plugin.evaluation.transcriber import Transcriber
+from asr_plugin.files import write_text_atomic
 from asr_plugin.formats import model_files
 from asr_plugin.line_fields import line_field
 
@@ -50,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
         help="offline: decode longer audio in chunks of at most this many seconds (default 30)",
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--timestamps", default=None, metavar="DIR", help="write .srt, .vtt and timestamps.jsonl here")
+    parser.add_argument(
+        "--segment-pause", type=float, default=None, help="--timestamps: a longer pause (seconds) ends a segment too"
+    )
     stream = parser.add_argument_group("streaming")
     modes = stream.add_mutually_exclusive_group()
     modes.add_argument("--streaming", action="store_true", help="cache-aware streaming (a model trained to stream)")
@@ -88,6 +99,22 @@ def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
     return StreamingMode(kind, args.att_context_size, windows, endpointing=not args.no_endpointing)
 
 
+def check_timestamp_options(args: argparse.Namespace) -> None:
+    """ValueError unless --segment-pause comes with --timestamps and the files' subtitles get distinct names."""
+    if args.timestamps is None:
+        if args.segment_pause is not None:
+            raise ValueError("--segment-pause needs --timestamps")
+        return
+    if args.segment_pause is not None and args.segment_pause < 0:
+        raise ValueError(f"--segment-pause {args.segment_pause} must be >= 0 seconds")
+    stems: dict[str, str] = {}
+    for path in args.audio:
+        stem = Path(path).stem
+        if stem in stems and stems[stem] != path:
+            raise ValueError(f"--timestamps: {stems[stem]} and {path} would write the same {stem}.srt")
+        stems[stem] = path
+
+
 def partial_printer(path: str):
     """The --partials callback of one file: a marked line on stderr (stdout keeps only the final lines)."""
     return lambda text: print(f"{PARTIAL}\t{line_field(path)}\t{line_field(text)}", file=sys.stderr, flush=True)
@@ -98,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments.parse_args(argv)
     try:
         mode = streaming_mode(args)
+        check_timestamp_options(args)
     except ValueError as err:
         arguments.error(str(err))
     checkpoints = model_files(args.checkpoint, args.avg)
@@ -109,26 +137,37 @@ def main(argv: list[str] | None = None) -> int:
             args.max_symbols_per_frame,
             args.device,
             chunk_seconds=30.0 if args.chunk_seconds is None else args.chunk_seconds,
+            segment_pause=args.segment_pause,
         )
     else:
         try:
             transcriber = StreamingTranscriber(
-                checkpoints, mode, args.max_symbols_per_frame, args.device, args.chunk_ms
+                checkpoints, mode, args.max_symbols_per_frame, args.device, args.chunk_ms, args.segment_pause
             )
         except ValueError as err:  # a model or front end that cannot stream so, a lookahead it was not trained with
             arguments.error(str(err))
-    status = 0
+    status, records = 0, []
     for path in args.audio:
+        partials = partial_printer(path) if args.partials else None
         try:
-            if mode is None:
+            if args.timestamps is not None:
+                if mode is None:
+                    text, timing = transcriber.transcribe_timed(path)
+                else:
+                    text, timing = transcriber.transcribe_timed(path, partials)
+                write_subtitles(args.timestamps, path, timing)
+                records.append(timing_record(path, text, timing))
+            elif mode is None:
                 text = transcriber.transcribe_file(path)
             else:
-                text = transcriber.transcribe_file(path, partial_printer(path) if args.partials else None)
+                text = transcriber.transcribe_file(path, partials)
         except ValueError as err:  # names the file: no audio, empty, NaN or infinite samples
             print(f"error: {err}", file=sys.stderr, flush=True)
             status = 1
             continue
         print(f"{line_field(path)}\t{line_field(text)}", flush=True)
+    if args.timestamps is not None:
+        write_text_atomic(Path(args.timestamps) / "timestamps.jsonl", "".join(f"{line}\n" for line in records))
     return status
 
 

@@ -1,245 +1,307 @@
-"""Time-synchronous beam search with up to S symbols per frame, batched over utterances.
+"""Batched beam search for RNN-T and TDT, label-synchronous and vectorised over beams and utterances, in the
+design of NeMo's ``malsd_batch`` (modified alignment-length-synchronous decoding).
 
-The algorithm (time-synchronous decoding of Saon et al. 2020, as NeMo's TSD; with S = 1 exactly
-icefall/k2's ``modified_beam_search``), S = `max_symbols_per_frame`:
+Every utterance b keeps `beam` hypotheses, each with its own frame pointer t (the frame it reads next), token
+sequence, predictor state and score; all B * beam of them advance together, one symbol per step:
 
-- Every frame starts with at most `beam` hypotheses per utterance, all *active* (may still emit here).
-- A sub-step extends every active hypothesis by one symbol: blank makes it *finished* for this frame
-  (same tokens), a token appends itself (timestamp = this frame) and keeps it active, and the
-  predictor advances on it. Finished hypotheses are carried over unchanged. Then the `beam` best of
-  all these candidates of each utterance, finished and active together, survive, and survivors with
-  the same token sequence and the same state (both finished, or both active) are merged by adding
-  their probabilities (log-add; the best one's timestamps and predictor state are kept).
-- At most S sub-steps run per frame (fewer when no hypothesis is active any more). Hypotheses still
-  active after S sub-steps move on to the next frame *without* a blank term, the convention of
-  `greedy_search` at its cap. Before the next frame all hypotheses become active again and those with
-  the same token sequence are merged by log-add (their futures are identical).
+- A hypothesis with t < T_b reads the joint at (t, its predictor state) and offers one candidate per symbol:
+  RNN-T: blank (t + 1) and every token k (t stays: the next token may come from the same frame); TDT: every
+  (token, duration d) pair, t + d, blank with d = 0 excluded (it would not move). A token's timestamp is the
+  frame it was read at; the predictor advances on it. When `max_symbols_per_frame` tokens came from frame t
+  and t is still there, t moves on by one with no blank scored (the convention of `greedy_search`).
+- A hypothesis with t >= T_b is finished: its one candidate is itself, unchanged.
+- The `beam` best candidates of each utterance survive (one ``topk`` over beam x symbols per utterance); then
+  survivors with the same token sequence, the same frame pointer and the same token count at that frame
+  (finished ones: the same token sequence) are merged into the best of them by adding their probabilities
+  (log-add): their futures are identical.
+- The search ends when every hypothesis is finished; the best-scoring one of each utterance is its result.
 
-So a hypothesis' score is the log of the summed probability of its token sequence's alignments that
-survived the beam, an alignment scoring each frame's tokens and the frame's closing blank (none when
-the frame has S tokens). ``beam=1`` is greedy search with the same S: same tokens, timestamps, score.
+Scores: a candidate adds the natural-log probability of its symbol, log softmax(token scores)[k] (TDT: plus
+log softmax(duration scores)[d]); a hypothesis' score is the log of the summed probability of the alignments
+of its token sequence that survived the beam. ``beam=1`` is greedy search with the same `max_symbols_per_frame`
+(same tokens, timestamps and score: RNN-T always; TDT wherever greedy's best choice is a candidate, i.e. it never
+meets a blank whose best duration is 0, which greedy moves on by 1); with a beam too large to prune anything,
+the result is the token sequence of the highest total probability under this topology. No length
+normalisation and no language model.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
-from asr_plugin.decoding.validation import check_encoder_output
-from asr_plugin.losses import RNNT
+from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, select_state, where_state
+from asr_plugin.decoding.validation import check_encoder_output, check_int
 from asr_plugin.models import Transducer
-from asr_plugin.models.predictor import LSTMState
+
+NEG_INF = float("-inf")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Beams:
-    """The hypotheses of all still-active utterances, flattened and grouped by utterance.
+    """B utterances' `beam` hypotheses each, (B, K) tensors unless said.
 
     Attributes:
-        utts: (N,) int64 utterance index of every hypothesis (non-decreasing).
-        tokens: N token sequences; timestamps: N matching frame sequences.
-        scores: (N,) float64 log-probabilities.
-        active: (N,) bool, True while the hypothesis may still emit at the current frame.
-        pred_proj: (N, H_j) projected predictor output of each hypothesis' last token.
-        state: the predictor state of each hypothesis, (L, N, H_p) each.
+        scores: float64 log-probabilities; -inf marks an empty slot.
+        time: int64 the frame each hypothesis reads next.
+        tokens_at_frame: int64 tokens emitted at frame ``time`` so far (for `max_symbols_per_frame`).
+        last_token: int64 the last token (blank before the first).
+        lengths: int64 tokens emitted.
+        labels, frames, durations: (B, K, L) int64 each token, the frame it was read at and the frames it covers
+            (`Hypothesis.durations`: RNN-T 1, TDT its duration), valid up to ``lengths``, 0 after.
+        confidences: (B, K, L) float64 each token's confidence (0 without a confidence method).
+        predictor_proj: (B * K, H_j) the projected predictor output after the last token.
+        predictor_state: the predictor state of the B * K hypotheses.
     """
 
-    utts: torch.Tensor
-    tokens: list[tuple[int, ...]]
-    timestamps: list[tuple[int, ...]]
     scores: torch.Tensor
-    active: torch.Tensor
-    pred_proj: torch.Tensor
-    state: LSTMState
+    time: torch.Tensor
+    tokens_at_frame: torch.Tensor
+    last_token: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+    frames: torch.Tensor
+    durations: torch.Tensor
+    confidences: torch.Tensor
+    predictor_proj: torch.Tensor
+    predictor_state: PredictorState
 
-    def select(self, model: Transducer, index: torch.Tensor) -> "_Beams":
-        """Hypotheses `index` (K,) of this set, predictor outputs included."""
-        rows = index.tolist()
+    def gather(self, source: torch.Tensor) -> "_Beams":
+        """The hypotheses ``source`` ((B, K) indices into each utterance's K) of this set."""
+        batch, beam = source.shape
+        flat = (source + torch.arange(batch, device=source.device)[:, None] * beam).reshape(-1)  # (B * K,)
+        per_token = source[:, :, None].expand(-1, -1, self.labels.shape[2])
         return _Beams(
-            utts=self.utts[index],
-            tokens=[self.tokens[i] for i in rows],
-            timestamps=[self.timestamps[i] for i in rows],
-            scores=self.scores[index],
-            active=self.active[index],
-            pred_proj=self.pred_proj[index],
-            state=model.predictor.select_state(self.state, index),
+            scores=self.scores.gather(1, source),
+            time=self.time.gather(1, source),
+            tokens_at_frame=self.tokens_at_frame.gather(1, source),
+            last_token=self.last_token.gather(1, source),
+            lengths=self.lengths.gather(1, source),
+            labels=self.labels.gather(1, per_token),
+            frames=self.frames.gather(1, per_token),
+            durations=self.durations.gather(1, per_token),
+            confidences=self.confidences.gather(1, per_token),
+            predictor_proj=self.predictor_proj[flat],
+            predictor_state=select_state(self.predictor_state, flat),
+        )
+
+    def with_room(self) -> "_Beams":
+        """The same hypotheses with room for one more token in every sequence buffer (doubled when full)."""
+        size = self.labels.shape[2]
+        if int(self.lengths.max()) < size:
+            return self
+        pad = torch.zeros_like(self.labels[:, :, : max(size, 8)])
+        return replace(
+            self,
+            labels=torch.cat([self.labels, pad], 2),
+            frames=torch.cat([self.frames, pad], 2),
+            durations=torch.cat([self.durations, pad], 2),
+            confidences=torch.cat([self.confidences, pad.double()], 2),
         )
 
 
-@dataclass
-class _Candidate:
-    """One surviving extension: hypothesis `source` of the current set followed by `symbol` (blank: none)."""
-
-    utt: int
-    source: int
-    symbol: int
-    score: float
-    active: bool
-
-
-def _log_add(a: float, b: float) -> float:
-    """log(exp(a) + exp(b)) without overflow."""
-    high, low = max(a, b), min(a, b)
-    return high + math.log1p(math.exp(low - high))
-
-
-def _initial_beams(model: Transducer, batch_size: int, device: torch.device) -> _Beams:
-    """One empty, active hypothesis (score 0, blank context) per utterance."""
-    start = torch.full((batch_size,), model.blank_id, dtype=torch.long, device=device)
-    pred_out, state = model.predictor.step(start)  # (B, H_p)
-    return _Beams(
-        utts=torch.arange(batch_size, device=device),
-        tokens=[()] * batch_size,
-        timestamps=[()] * batch_size,
-        scores=torch.zeros(batch_size, dtype=torch.float64, device=device),
-        active=torch.ones(batch_size, dtype=torch.bool, device=device),
-        pred_proj=model.joint.project_predictor(pred_out),
-        state=state,
-    )
-
-
-def _merge(model: Transducer, beams: _Beams, candidates: list[_Candidate], frame: int) -> _Beams:
-    """The hypotheses `candidates` make (best first within each utterance), equal ones merged by log-add.
-
-    Candidates with the same utterance, token sequence and `active` flag become one hypothesis scored
-    by the log-add of their scores, with the first (best) one's timestamps and predictor state.
-    """
-    blank = model.blank_id
-    merged: dict[tuple[int, bool, tuple[int, ...]], list] = {}
-    for c in candidates:
-        emits = c.symbol != blank
-        tokens = beams.tokens[c.source] + ((c.symbol,) if emits else ())
-        key = (c.utt, c.active, tokens)
-        if key in merged:
-            merged[key][1] = _log_add(merged[key][1], c.score)
-        else:
-            merged[key] = [c, c.score, tokens, beams.timestamps[c.source] + ((frame,) if emits else ())]
-    entries = list(merged.values())
-    device = beams.scores.device
-    new = beams.select(model, torch.tensor([e[0].source for e in entries], dtype=torch.long, device=device))
-    new.tokens = [e[2] for e in entries]
-    new.timestamps = [e[3] for e in entries]
-    new.scores = torch.tensor([e[1] for e in entries], dtype=torch.float64, device=device)
-    new.active = torch.tensor([e[0].active for e in entries], dtype=torch.bool, device=device)
-    symbols = torch.tensor([e[0].symbol for e in entries], dtype=torch.long, device=device)  # (N',)
-    emitting = (symbols != blank).nonzero().squeeze(1)  # (M,) exactly the active ones after a sub-step
-    if emitting.numel():
-        out, state = model.predictor.step(symbols[emitting], model.predictor.select_state(new.state, emitting))
-        new.pred_proj[emitting] = model.joint.project_predictor(out)
-        new.state[0][:, emitting], new.state[1][:, emitting] = state
-    return new
-
-
-def _sub_step(model: Transducer, beams: _Beams, enc_frame: torch.Tensor, frame: int, beam: int) -> _Beams:
-    """Extends the active hypotheses by one symbol, keeps `beam` (finished and active) per utterance, merges.
+class BatchedBeamSearch:
+    """The search of the module docstring for one model, beam and symbol cap.
 
     Args:
-        enc_frame: (B, H_j) projected encoder frame `frame` of every utterance of the batch.
+        model: the transducer, or any `DecoderJoint` (an exported model); RNN-T or TDT.
+        beam: >= 1 hypotheses kept per utterance.
+        max_symbols_per_frame: >= 1 cap on tokens emitted at one frame.
+        confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`): the
+            measure of the distribution the token was chosen from.
     """
-    blank = model.blank_id
-    rows = beams.active.nonzero().squeeze(1)  # (A,)
-    logp = model.joint.combine(enc_frame[beams.utts[rows]], beams.pred_proj[rows]).float().log_softmax(dim=-1)  # (A, V)
-    num_hyps, vocab = beams.scores.shape[0], logp.shape[1]
-    # A finished hypothesis has one candidate, itself, in its blank column.
-    candidates = torch.full((num_hyps, vocab), -math.inf, dtype=torch.float64, device=logp.device)  # (N, V)
-    candidates[:, blank] = torch.where(beams.active, -math.inf, beams.scores)
-    candidates[rows] = beams.scores[rows, None] + logp.double()
 
-    # Lay each utterance's candidates out in one row of a (B, beam * V) grid, then take the row top-k.
-    first = torch.searchsorted(beams.utts, beams.utts)  # (N,) index of the utterance's first hypothesis
-    slot = torch.arange(num_hyps, device=logp.device) - first  # (N,) position within the utterance
-    grid = torch.full((enc_frame.shape[0], beam * vocab), -math.inf, dtype=torch.float64, device=logp.device)
-    columns = slot[:, None] * vocab + torch.arange(vocab, device=logp.device)  # (N, V)
-    grid[beams.utts[:, None].expand(-1, vocab), columns] = candidates
-    top_scores, top_index = grid.topk(beam, dim=1)  # (B, beam)
+    def __init__(
+        self,
+        model: Transducer | DecoderJoint,
+        beam: int = 4,
+        max_symbols_per_frame: int = 4,
+        confidence: ConfidenceMethod | None = None,
+    ) -> None:
+        check_int("beam", beam, 1)
+        check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
+        self.decoder = decoder_joint(model)
+        self.confidence = confidence
+        self.beam = beam
+        self.max_symbols_per_frame = max_symbols_per_frame
+        durations = self.decoder.durations
+        self.durations = None if durations is None else torch.tensor(durations, dtype=torch.long)
 
-    survivors = []
-    active = beams.active.tolist()
-    for utt in beams.utts.unique_consecutive().tolist():
-        utt_first = int(first[beams.utts == utt][0])
-        for score, index in zip(top_scores[utt].tolist(), top_index[utt].tolist()):
-            if score == -math.inf:
-                break
-            source, symbol = utt_first + index // vocab, index % vocab
-            survivors.append(_Candidate(utt, source, symbol, score, active[source] and symbol != blank))
-    return _merge(model, beams, survivors, frame)
+    @torch.no_grad()
+    def __call__(self, encoder_out: torch.Tensor, encoder_lengths: torch.Tensor) -> list[Hypothesis]:
+        """(B, T, H_e) frames, (B,) lengths -> the best hypothesis of each utterance, in batch order."""
+        check_encoder_output(encoder_out, encoder_lengths)
+        frame_dim = self.decoder.frame_dim
+        if frame_dim is not None and encoder_out.shape[2] != frame_dim:
+            raise ValueError(f"encoder_out has H_e={encoder_out.shape[2]}, the model's encoder {frame_dim}")
+        device = encoder_out.device
+        frames = self.decoder.project_frames(encoder_out)  # (B, T, H_j)
+        lengths = encoder_lengths.to(device)[:, None]  # (B, 1)
+        beams = self.initial_beams(encoder_out.shape[0], device)
+        while bool(((beams.time < lengths) & (beams.scores > NEG_INF)).any()):
+            beams = self.merge(self.advance(beams.with_room(), frames, lengths), lengths)
+        return self.best(beams)
+
+    def initial_beams(self, batch: int, device: torch.device) -> _Beams:
+        """One empty hypothesis (score 0, start symbol) per utterance, the other slots empty."""
+        beam = self.beam
+        proj, state = self.decoder.start(batch * beam, device)
+        zeros = torch.zeros(batch, beam, dtype=torch.long, device=device)
+        scores = torch.full((batch, beam), NEG_INF, dtype=torch.float64, device=device)
+        scores[:, 0] = 0.0
+        buffer = torch.zeros(batch, beam, 8, dtype=torch.long, device=device)
+        return _Beams(
+            scores=scores,
+            time=zeros,
+            tokens_at_frame=zeros,
+            last_token=torch.full_like(zeros, self.decoder.blank_id),
+            lengths=zeros,
+            labels=buffer,
+            frames=buffer,
+            durations=buffer,
+            confidences=buffer.double(),
+            predictor_proj=proj,
+            predictor_state=state,
+        )
+
+    def candidate_scores(
+        self, beams: _Beams, frames: torch.Tensor, finished: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, K, C) the score of every candidate: C = V symbols (RNN-T) or V x D (token, duration) pairs (TDT,
+        flattened token-major). A finished hypothesis' one candidate, itself, sits in the otherwise unused
+        column: RNN-T's blank, TDT's (blank, duration 0). Also (B, K) the confidence of each hypothesis' token
+        distribution (zeros without a confidence method)."""
+        batch, beam = beams.scores.shape
+        blank, vocab = self.decoder.blank_id, self.decoder.vocab_size
+        at = beams.time.clamp(max=frames.shape[1] - 1)  # finished rows read a valid dummy frame
+        rows = torch.arange(batch, device=at.device)[:, None].expand(-1, beam)
+        logits = self.decoder.joint(frames[rows, at].reshape(batch * beam, -1), beams.predictor_proj).float()
+        logits = logits.reshape(batch, beam, -1)
+        token_logp = logits[..., :vocab].log_softmax(-1).double()  # (B, K, V)
+        confidence = torch.zeros_like(beams.scores) if self.confidence is None else self.confidence(token_logp)
+        if self.durations is None:
+            scores = beams.scores[..., None] + token_logp
+            stay = blank
+        else:
+            duration_logp = logits[..., vocab:].log_softmax(-1).double()  # (B, K, D)
+            pair = token_logp[..., :, None] + duration_logp[..., None, :]  # (B, K, V, D)
+            zero = int((self.durations == 0).nonzero()[0])
+            pair[..., blank, zero] = NEG_INF
+            scores = (beams.scores[..., None, None] + pair).reshape(batch, beam, -1)
+            stay = blank * len(self.durations) + zero
+        scores = torch.where(finished[..., None], NEG_INF, scores)
+        scores[..., stay] = torch.where(finished, beams.scores, scores[..., stay])
+        return scores, confidence
+
+    def advance(self, beams: _Beams, frames: torch.Tensor, lengths: torch.Tensor) -> _Beams:
+        """One label-synchronous step: every hypothesis' candidates, the `beam` best of each utterance, their
+        tokens appended, frame pointers moved and predictors advanced."""
+        finished = (beams.time >= lengths) | (beams.scores == NEG_INF)
+        scores, confidence = self.candidate_scores(beams, frames, finished)  # (B, K, C), (B, K)
+        batch, beam, choices = scores.shape
+        top_scores, top_index = scores.reshape(batch, beam * choices).topk(beam, dim=1)  # (B, K)
+        source, symbol = top_index // choices, top_index % choices
+        new = beams.gather(source)
+        if self.durations is None:
+            token = symbol
+            advance = (token == self.decoder.blank_id).long()
+        else:
+            durations = self.durations.to(symbol.device)
+            token, advance = symbol // len(durations), durations[symbol % len(durations)]
+        moving = ~finished.gather(1, source) & (top_scores > NEG_INF)
+        emit = moving & (token != self.decoder.blank_id)
+        advance = advance * moving
+        count = torch.where(advance > 0, 0, new.tokens_at_frame + emit.long())
+        capped = emit & (advance == 0) & (count >= self.max_symbols_per_frame)
+        advance, count = advance + capped.long(), torch.where(capped, 0, count)
+
+        slot = new.lengths[..., None]  # (B, K, 1) where an emitted token goes
+        labels = new.labels.scatter(2, slot, torch.where(emit, token, new.labels.gather(2, slot).squeeze(2))[..., None])
+        stamps = new.frames.scatter(
+            2, slot, torch.where(emit, new.time, new.frames.gather(2, slot).squeeze(2))[..., None]
+        )
+        covers = advance - capped.long() if self.durations is not None else torch.ones_like(advance)
+        covered = torch.where(emit, covers, new.durations.gather(2, slot).squeeze(2))
+        durations_so_far = new.durations.scatter(2, slot, covered[..., None])
+        token_confidence = torch.where(emit, confidence.gather(1, source), new.confidences.gather(2, slot).squeeze(2))
+        confidences = new.confidences.scatter(2, slot, token_confidence[..., None])
+        flat_emit = emit.reshape(-1)
+        proj, state = self.decoder.predict(torch.where(emit, token, new.last_token).reshape(-1), new.predictor_state)
+        return _Beams(
+            scores=top_scores,
+            time=new.time + advance,
+            tokens_at_frame=count,
+            last_token=torch.where(emit, token, new.last_token),
+            lengths=new.lengths + emit.long(),
+            labels=labels,
+            frames=stamps,
+            durations=durations_so_far,
+            confidences=confidences,
+            predictor_proj=torch.where(flat_emit[:, None], proj, new.predictor_proj),
+            predictor_state=where_state(flat_emit, state, new.predictor_state),
+        )
+
+    def merge(self, beams: _Beams, lengths: torch.Tensor) -> _Beams:
+        """Hypotheses with identical futures (same tokens, frame pointer and tokens at that frame; finished: same
+        tokens) merged into the best of them by log-add; the others' slots emptied."""
+        valid = beams.scores > NEG_INF
+        finished = beams.time >= lengths
+        time = torch.where(finished, lengths, beams.time)
+        count = torch.where(finished, 0, beams.tokens_at_frame)
+        same = (beams.labels[:, :, None] == beams.labels[:, None]).all(-1)  # (B, K, K); buffers are 0 past lengths
+        same &= beams.lengths[:, :, None] == beams.lengths[:, None]
+        same &= (time[:, :, None] == time[:, None]) & (count[:, :, None] == count[:, None])
+        same &= valid[:, :, None] & valid[:, None]
+        # topk sorted each utterance's survivors best first, so a group's first member is its best
+        first = same.long().argmax(-1)  # (B, K)
+        keeps = valid & (first == torch.arange(same.shape[1], device=first.device))
+        merged = torch.where(same, beams.scores[:, None], NEG_INF).logsumexp(-1)
+        return replace(beams, scores=torch.where(keeps, merged, NEG_INF))
+
+    def best(self, beams: _Beams) -> list[Hypothesis]:
+        """The highest-scoring hypothesis of each utterance."""
+        index = beams.scores.argmax(1)  # (B,)
+        rows = torch.arange(len(index), device=index.device)
+        scores, lengths = beams.scores[rows, index].tolist(), beams.lengths[rows, index].tolist()
+        labels, frames = beams.labels[rows, index].tolist(), beams.frames[rows, index].tolist()
+        durations, confidences = beams.durations[rows, index].tolist(), beams.confidences[rows, index].tolist()
+        return [
+            Hypothesis(
+                tokens=seq[:n],
+                score=score,
+                timestamps=stamps[:n],
+                durations=covers[:n],
+                token_confidence=values[:n] if self.confidence is not None else [],
+            )
+            for seq, stamps, covers, values, n, score in zip(labels, frames, durations, confidences, lengths, scores)
+        ]
 
 
-def _next_frame(model: Transducer, beams: _Beams, frame: int) -> _Beams:
-    """All hypotheses active again, those with the same token sequence merged (best first, log-add)."""
-    scores, utts = beams.scores.tolist(), beams.utts.tolist()
-    order = sorted(range(len(scores)), key=lambda i: (utts[i], -scores[i]))
-    survivors = [_Candidate(utts[i], i, model.blank_id, scores[i], True) for i in order]
-    return _merge(model, beams, survivors, frame)
-
-
-def _best(beams: _Beams, utt: int) -> Hypothesis:
-    """The highest-scoring hypothesis of utterance `utt`."""
-    rows = (beams.utts == utt).nonzero().squeeze(1)
-    row = int(rows[beams.scores[rows].argmax()])
-    return Hypothesis(
-        tokens=list(beams.tokens[row]), score=float(beams.scores[row]), timestamps=list(beams.timestamps[row])
-    )
-
-
-@torch.no_grad()
-def modified_beam_search(
-    model: Transducer,
+def beam_search(
+    model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
     beam: int = 4,
     tokenizer: TokenDecoder | None = None,
     max_symbols_per_frame: int = 4,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
-    """Beam search of a batch with up to `max_symbols_per_frame` tokens per frame (module docstring).
-
-    The score of a hypothesis is the log of the summed probability of the alignments of its token
-    sequence that survived the beam (tokens and each frame's closing blank; a frame that reaches
-    `max_symbols_per_frame` tokens has no closing blank, as in greedy search). ``beam=1`` gives
-    exactly ``greedy_search(...)`` with the same `max_symbols_per_frame`; ``max_symbols_per_frame=1``
-    is icefall's modified beam search (one symbol per frame). Call ``model.eval()`` first.
+    """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm
+    and the score convention). Call ``model.eval()`` first.
 
     Args:
-        model: the transducer (its predictor and joint are used).
+        model: the transducer, or any `DecoderJoint` (an exported model).
         encoder_out: (B, T, H_e) float encoder frames.
         encoder_lengths: (B,) int64 valid frames per utterance.
-        beam: >= 1, hypotheses kept per utterance after every sub-step.
+        beam: >= 1 hypotheses kept per utterance; 1 is greedy search.
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
-        max_symbols_per_frame: >= 1, cap on tokens emitted at one frame (sub-steps per frame);
-            the default is greedy search's.
+        max_symbols_per_frame: >= 1 cap on tokens emitted at one frame; the default is greedy search's.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
-    check_encoder_output(encoder_out, encoder_lengths)
-    if type(model.lattice) is not RNNT:
-        raise ValueError(
-            f"modified_beam_search decodes RNN-T models only, not this model's lattice {model.lattice!r}: "
-            "use greedy search (decoding method 'greedy')"
-        )
-    if beam < 1:
-        raise ValueError(f"beam={beam} must be >= 1")
-    if max_symbols_per_frame < 1:
-        raise ValueError(f"max_symbols_per_frame={max_symbols_per_frame} must be >= 1")
-    batch_size, num_frames, _ = encoder_out.shape
-    lengths = encoder_lengths.tolist()
-    enc_proj = model.joint.project_encoder(encoder_out)  # (B, T, H_j)
-    beams = _initial_beams(model, batch_size, encoder_out.device)
-    results: list[Hypothesis | None] = [None] * batch_size
-    for t in range(num_frames + 1):
-        ending = [b for b in beams.utts.unique_consecutive().tolist() if lengths[b] <= t]
-        for b in ending:
-            results[b] = _best(beams, b)
-        if ending:
-            keep = ~torch.isin(beams.utts, torch.tensor(ending, device=beams.utts.device))
-            beams = beams.select(model, keep.nonzero().squeeze(1))
-        if t == num_frames or not beams.tokens:
-            break
-        for _ in range(max_symbols_per_frame):
-            beams = _sub_step(model, beams, enc_proj[:, t], t, beam)
-            if not bool(beams.active.any()):
-                break
-        beams = _next_frame(model, beams, t)
-    return attach_text([hyp for hyp in results if hyp is not None], tokenizer)
+    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence)
+    return attach_text(search(encoder_out, encoder_lengths), tokenizer)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
+from asr_plugin.decoding.interface import DecoderJoint
 from asr_plugin.decoding.streaming_greedy import StreamingGreedyDecoder
 from asr_plugin.decoding.validation import check_encoder_output
 from asr_plugin.models import Transducer
@@ -12,22 +14,23 @@ from asr_plugin.models import Transducer
 
 @torch.no_grad()
 def greedy_search(
-    model: Transducer,
+    model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
     max_symbols_per_frame: int = 4,
     tokenizer: TokenDecoder | None = None,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy
-    step of the model's lattice (``GREEDY_STEPS[type(model.lattice)]`` in `asr_plugin.decoding.greedy_steps`):
+    step of the model's lattice (`asr_plugin.decoding.greedy_steps`), label-looping as NeMo's ``greedy_batch``:
     `StreamingGreedyDecoder` run over the whole utterances as one chunk.
 
     RNN-T: at every frame the joint's argmax is taken; a blank moves to the next frame, a token is emitted and
     the predictor advances on it. The score is the sum of the chosen symbols' log-probabilities, i.e. the
     standard RNN-T path log-probability (tokens and the closing blank of each frame). When a frame reaches
     `max_symbols_per_frame` emitted tokens the search moves on without a blank and adds no blank term, the
-    convention `modified_beam_search` shares: its tokens, timestamps and score equal
-    ``modified_beam_search(..., beam=1)`` with the same `max_symbols_per_frame`.
+    convention `beam_search` shares: its tokens, timestamps and score equal ``beam_search(..., beam=1)`` with the
+    same `max_symbols_per_frame`.
 
     TDT, the way NeMo's TDT ``greedy_batch`` (label looping) decodes: per utterance, from frame t = 0 with the
     predictor on the start symbol, the joint's output at (t, state) gives the best token (argmax of the V token
@@ -42,15 +45,16 @@ def greedy_search(
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 
     Args:
-        model: the transducer (its lattice, predictor and joint are used).
+        model: the transducer, or any `DecoderJoint` (an exported model).
         encoder_out: (B, T, H_e) float encoder frames.
         encoder_lengths: (B,) int64 valid frames per utterance.
         max_symbols_per_frame: >= 1, cap on tokens emitted at one frame.
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     Returns:
         B hypotheses in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
-    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame)
+    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame, confidence)
     state = decoder.initial_state(encoder_out.shape[0], encoder_out.device)
     return decoder.hypotheses(decoder.step(encoder_out, encoder_lengths, state), tokenizer)

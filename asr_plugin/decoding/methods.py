@@ -4,31 +4,35 @@ from __future__ import annotations
 
 import torch
 
-from asr_plugin.decoding.beam_search import modified_beam_search
+from asr_plugin.decoding.beam_search import beam_search
+from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
+from asr_plugin.decoding.interface import DecoderJoint
 from asr_plugin.models import Transducer
 
 METHODS = ("greedy", "beam")
 
 
 def decode(
-    model: Transducer,
+    model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
     method: str,
     tokenizer: TokenDecoder | None = None,
     beam: int = 4,
     max_symbols_per_frame: int = 4,
+    confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
 
     Args:
         method: "greedy" (`greedy_search` with `max_symbols_per_frame`) or "beam"
-            (`modified_beam_search` with `beam` and `max_symbols_per_frame`).
+            (`beam_search` with `beam` and `max_symbols_per_frame`); both decode RNN-T and TDT models.
+        confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
     """
     if method == "greedy":
-        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer)
+        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence)
     if method == "beam":
-        return modified_beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame)
+        return beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence)
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

@@ -25,11 +25,12 @@ from typing import Sequence
 
 import torch
 
-from asr_plugin.decoding.greedy_steps import greedy_step
+from asr_plugin.decoding.confidence import ConfidenceMethod
+from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
+from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, where_state
 from asr_plugin.decoding.validation import check_encoder_output, check_int
 from asr_plugin.models import Transducer
-from asr_plugin.models.predictor import LSTMState
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class GreedyState:
     """The decoding state of B streams (a value: `StreamingGreedyDecoder.step` returns a new one).
 
     Attributes:
-        predictor_state: the predictor's state after each stream's last token, (L, B, H_p) each.
+        predictor_state: the predictor's state after each stream's last token (hypotheses on dim 1).
         predictor_proj: (B, H_j) the joint's projection of the predictor output after the last token.
         last_token: (B,) int64 the last emitted token of the segment (blank before the first).
         time: (B,) int64 the frame each stream reads next; ``time - frames_done`` frames of the next chunk
@@ -50,10 +51,12 @@ class GreedyState:
             segment's last token, or ``segment_start``; ``frames_done - silence_start`` frames are trailing
             blanks (`trailing_blank_frames`).
         scores: (B,) float64 log-probability of each segment's hypothesis.
-        tokens, timestamps: each stream's emitted token ids and their frames, in this segment.
+        tokens, timestamps, durations, confidences: each stream's emitted token ids, their frames, the frames
+            they cover (`Hypothesis.durations`) and their confidence (empty unless the decoder has a
+            confidence method), in this segment.
     """
 
-    predictor_state: LSTMState
+    predictor_state: PredictorState
     predictor_proj: torch.Tensor
     last_token: torch.Tensor
     time: torch.Tensor
@@ -65,6 +68,8 @@ class GreedyState:
     scores: torch.Tensor
     tokens: tuple[tuple[int, ...], ...]
     timestamps: tuple[tuple[int, ...], ...]
+    durations: tuple[tuple[int, ...], ...]
+    confidences: tuple[tuple[float, ...], ...]
 
     @property
     def batch_size(self) -> int:
@@ -87,6 +92,36 @@ class GreedyState:
         return torch.tensor([len(t) > 0 for t in self.tokens], dtype=torch.bool, device=self.time.device)
 
 
+@dataclass
+class _Search:
+    """The loop variables of one chunk's search, (B,) each unless said (updated in place by the named steps).
+
+    Attributes:
+        frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
+        time, last_token, last_token_frame, tokens_at_frame, silence_start, scores: as in `GreedyState`.
+        predictor_proj, predictor_state: the predictor after each stream's last token.
+        emitted: per label step, the (B,) tokens found (blank: none), the (B,) frames they were found at, the
+            (B,) frames they cover and their (B,) confidence (0 without a confidence method).
+    """
+
+    frames: torch.Tensor
+    start: torch.Tensor
+    end: torch.Tensor
+    time: torch.Tensor
+    last_token: torch.Tensor
+    last_token_frame: torch.Tensor
+    tokens_at_frame: torch.Tensor
+    silence_start: torch.Tensor
+    scores: torch.Tensor
+    predictor_proj: torch.Tensor
+    predictor_state: PredictorState
+    emitted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
+    def active(self) -> torch.Tensor:
+        """(B,) bool, streams whose frame pointer is still inside the chunk."""
+        return self.time < self.end
+
+
 class StreamingGreedyDecoder:
     """Greedy search of `model` over chunks of encoder frames, batched over B streams (see the module docstring).
 
@@ -97,24 +132,28 @@ class StreamingGreedyDecoder:
     would randomise the result).
 
     Args:
-        model: the transducer, or anything with its decoding interface (``predictor``, ``joint``, ``blank_id``,
-            ``vocab_size``, ``lattice``: `asr_plugin.export.ExportedTransducer`); its lattice picks the greedy step.
+        model: the transducer, or any `asr_plugin.decoding.DecoderJoint` (`asr_plugin.export.ExportedTransducer`);
+            its lattice picks the greedy step.
         max_symbols_per_frame: >= 1, cap on consecutive tokens emitted at one frame.
+        confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`).
     """
 
-    def __init__(self, model: Transducer, max_symbols_per_frame: int = 4) -> None:
+    def __init__(
+        self,
+        model: Transducer | DecoderJoint,
+        max_symbols_per_frame: int = 4,
+        confidence: ConfidenceMethod | None = None,
+    ) -> None:
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
-        self.model = model
+        self.decoder = decoder_joint(model)
         self.max_symbols_per_frame = max_symbols_per_frame
-        self.greedy_step = greedy_step(model)
+        self.confidence = confidence
+        self.greedy_step = greedy_step(self.decoder)
 
     @torch.no_grad()
-    def start_symbol_output(self, batch_size: int, device: torch.device) -> tuple[torch.Tensor, LSTMState]:
-        """The predictor after the start symbol: (N, H_j) projected output, its state ((L, N, H_p) each)."""
-        predictor, blank = self.model.predictor, self.model.blank_id
-        start = torch.full((batch_size,), blank, dtype=torch.long, device=device)
-        out, state = predictor.step(start)
-        return self.model.joint.project_predictor(out), state
+    def start_symbol_output(self, batch_size: int, device: torch.device) -> tuple[torch.Tensor, PredictorState]:
+        """The predictor after the start symbol: (N, H_j) projected output, its state."""
+        return self.decoder.start(batch_size, device)
 
     def initial_state(self, batch_size: int, device: torch.device | str = "cpu") -> GreedyState:
         """The state of `batch_size` streams before their first frame, on `device` (the model's)."""
@@ -125,7 +164,7 @@ class StreamingGreedyDecoder:
         return GreedyState(
             predictor_state=state,
             predictor_proj=proj,
-            last_token=torch.full_like(zeros, self.model.blank_id),
+            last_token=torch.full_like(zeros, self.decoder.blank_id),
             time=zeros,
             frames_done=zeros,
             last_token_frame=torch.full_like(zeros, -1),
@@ -135,11 +174,14 @@ class StreamingGreedyDecoder:
             scores=torch.zeros(batch_size, dtype=torch.float64, device=device),
             tokens=((),) * batch_size,
             timestamps=((),) * batch_size,
+            durations=((),) * batch_size,
+            confidences=((),) * batch_size,
         )
 
     @torch.no_grad()
     def step(self, encoder_frames: torch.Tensor, frame_lengths: torch.Tensor, state: GreedyState) -> GreedyState:
-        """Decodes the next chunk of every stream.
+        """Decodes the next chunk of every stream: label steps (`find_tokens`, then `emit_tokens`) until every
+        stream's frame pointer has left the chunk.
 
         Args:
             encoder_frames: (B, T_chunk, H_e) float encoder frames, stream b's new frames first.
@@ -148,97 +190,160 @@ class StreamingGreedyDecoder:
         Returns:
             the state after this chunk.
         """
+        self.check_chunk(encoder_frames, frame_lengths, state)
+        end = state.frames_done + frame_lengths.to(state.time.device)
+        if encoder_frames.shape[1] == 0 or state.batch_size == 0:
+            return replace(state, frames_done=end)
+        search = self.begin_chunk(encoder_frames, end, state)
+        while bool(search.active().any()):
+            token, found_at, covers, confidence = self.find_tokens(search)
+            self.emit_tokens(search, token, found_at, covers, confidence)
+        return self.end_chunk(search, state)
+
+    def check_chunk(self, encoder_frames: torch.Tensor, frame_lengths: torch.Tensor, state: GreedyState) -> None:
+        """ValueError/TypeError naming the argument unless the chunk fits the state and the model."""
         check_encoder_output(encoder_frames, frame_lengths, ("encoder_frames", "frame_lengths"))
         if encoder_frames.shape[0] != state.batch_size:
             raise ValueError(
                 f"encoder_frames has {encoder_frames.shape[0]} streams, the state {state.batch_size} "
                 "(decode each batch of streams with its own state)"
             )
-        encoder_dim = getattr(getattr(self.model, "encoder", None), "output_dim", None)  # exported models have none
-        if encoder_dim is not None and encoder_frames.shape[2] != encoder_dim:
-            raise ValueError(f"encoder_frames has H_e={encoder_frames.shape[2]}, the model's encoder {encoder_dim}")
-        predictor, joint, blank = self.model.predictor, self.model.joint, self.model.blank_id
-        device = state.time.device
-        batch_size, chunk_frames, _ = encoder_frames.shape
-        lengths = frame_lengths.to(device)
-        start, end = state.frames_done, state.frames_done + lengths  # (B,) each: this chunk's frames [start, end)
-        if chunk_frames == 0 or batch_size == 0:
-            return replace(state, frames_done=end)
+        frame_dim = self.decoder.frame_dim
+        if frame_dim is not None and encoder_frames.shape[2] != frame_dim:
+            raise ValueError(f"encoder_frames has H_e={encoder_frames.shape[2]}, the model's encoder {frame_dim}")
 
-        enc_proj = joint.project_encoder(encoder_frames.to(device))  # (B, T_chunk, H_j)
-        last_local = (lengths - 1).clamp(min=0)
-        rows = torch.arange(batch_size, device=device)
-        pred_proj = state.predictor_proj.clone()
-        h, c = state.predictor_state[0].clone(), state.predictor_state[1].clone()
-        time, scores, last_token = state.time, state.scores, state.last_token
-        last_token_frame, tokens_at_frame, silence_start = (
-            state.last_token_frame,
-            state.tokens_at_frame,
-            state.silence_start,
+    def begin_chunk(self, encoder_frames: torch.Tensor, end: torch.Tensor, state: GreedyState) -> _Search:
+        """The loop variables at the chunk's start: its frames projected once, the state's values."""
+        return _Search(
+            frames=self.decoder.project_frames(encoder_frames.to(state.time.device)),
+            start=state.frames_done,
+            end=end,
+            time=state.time,
+            last_token=state.last_token,
+            last_token_frame=state.last_token_frame,
+            tokens_at_frame=state.tokens_at_frame,
+            silence_start=state.silence_start,
+            scores=state.scores,
+            predictor_proj=state.predictor_proj,
+            predictor_state=state.predictor_state,
+            emitted=[],
         )
-        new_tokens: list[list[int]] = [[] for _ in range(batch_size)]
-        new_stamps: list[list[int]] = [[] for _ in range(batch_size)]
 
-        def read(at: torch.Tensor):
-            """(B,) global frames -> the greedy choice at them (rows past their frames read a valid dummy)."""
-            local = torch.minimum((at - start).clamp(min=0), last_local)
-            return self.greedy_step(joint.combine(enc_proj[rows, local], pred_proj))
+    def read(self, search: _Search, at: torch.Tensor) -> GreedyChoice:
+        """(B,) global frames -> the greedy choice there (rows past their frames read a valid dummy frame)."""
+        last_local = (search.end - search.start - 1).clamp(min=0)
+        local = torch.minimum((at - search.start).clamp(min=0), last_local)
+        rows = torch.arange(search.frames.shape[0], device=at.device)
+        return self.greedy_step(self.decoder.joint(search.frames[rows, local], search.predictor_proj))
 
-        active = time < end
-        while bool(active.any()):
-            found_at = time
-            token, advance, score = read(time)
-            scores = scores + torch.where(active, score, 0.0)
-            time = time + advance * active
-            looking = active & (token == blank) & (time < end)
-            while bool(looking.any()):  # after a blank: same predictor state, the frame it landed on
-                found_at = torch.where(looking, time, found_at)
-                more_token, more_advance, more_score = read(time)
-                token = torch.where(looking, more_token, token)
-                scores = scores + torch.where(looking, more_score, 0.0)
-                time = torch.where(looking, time + more_advance, time)
-                looking = looking & (token == blank) & (time < end)
-            found = active & (token != blank)
-            emitting = found.nonzero().squeeze(1)  # (K,)
-            if emitting.numel():
-                for index, value, frame in zip(
-                    emitting.tolist(), token[emitting].tolist(), found_at[emitting].tolist()
-                ):
-                    new_tokens[index].append(value)
-                    new_stamps[index].append(frame)
-                out, (new_h, new_c) = predictor.step(token[emitting], (h[:, emitting], c[:, emitting]))
-                pred_proj[emitting] = joint.project_predictor(out)
-                h[:, emitting], c[:, emitting] = new_h, new_c
-                last_token = torch.where(found, token, last_token)
-                same = found_at == last_token_frame
-                tokens_at_frame = torch.where(found, torch.where(same, tokens_at_frame + 1, 1), tokens_at_frame)
-                last_token_frame = torch.where(found, found_at, last_token_frame)
-                capped = found & (tokens_at_frame >= self.max_symbols_per_frame) & (last_token_frame == time)
-                time = time + capped.long()
-                silence_start = torch.where(found, time, silence_start)
-            active = time < end
+    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
+        frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
+        pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame, the
+        frames it covers (RNN-T 1, TDT its duration) and its confidence."""
+        active = search.active()
+        found_at = search.time
+        token, advance, score, token_logp = self.read(search, search.time)
+        confidence = self.token_confidence(token_logp)
+        search.scores = search.scores + torch.where(active, score, 0.0)
+        search.time = search.time + advance * active
+        looking = active & (token == self.decoder.blank_id) & search.active()
+        while bool(looking.any()):
+            found_at = torch.where(looking, search.time, found_at)
+            more_token, more_advance, more_score, more_logp = self.read(search, search.time)
+            token = torch.where(looking, more_token, token)
+            confidence = torch.where(looking, self.token_confidence(more_logp), confidence)
+            search.scores = search.scores + torch.where(looking, more_score, 0.0)
+            advance = torch.where(looking, more_advance, advance)
+            search.time = torch.where(looking, search.time + more_advance, search.time)
+            looking = looking & (token == self.decoder.blank_id) & search.active()
+        covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
+        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence
 
+    def token_confidence(self, token_logp: torch.Tensor) -> torch.Tensor:
+        """(B, V) log-probabilities -> (B,) float64 confidence by the decoder's method (zeros without one)."""
+        if self.confidence is None:
+            return torch.zeros(token_logp.shape[0], dtype=torch.float64, device=token_logp.device)
+        return self.confidence(token_logp.double())
+
+    def emit_tokens(
+        self,
+        search: _Search,
+        token: torch.Tensor,
+        found_at: torch.Tensor,
+        covers: torch.Tensor,
+        confidence: torch.Tensor,
+    ) -> None:
+        """Appends the found tokens, advances their streams' predictors on them (the others keep theirs) and
+        moves a frame pointer on by one where `max_symbols_per_frame` tokens came from its frame."""
+        found = token != self.decoder.blank_id
+        search.emitted.append((token, found_at, covers, confidence))
+        proj, predictor_state = self.decoder.predict(
+            torch.where(found, token, search.last_token), search.predictor_state
+        )
+        search.predictor_proj = torch.where(found[:, None], proj, search.predictor_proj)
+        search.predictor_state = where_state(found, predictor_state, search.predictor_state)
+        search.last_token = torch.where(found, token, search.last_token)
+        same = found_at == search.last_token_frame
+        search.tokens_at_frame = torch.where(
+            found, torch.where(same, search.tokens_at_frame + 1, 1), search.tokens_at_frame
+        )
+        search.last_token_frame = torch.where(found, found_at, search.last_token_frame)
+        capped = (
+            found & (search.tokens_at_frame >= self.max_symbols_per_frame) & (search.last_token_frame == search.time)
+        )
+        search.time = search.time + capped.long()
+        search.silence_start = torch.where(found, search.time, search.silence_start)
+
+    def end_chunk(self, search: _Search, state: GreedyState) -> GreedyState:
+        """The state after the chunk: the loop variables, and the tokens found appended (one host copy)."""
+        new_tokens: list[list[int]] = [[] for _ in range(state.batch_size)]
+        new_stamps: list[list[int]] = [[] for _ in range(state.batch_size)]
+        new_durations: list[list[int]] = [[] for _ in range(state.batch_size)]
+        new_confidences: list[list[float]] = [[] for _ in range(state.batch_size)]
+        if search.emitted:
+            tokens, frames, covers, confidences = (
+                torch.stack(parts, dim=1).tolist() for parts in zip(*search.emitted)
+            )  # (B, label steps) each
+            for b in range(state.batch_size):
+                for token, frame, cover, confidence in zip(tokens[b], frames[b], covers[b], confidences[b]):
+                    if token != self.decoder.blank_id:
+                        new_tokens[b].append(token)
+                        new_stamps[b].append(frame)
+                        new_durations[b].append(cover)
+                        if self.confidence is not None:
+                            new_confidences[b].append(confidence)
         return replace(
             state,
-            predictor_state=(h, c),
-            predictor_proj=pred_proj,
-            last_token=last_token,
-            time=time,
-            frames_done=end,
-            last_token_frame=last_token_frame,
-            tokens_at_frame=tokens_at_frame,
-            silence_start=silence_start,
-            scores=scores,
+            predictor_state=search.predictor_state,
+            predictor_proj=search.predictor_proj,
+            last_token=search.last_token,
+            time=search.time,
+            frames_done=search.end,
+            last_token_frame=search.last_token_frame,
+            tokens_at_frame=search.tokens_at_frame,
+            silence_start=search.silence_start,
+            scores=search.scores,
             tokens=_extended(state.tokens, new_tokens),
             timestamps=_extended(state.timestamps, new_stamps),
+            durations=_extended(state.durations, new_durations),
+            confidences=_extended(state.confidences, new_confidences),
         )
 
     def hypotheses(self, state: GreedyState, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
         """Each stream's hypothesis of its current segment (partial until its last chunk, then final)."""
         return attach_text(
             [
-                Hypothesis(tokens=list(tokens), score=score, timestamps=list(stamps))
-                for tokens, stamps, score in zip(state.tokens, state.timestamps, state.scores.tolist())
+                Hypothesis(
+                    tokens=list(tokens),
+                    score=score,
+                    timestamps=list(stamps),
+                    durations=list(durations),
+                    token_confidence=list(confidences),
+                )
+                for tokens, stamps, durations, confidences, score in zip(
+                    state.tokens, state.timestamps, state.durations, state.confidences, state.scores.tolist()
+                )
             ],
             tokenizer,
         )
@@ -255,17 +360,14 @@ class StreamingGreedyDecoder:
         streams = streams.to(state.time.device)
         if not bool(streams.any()):
             return state
-        proj, (h0, c0) = self.start_symbol_output(state.batch_size, state.time.device)
+        proj, start_state = self.start_symbol_output(state.batch_size, state.time.device)
         keep = ~streams
         chosen = streams.tolist()
         return replace(
             state,
-            predictor_state=(
-                torch.where(keep[None, :, None], state.predictor_state[0], h0),
-                torch.where(keep[None, :, None], state.predictor_state[1], c0),
-            ),
+            predictor_state=where_state(keep, state.predictor_state, start_state),
             predictor_proj=torch.where(keep[:, None], state.predictor_proj, proj),
-            last_token=torch.where(keep, state.last_token, self.model.blank_id),
+            last_token=torch.where(keep, state.last_token, self.decoder.blank_id),
             last_token_frame=torch.where(keep, state.last_token_frame, -1),
             tokens_at_frame=torch.where(keep, state.tokens_at_frame, 0),
             segment_start=torch.where(keep, state.segment_start, state.frames_done),
@@ -273,6 +375,8 @@ class StreamingGreedyDecoder:
             scores=torch.where(keep, state.scores, 0.0),
             tokens=tuple(() if reset else tokens for reset, tokens in zip(chosen, state.tokens)),
             timestamps=tuple(() if reset else stamps for reset, stamps in zip(chosen, state.timestamps)),
+            durations=tuple(() if reset else covers for reset, covers in zip(chosen, state.durations)),
+            confidences=tuple(() if reset else values for reset, values in zip(chosen, state.confidences)),
         )
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from asr_plugin.data.loading.batch import Batch
-from asr_plugin.decoding import METHODS, decode
-from asr_plugin.decoding.hypothesis import TokenDecoder
+from asr_plugin.decoding import METHODS, decode, subsampling_factor
+from asr_plugin.decoding.timestamps import PieceTokenizer, attach_timing
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_recogs
 from asr_plugin.files import write_text_atomic
 from asr_plugin.models import Transducer
@@ -43,9 +43,11 @@ RUN_COLUMNS = ("mode", "att_context_size", "chunk_ms", "latency_ms")
 
 @dataclass
 class SetResult:
-    """One (set, method): recognitions and timing (encoder time is shared by the methods and added to each)."""
+    """One (set, method): recognitions and timing (encoder time is shared by the methods and added to each), and
+    with timestamps one JSON line per utterance ({"id", "text", "tokens", "words", "segments"}: seconds)."""
 
     recognitions: list[Recognition] = field(default_factory=list)
+    timestamps: list[str] = field(default_factory=list)
     audio_seconds: float = 0.0
     decode_seconds: float = 0.0
 
@@ -55,24 +57,27 @@ def decode_batches(
     model: Transducer,
     batches: Iterable[Batch],
     methods: Iterable[str],
-    tokenizer: TokenDecoder,
+    tokenizer: PieceTokenizer,
     frame_shift: float,
     device: str | torch.device = "cpu",
     beam: int = 4,
     max_symbols_per_frame: int = 4,
     att_context_size: tuple[int, int] | None = None,
+    timestamps: bool = False,
 ) -> dict[str, SetResult]:
     """Encodes every batch once and decodes it with each method; returns {method: SetResult}.
 
     Args:
         frame_shift: seconds per feature frame (audio duration = feature frames * frame_shift).
         att_context_size: the encoder's attention context, one of the model's (None: its default).
+        timestamps: also time every hypothesis' tokens, words and segments (`asr_plugin.decoding.timestamps`).
     """
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"decoding.methods={methods}; choose from {METHODS}")
     results = {method: SetResult() for method in methods}
+    encoder_frame_shift = frame_shift * subsampling_factor(model) if timestamps else 0.0
     for batch in batches:
         batch = batch.to(device)
         start = time.perf_counter()
@@ -88,6 +93,12 @@ def decode_batches(
             result.recognitions += [
                 Recognition(i, ref, hyp.text or "") for i, ref, hyp in zip(batch.ids, batch.texts, hyps)
             ]
+            if timestamps:
+                timed = attach_timing(hyps, tokenizer, encoder_frame_shift)
+                result.timestamps += [
+                    json.dumps({"id": i, "text": hyp.text or "", **hyp.timing.record()}, ensure_ascii=False)
+                    for i, hyp in zip(batch.ids, timed)
+                ]
     return results
 
 
@@ -99,7 +110,8 @@ def write_set_results(
     tag: str = "",
 ) -> list[dict[str, Any]]:
     """recogs-<set>-<method>.txt and errs-<set>-<method>.txt per method (recogs-<set>-<method>-<tag>.txt with a
-    `tag`); returns summary rows, with `run`'s fields (`RUN_COLUMNS`: how the set was decoded) when given."""
+    `tag`), and timestamps-<set>-<method>.jsonl where the results were timed; returns summary rows, with `run`'s
+    fields (`RUN_COLUMNS`: how the set was decoded) when given."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -107,6 +119,8 @@ def write_set_results(
         name = f"{set_name}-{method}" + (f"-{tag}" if tag else "")
         write_recogs(result.recognitions, out_dir / f"recogs-{name}.txt")
         write_errs(result.recognitions, out_dir / f"errs-{name}.txt")
+        if result.timestamps:
+            write_text_atomic(out_dir / f"timestamps-{name}.jsonl", "".join(f"{line}\n" for line in result.timestamps))
         counts = score(result.recognitions)
         rows.append(
             {

@@ -157,6 +157,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 device,
                 beam=int(decoding.beam),
                 max_symbols_per_frame=max_symbols,
+                timestamps=bool(decoding.get("timestamps", False)),
             )
             rows += write_set_results(results, name, out_dir)
     else:

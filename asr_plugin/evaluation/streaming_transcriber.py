@@ -18,10 +18,13 @@ import numpy as np
 import torch
 
 from asr_plugin.audio.stream import audio_blocks, audio_seconds
-from asr_plugin.decoding import RecognizerState, StreamingRecognizer
+from asr_plugin.decoding import RecognizerState, StreamingRecognizer, encoder_frame_shift, subsampling_factor
+from asr_plugin.decoding.hypothesis import Timing
+from asr_plugin.decoding.timestamps import hypothesis_timing, joined_timing
 from asr_plugin.evaluation.decoding_settings import decoding_settings
 from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session
 from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.progress import Progress
 
 PIECE_MS = 100.0  # sherpa-onnx's examples feed 0.1 s at a time
@@ -86,6 +89,8 @@ class StreamingTranscriber:
         mode: how to stream (`StreamingMode`: cache-aware at one of the model's contexts, or buffered).
         max_symbols_per_frame: the greedy search's cap (None: the file's own, as its validation decoded).
         piece_ms: the audio fed to the session at a time.
+        segment_pause: `transcribe_timed`'s segments also end at a pause between words longer than this many
+            seconds (None: only at ``.?!``; `asr_plugin.decoding.timestamps`).
     """
 
     def __init__(
@@ -95,16 +100,35 @@ class StreamingTranscriber:
         max_symbols_per_frame: int | None = None,
         device: str = "cpu",
         piece_ms: float = PIECE_MS,
+        segment_pause: float | None = None,
     ) -> None:
         loaded = read_model(list(checkpoints), device=device)
         max_symbols = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
         self.session = build_session(loaded, mode, max_symbols["max_symbols_per_frame"], device)
         self.piece = piece_samples(piece_ms, self.session.sample_rate)
         self.device = device
+        self.segment_pause = segment_pause
+        hop = build_frontend(loaded.require_frontend_spec()).hop_length
+        self.frame_shift = encoder_frame_shift(subsampling_factor(loaded.model), hop, self.session.sample_rate)
 
     def transcribe_file(self, path: str | os.PathLike, on_partial: Callable[[str], None] | None = None) -> str:
         """The final text of one file, streamed from disk; `on_partial(text)` is called each time the text so far
         changes. ValueError naming the file when it is no audio file, empty, or holds NaN or infinite samples."""
+        return texts_so_far(self.session.recognizer, self.stream_file(path, on_partial))[0]
+
+    def transcribe_timed(
+        self, path: str | os.PathLike, on_partial: Callable[[str], None] | None = None
+    ) -> tuple[str, Timing]:
+        """`transcribe_file`'s text and its token, word and segment times in seconds from the file's start (the
+        streamed frames count from the stream's start, so they are the offline search's times)."""
+        recognizer = self.session.recognizer
+        state = self.stream_file(path, on_partial)
+        hyps = [segment.hypothesis for segment in recognizer.segments(state)[0]]
+        timings = [hypothesis_timing(hyp, recognizer.tokenizer, self.frame_shift) for hyp in hyps]
+        return texts_so_far(recognizer, state)[0], joined_timing(timings, self.segment_pause)
+
+    def stream_file(self, path: str | os.PathLike, on_partial: Callable[[str], None] | None = None) -> RecognizerState:
+        """The session's state after one file streamed from disk and finished (`transcribe_file`)."""
         recognizer, rate = self.session.recognizer, self.session.sample_rate
         seconds = audio_seconds(path)
         state, shown = recognizer.initial_state(1, self.device), ""
@@ -120,4 +144,4 @@ class StreamingTranscriber:
                     shown = text
                 progress.update(round((fed + piece.shape[0]) / rate) - round(fed / rate))
                 fed += piece.shape[0]
-            return texts_so_far(recognizer, recognizer.finish(state))[0]
+            return recognizer.finish(state)

@@ -7,6 +7,7 @@ import os
 import torch
 from torch import nn
 
+from asr_plugin.decoding.interface import lattice_durations
 from asr_plugin.export.programs import (
     METADATA_FILE,
     ExportMetadata,
@@ -14,72 +15,31 @@ from asr_plugin.export.programs import (
     load_pieces,
 )
 from asr_plugin.losses import lattice_from_record
-from asr_plugin.models import LSTMPredictor, LSTMState, Transducer
-
-
-class _Predictor:
-    """`LSTMPredictor`'s decoding interface over the exported predictor step (outputs are already projected)."""
-
-    select_state = staticmethod(LSTMPredictor.select_state)
-
-    def __init__(self, step: nn.Module, meta: ExportMetadata) -> None:
-        self._step = step
-        self.meta = meta
-        self.blank_id = meta.blank_id
-
-    def initial_state(
-        self, batch_size: int, device: torch.device | str, dtype: torch.dtype = torch.float32
-    ) -> LSTMState:
-        zeros = torch.zeros(self.meta.predictor_layers, batch_size, self.meta.predictor_dim, device=device, dtype=dtype)
-        return zeros, zeros.clone()
-
-    def step(self, tokens: torch.Tensor, state: LSTMState | None = None) -> tuple[torch.Tensor, LSTMState]:
-        """(N,) tokens, state -> (N, H_j) projected output, new state."""
-        if state is None:
-            state = self.initial_state(tokens.shape[0], tokens.device)
-        out, h, c = self._step(tokens, *state)
-        return out, (h, c)
-
-
-class _Joint:
-    """`Joint`'s decoding interface: projections already happened in the encoder and predictor pieces."""
-
-    def __init__(self, combine: nn.Module) -> None:
-        self._combine = combine
-
-    @staticmethod
-    def project_encoder(encoder_proj: torch.Tensor) -> torch.Tensor:
-        return encoder_proj
-
-    @staticmethod
-    def project_predictor(predictor_proj: torch.Tensor) -> torch.Tensor:
-        return predictor_proj
-
-    def combine(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor) -> torch.Tensor:
-        """(..., H_j) each (broadcast) -> (..., V) raw scores; the program takes flat (N, H_j) rows."""
-        enc, pred = torch.broadcast_tensors(encoder_proj, predictor_proj)
-        flat = self._combine(enc.reshape(-1, enc.shape[-1]), pred.reshape(-1, pred.shape[-1]))  # (N, V)
-        return flat.reshape(*enc.shape[:-1], flat.shape[-1])
+from asr_plugin.models import Transducer
 
 
 class ExportedTransducer:
-    """Duck-types `Transducer` for decoding: ``encode``, ``predictor``, ``joint``, ``blank_id``, ``vocab_size``,
-    ``lattice``.
+    """The exported programs as a model to decode: ``encode`` and the searches' interface
+    (`asr_plugin.decoding.DecoderJoint`: ``project_frames``, ``start``, ``predict``, ``joint``, ``blank_id``,
+    ``vocab_size``, ``durations``, ``frame_dim``).
 
-    ``greedy_search(exported, *exported.encode(features, lengths))`` gives the eager model's tokens.
+    ``greedy_search(exported, *exported.encode(features, lengths))`` gives the eager model's tokens. The encoder
+    and predictor programs already apply the joint's projections, so `project_frames` is the identity.
     """
 
     def __init__(self, pieces: dict[str, nn.Module], meta: ExportMetadata) -> None:
         self._encoder = pieces["encoder"]
-        self.predictor = _Predictor(pieces["predictor"], meta)
-        self.joint = _Joint(pieces["joint"])
+        self._predictor = pieces["predictor"]
+        self._joint = pieces["joint"]
         self.meta = meta
         self.blank_id = meta.blank_id
         self.vocab_size = meta.vocab_size
+        self.frame_dim = meta.joint_dim  # encode() gives projected frames
         # the exported checkpoint's greedy cap (None when the export does not record one): greedy_search's
         # max_symbols_per_frame for the transcripts eval.py gives
         self.max_symbols_per_frame = meta.max_symbols_per_frame
         self.lattice = lattice_from_record(meta.lattice, f"{METADATA_FILE}: lattice")
+        self.durations = lattice_durations(self.lattice)
 
     @classmethod
     def from_model(
@@ -104,3 +64,25 @@ class ExportedTransducer:
                 f"at least {self.meta.min_feature_frames}"
             )
         return self._encoder(features[:, : int(lengths.max())], lengths)
+
+    @staticmethod
+    def project_frames(encoder_out: torch.Tensor) -> torch.Tensor:
+        """The encoder program's frames are already projected."""
+        return encoder_out
+
+    def start(self, num: int, device: torch.device) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The predictor program after the start symbol for `num` hypotheses (zero LSTM state)."""
+        zeros = torch.zeros(self.meta.predictor_layers, num, self.meta.predictor_dim, device=device)
+        blank = torch.full((num,), self.blank_id, dtype=torch.long, device=device)
+        return self.predict(blank, (zeros, zeros.clone()))
+
+    def predict(
+        self, tokens: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """(N,) tokens, (h, c) -> (N, H_j) projected output, new (h, c)."""
+        out, h, c = self._predictor(tokens, *state)
+        return out, (h, c)
+
+    def joint(self, frames: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
+        """(N, H_j) each -> (N, V + D) raw scores."""
+        return self._joint(frames, predictions)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_models import random_encoder_out, tiny_transducer
 
-from asr_plugin.decoding import greedy_search, modified_beam_search
+from asr_plugin.decoding import beam_search, greedy_search
 
 
 @pytest.mark.parametrize("max_symbols", [1, 2, 4])
@@ -19,9 +19,7 @@ def test_beam_one_equals_greedy_with_the_same_cap(seed: int, max_symbols: int, t
     model = tiny_transducer(seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=5, frames=12, seed=seed)
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=max_symbols, tokenizer=tokenizer)
-    beam = modified_beam_search(
-        model, encoder_out, lengths, beam=1, tokenizer=tokenizer, max_symbols_per_frame=max_symbols
-    )
+    beam = beam_search(model, encoder_out, lengths, beam=1, tokenizer=tokenizer, max_symbols_per_frame=max_symbols)
     assert sum(len(h.tokens) for h in greedy) > 0
     for g, b in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
@@ -33,7 +31,7 @@ def test_beam_one_equals_greedy_with_the_same_cap(seed: int, max_symbols: int, t
 def test_greedy_comparison_covers_frames_with_several_tokens() -> None:
     model = tiny_transducer(seed=0)
     encoder_out, lengths = random_encoder_out(model, batch=5, frames=12, seed=0)
-    stamps = [h.timestamps for h in modified_beam_search(model, encoder_out, lengths, beam=1, max_symbols_per_frame=4)]
+    stamps = [h.timestamps for h in beam_search(model, encoder_out, lengths, beam=1, max_symbols_per_frame=4)]
     assert any(len(s) > len(set(s)) for s in stamps)
 
 
@@ -80,7 +78,7 @@ def test_unpruned_beam_finds_the_exact_best_sequence_and_beats_greedy(seed: int)
     model = tiny_transducer(vocab_size=3, seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=seed)
     # At most 2 ** 9 - 1 token sequences of length <= 8, each finished or active: nothing is pruned.
-    hyps = modified_beam_search(model, encoder_out, lengths, beam=1024, max_symbols_per_frame=2)
+    hyps = beam_search(model, encoder_out, lengths, beam=1024, max_symbols_per_frame=2)
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=2)
     for b, hyp in enumerate(hyps):
         totals = capped_sequence_log_probs(model, encoder_out[b, : lengths[b]], max_symbols=2)
@@ -96,7 +94,7 @@ def test_large_beam_scores_at_least_greedy(seed: int, max_symbols: int) -> None:
     model = tiny_transducer(seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=seed)
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=max_symbols)
-    beam = modified_beam_search(model, encoder_out, lengths, beam=16, max_symbols_per_frame=max_symbols)
+    beam = beam_search(model, encoder_out, lengths, beam=16, max_symbols_per_frame=max_symbols)
     for g, b in zip(greedy, beam, strict=True):
         assert scores_at_least(b.score, g.score)
         assert len(b.timestamps) == len(b.tokens) and b.timestamps == sorted(b.timestamps)
@@ -107,18 +105,18 @@ def test_batches_like_single_utterances_and_checks_arguments(tokenizer) -> None:
     model = tiny_transducer(seed=7)
     encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=7)
     lengths[2] = 0
-    batched = modified_beam_search(model, encoder_out, lengths, beam=4, tokenizer=tokenizer, max_symbols_per_frame=3)
+    batched = beam_search(model, encoder_out, lengths, beam=4, tokenizer=tokenizer, max_symbols_per_frame=3)
     for b, hyp in enumerate(batched):
-        single = modified_beam_search(
+        single = beam_search(
             model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, tokenizer=tokenizer, max_symbols_per_frame=3
         )[0]
         assert hyp.tokens == single.tokens and hyp.timestamps == single.timestamps and hyp.text == single.text
         assert hyp.score == pytest.approx(single.score, abs=1e-5)
     assert batched[2].tokens == [] and batched[2].score == 0.0
     with pytest.raises(ValueError, match="max_symbols_per_frame"):
-        modified_beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=0)
+        beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=0)
 
 
 def test_default_cap_is_greedy_default() -> None:
-    cap = inspect.signature(modified_beam_search).parameters["max_symbols_per_frame"].default
+    cap = inspect.signature(beam_search).parameters["max_symbols_per_frame"].default
     assert cap == inspect.signature(greedy_search).parameters["max_symbols_per_frame"].default == 4

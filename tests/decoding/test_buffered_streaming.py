@@ -53,7 +53,7 @@ def run_buffered(session: StreamingRecognizer, features, lengths, piece: int):
     segments = session.segments(state)
     assert all(len(s) <= 1 for s in segments)  # no endpointing: a stream is one segment
     hyps = [s[0].hypothesis if s else Hypothesis() for s in segments]
-    width = session.decoder.model.encoder.output_dim
+    width = session.decoder.decoder.frame_dim
     return state, hyps, [torch.cat(g) if g else torch.zeros(0, width) for g in given]
 
 

@@ -1,5 +1,5 @@
 """Greedy search of TDT models (durations skip frames) against a plain per-utterance reference of NeMo's TDT
-greedy_batch rules; beam search refuses TDT models."""
+greedy_batch rules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from greedy_references import reference_tdt_greedy, tdt_model
 from tiny_models import random_encoder_out
 
-from asr_plugin.decoding import decode, greedy_search, modified_beam_search
+from asr_plugin.decoding import greedy_search
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -36,17 +36,3 @@ def test_max_symbols_caps_tokens_per_frame() -> None:
     for cap in (1, 2):
         for hyp in greedy_search(model, encoder_out, lengths, max_symbols_per_frame=cap):
             assert all(hyp.timestamps.count(t) <= cap for t in set(hyp.timestamps))
-
-
-def test_beam_search_refuses_tdt_models() -> None:
-    model = tdt_model(0)
-    encoder_out, lengths = random_encoder_out(model, batch=2, frames=6, seed=0)
-    with pytest.raises(
-        ValueError, match=r"decodes RNN-T models only, not this model's lattice TDT\(durations=.*use greedy"
-    ):
-        modified_beam_search(model, encoder_out, lengths)
-    with pytest.raises(ValueError, match="decodes RNN-T models only"):
-        decode(model, encoder_out, lengths, "beam")
-    assert [h.tokens for h in decode(model, encoder_out, lengths, "greedy")] == [
-        h.tokens for h in greedy_search(model, encoder_out, lengths)
-    ]

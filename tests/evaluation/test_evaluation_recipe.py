@@ -93,6 +93,7 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corp
                 "avg=2",
                 "decoding.methods=[greedy,beam]",
                 "decoding.beam=3",
+                "decoding.timestamps=true",
             ],
         )
     from hydra.utils import instantiate
@@ -120,6 +121,12 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corp
     recogs = (out / "recogs-test-piper-beam.txt").read_text().splitlines()
     assert recogs[0] == "id\tref\thyp" and len(recogs) == 9
     assert (out / "errs-dev-greedy.txt").read_text().startswith("%WER")
+    # decoding.timestamps: one JSON line per utterance beside the recogs, its words in order and the recog's text
+    timed = [json.loads(line) for line in (out / "timestamps-test-piper-beam.jsonl").read_text().splitlines()]
+    assert {r["id"]: r["text"] for r in timed} == {row.split("\t")[0]: row.split("\t")[2] for row in recogs[1:]}
+    for record in timed:
+        starts = [w["start"] for w in record["words"]]
+        assert starts == sorted(starts) and all(w["start"] <= w["end"] for w in record["words"])
     # The model evaluated is the average of the two checkpoints.
     from asr_plugin.formats.checkpoint import load_model
 

@@ -8,6 +8,7 @@ trained with names those it was, a front end that cannot stream)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -16,8 +17,9 @@ import soundfile as sf
 import torch
 from nemo_models import write_synthetic_nemo
 
-from asr_plugin.decoding import greedy_search
-from asr_plugin.evaluation.streaming_session import StreamingMode
+from asr_plugin.decoding import encoder_frame_shift, greedy_search, subsampling_factor
+from asr_plugin.decoding.timestamps import hypothesis_timing
+from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode
 from asr_plugin.evaluation.streaming_transcriber import StreamingTranscriber
 from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.formats import read_model
@@ -199,3 +201,62 @@ def test_a_long_file_streams_from_disk_in_flat_memory(files, tmp_path) -> None:
     after_a_minute = samples[len(samples) // 10 :]
     assert max(after_a_minute) - after_a_minute[0] < 16 * mib, [s // mib for s in after_a_minute[::50]]
     assert max(samples) - before < 64 * mib, (before // mib, max(samples) // mib)
+
+
+def test_streamed_timestamps_equal_offline_ones_within_one_encoder_frame(files) -> None:
+    """Cache-aware streaming without endpoints: every word's start and end equals the offline greedy search's
+    (masked forward under the same context) within one encoder frame."""
+    context = (8, 3)
+    mode = StreamingMode("cache_aware", context, BufferedWindows(), endpointing=False)
+    transcriber = StreamingTranscriber([files["streaming"]], mode)
+    loaded = read_model(files["streaming"])
+    frontend = build_frontend(loaded.frontend_spec).eval()
+    shift = encoder_frame_shift(subsampling_factor(loaded.model), frontend.hop_length, frontend.sample_rate)
+    assert transcriber.frame_shift == shift
+    for audio in (files["a"], files["b"]):
+        text, timing = transcriber.transcribe_timed(audio)
+        samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
+        encoded = loaded.model.encode(*frontend(samples, torch.tensor([samples.shape[1]])), list(context))
+        offline = greedy_search(loaded.model, *encoded, 4, loaded.tokenizer)[0]
+        want = hypothesis_timing(offline, loaded.tokenizer, shift)
+        assert text == offline.text and len(timing.words) >= 3
+        assert [w.text for w in timing.words] == [w.text for w in want.words]
+        for got, ref in zip(timing.words, want.words):
+            assert abs(got.start - ref.start) <= shift and abs(got.end - ref.end) <= shift
+
+
+SRT_CUE = r"(\d+)\n(\d\d:[0-5]\d:[0-5]\d,\d{3}) --> (\d\d:[0-5]\d:[0-5]\d,\d{3})\n([^\n]+)\n\n"
+
+
+def test_timestamps_option_writes_subtitles_and_json_lines(files, capsys, tmp_path) -> None:
+    audio = [files["a"], files["b"]]
+    out_dir = tmp_path / "timed"
+    status, out, _ = run_script(capsys, *audio, "--checkpoint", files["streaming"], "--timestamps", out_dir)
+    transcriber = Transcriber([files["streaming"]])
+    assert status == 0 and out == [f"{path}\t{transcriber.transcribe_file(path)}" for path in audio]
+    lines = (out_dir / "timestamps.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["audio"] for r in records] == [str(path) for path in audio]
+    for path, record in zip(audio, records):
+        text, timing = transcriber.transcribe_timed(path)
+        assert record["text"] == text and record == {"audio": str(path), "text": text, **timing.record()}
+        assert "".join(w["text"] for w in record["words"]).replace(" ", "") == text.replace(" ", "") and record["words"]
+        last = sf.info(path).duration + 2 * transcriber.frame_shift  # the encoder's last frame may pass the audio
+        assert all(0 <= w["start"] <= w["end"] <= last for w in record["words"])
+        srt = (out_dir / f"{path.stem}.srt").read_text(encoding="utf-8")
+        cues = re.findall(SRT_CUE, srt)
+        assert cues and "".join(f"{n}\n{a} --> {b}\n{t}\n\n" for n, a, b, t in cues) == srt
+        assert "".join(t for *_, t in cues).replace(" ", "") == text.replace(" ", "")
+        assert (out_dir / f"{path.stem}.vtt").read_text(encoding="utf-8").startswith("WEBVTT\n\n")
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a.srt", "a.vtt", "b.srt", "b.vtt", "timestamps.jsonl"]
+    with pytest.raises(SystemExit):
+        run_script(capsys, files["a"], "--checkpoint", files["streaming"], "--segment-pause", "1")
+    assert "--segment-pause needs --timestamps" in capsys.readouterr().err
+
+
+def test_a_tdt_nemo_file_decodes_with_beam_search(files, capsys, tmp_path) -> None:
+    nemo, _ = write_synthetic_nemo(tmp_path, "fast_conformer_tdt")
+    status, out, _ = run_script(capsys, files["b"], "--checkpoint", nemo, "--method", "beam", "--beam", "3")
+    assert status == 0 and out == [
+        f"{files['b']}\t{Transcriber([nemo], method='beam', beam=3).transcribe_file(files['b'])}"
+    ]

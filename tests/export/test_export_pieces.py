@@ -11,7 +11,7 @@ import pytest
 import torch
 from tiny_models import TINY_SIZES, tiny_transducer
 
-from asr_plugin.decoding import greedy_search, modified_beam_search
+from asr_plugin.decoding import beam_search, greedy_search
 from asr_plugin.export import ExportedTransducer, export_transducer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,8 @@ def test_exported_pieces_decode_like_the_eager_model(tmp_path) -> None:
     assert sum(len(h.tokens) for h in eager) > 5
     assert [h.tokens for h in ported] == [h.tokens for h in eager]
     assert [h.score for h in ported] == pytest.approx([h.score for h in eager], abs=1e-4)
-    beam_eager = modified_beam_search(model, eager_out, eager_lengths, beam=3)
-    beam_ported = modified_beam_search(exported, exported_out, exported_lengths, beam=3)
+    beam_eager = beam_search(model, eager_out, eager_lengths, beam=3)
+    beam_ported = beam_search(exported, exported_out, exported_lengths, beam=3)
     assert [h.tokens for h in beam_ported] == [h.tokens for h in beam_eager]
     with pytest.raises(FileExistsError):
         export_transducer(model, tmp_path / "export", feature_dim=16)

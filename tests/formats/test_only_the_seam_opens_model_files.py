@@ -48,6 +48,8 @@ ALLOWED = {
     ("scripts/benchmarks/nemo_compare.py", "restore_from"): "NeMo itself restoring the model our import of it is "
     "compared with",
     ("scripts/benchmarks/nemo_reference.py", "restore_from"): "NeMo itself restoring its reference model",
+    ("scripts/benchmarks/decoding.py", "restore_from"): "NeMo itself restoring the .nemo whose decoding it times "
+    "beside ours",
     ("scripts/nemo_finetune_table.py", "restore_from"): "NeMo itself restoring the models it fine-tunes beside ours",
 }
 

@@ -1,5 +1,5 @@
-"""One symbol per frame (icefall's modified beam search): exhaustive beams find the exact best sequence,
-hand-built model, batching (beam-1 equals greedy: test_beam_symbols_per_frame.py)."""
+"""RNN-T beam search with one symbol per frame (the topology of icefall's modified beam search): exhaustive beams
+find the exact best sequence, hand-built model, batching (beam-1 equals greedy: test_beam_symbols_per_frame.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_models import random_encoder_out, tiny_transducer
 
-from asr_plugin.decoding import greedy_search, modified_beam_search
+from asr_plugin.decoding import beam_search, greedy_search
 
 
 def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], float]:
@@ -34,7 +34,7 @@ def test_unpruned_beam_finds_the_exact_best_sequence(seed: int) -> None:
     model = tiny_transducer(vocab_size=3, seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=seed)
     # 1 + 2 + 4 + 8 + 16 prefixes: no pruning
-    hyps = modified_beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
+    hyps = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
     for b, hyp in enumerate(hyps):
         totals = sequence_log_probs(model, encoder_out[b, : lengths[b]])
         best = max(totals, key=totals.get)
@@ -96,11 +96,11 @@ def test_beam_finds_the_better_path_that_greedy_misses() -> None:
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=1)[0]
     assert greedy.tokens == [1, 1]
     assert greedy.score == pytest.approx(math.log(0.5 * 0.4), abs=1e-4)
-    two = modified_beam_search(model, encoder_out, lengths, beam=2, max_symbols_per_frame=1)[0]
+    two = beam_search(model, encoder_out, lengths, beam=2, max_symbols_per_frame=1)[0]
     assert two.tokens == [2] and two.timestamps == [0]
     assert two.score == pytest.approx(math.log(0.4 * 0.9), abs=1e-4)
     # With beam 9 nothing is pruned: the blank-first alignment of "b" (0.1 * 0.01) is merged by log-add.
-    full = modified_beam_search(model, encoder_out, lengths, beam=9, max_symbols_per_frame=1)[0]
+    full = beam_search(model, encoder_out, lengths, beam=9, max_symbols_per_frame=1)[0]
     assert full.tokens == [2]
     assert full.score == pytest.approx(math.log(0.4 * 0.9 + 0.1 * 0.01), abs=1e-4)
 
@@ -109,13 +109,13 @@ def test_beam_search_batches_like_single_utterances(tokenizer) -> None:
     model = tiny_transducer(seed=7)
     encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=7)
     lengths[2] = 0
-    batched = modified_beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=1, tokenizer=tokenizer)
+    batched = beam_search(model, encoder_out, lengths, beam=4, max_symbols_per_frame=1, tokenizer=tokenizer)
     for b, hyp in enumerate(batched):
-        single = modified_beam_search(
+        single = beam_search(
             model, encoder_out[b : b + 1], lengths[b : b + 1], beam=4, max_symbols_per_frame=1, tokenizer=tokenizer
         )[0]
         assert hyp.tokens == single.tokens and hyp.text == single.text
         assert hyp.score == pytest.approx(single.score, abs=1e-5)
     assert batched[2].tokens == [] and batched[2].score == 0.0
     with pytest.raises(ValueError, match="beam"):
-        modified_beam_search(model, encoder_out, lengths, beam=0)
+        beam_search(model, encoder_out, lengths, beam=0)

@@ -1,0 +1,158 @@
+"""Our decoding against NeMo's own on the same encoder output of the same .nemo (RNN-T and TDT FastConformers that
+NeMo builds from its example configs, random weights sharpened so that they emit tokens; skipped without NeMo):
+greedy_batch (label looping) transcripts, word offsets (``compute_timestamps``) and token and word confidence for
+each of NeMo's measures, and malsd_batch beam search at beam 4 against ours."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+import torch
+
+pytest.importorskip("nemo.collections.asr")
+pytestmark = [pytest.mark.nemo, pytest.mark.slow]
+
+from omegaconf import OmegaConf, open_dict  # noqa: E402
+
+from asr_plugin.decoding import (  # noqa: E402
+    ConfidenceMethod,
+    beam_search,
+    greedy_search,
+    hypothesis_timing,
+    word_confidence,
+)
+from asr_plugin.formats.nemo.compare import SHARPEN, speech_like_audio  # noqa: E402
+from asr_plugin.formats.nemo.importer import import_nemo  # noqa: E402
+from benchmarks.nemo_examples import save_example_model  # noqa: E402
+
+MAX_SYMBOLS = 10
+UTTERANCES = 24
+
+
+class Case(NamedTuple):
+    """NeMo's model and its decoding config as saved, our import, NeMo's (B, D, T) encoder output, (B,) lengths."""
+
+    nemo: object
+    decoding: dict
+    ours: object
+    encoded: torch.Tensor
+    lengths: torch.Tensor
+
+
+@pytest.fixture(scope="module", params=["fast_conformer_transducer", "fast_conformer_tdt"])
+def models(request, tmp_path_factory):
+    """The `Case` of 24 utterances (`nemo_hypotheses` starts from the decoding config as saved every time)."""
+    from nemo.collections.asr.models import ASRModel
+
+    path = save_example_model(request.param, tmp_path_factory.mktemp("nemo"))
+    nemo = ASRModel.restore_from(str(path), map_location="cpu").eval()
+    ours = import_nemo(path)
+    decoding = OmegaConf.to_container(nemo.cfg.decoding, resolve=True)
+    with torch.no_grad():
+        nemo.joint.joint_net[-1].weight.mul_(SHARPEN)
+        ours.model.joint.output.weight.mul_(SHARPEN)
+        lengths = [8000 + 1400 * i for i in range(UTTERANCES)]
+        audio, audio_lengths = speech_like_audio(lengths, seed=3)
+        features, feature_lengths = nemo.preprocessor(input_signal=audio, length=audio_lengths)
+        encoded, encoded_lengths = nemo.encoder(audio_signal=features, length=feature_lengths)
+    return Case(nemo, decoding, ours, encoded, encoded_lengths)
+
+
+def nemo_hypotheses(case: Case, strategy: str, **options):
+    """NeMo's hypotheses of the batch with the decoding config changed as `options` say."""
+    config = OmegaConf.create(case.decoding)  # change_decoding_strategy rewrites nemo.cfg.decoding
+    with open_dict(config):
+        config.strategy = strategy
+        cap = "max_symbols" if "max_symbols" in config.greedy else "max_symbols_per_step"  # the config's own key
+        config.greedy[cap] = MAX_SYMBOLS
+        config.beam = {**config.get("beam", {}), "beam_size": 4, "max_symbols_per_step": MAX_SYMBOLS}
+        config.beam.score_norm = False  # ours has no length normalisation
+        for key, value in options.items():
+            OmegaConf.update(config, key, value, force_add=True)
+    case.nemo.change_decoding_strategy(config, verbose=False)
+    with torch.no_grad():
+        hyps = case.nemo.decoding.rnnt_decoder_predictions_tensor(case.encoded, case.lengths, return_hypotheses=True)
+    hyps = hyps[0] if isinstance(hyps, tuple) else hyps
+    return [h[0] if isinstance(h, list) else h for h in hyps]
+
+
+def ours_frames(encoded: torch.Tensor) -> torch.Tensor:
+    return encoded.transpose(1, 2).contiguous()  # (B, T, D)
+
+
+def test_greedy_equals_nemo_greedy_batch(models) -> None:
+    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+    theirs = nemo_hypotheses(models, "greedy_batch")
+    mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer)
+    same = sum([t - 1 for t in m.tokens] == [int(t) for t in h.y_sequence] for m, h in zip(mine, theirs))
+    assert sum(len(m.tokens) for m in mine) > 3 * UTTERANCES
+    assert same >= 0.995 * UTTERANCES, f"{same} of {UTTERANCES} transcripts equal"
+
+
+def test_word_timestamps_equal_nemo_within_one_frame(models) -> None:
+    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+    theirs = nemo_hypotheses(models, "greedy_batch", compute_timestamps=True)
+    mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer)
+    counts = {"char": [0, 0], "word": [0, 0]}  # [within one frame, all]
+    for m, h in zip(mine, theirs):
+        timing = hypothesis_timing(m, ours.tokenizer, frame_shift=1.0)  # in frames
+        assert [w.text for w in timing.words] == [w["word"] for w in h.timestamp["word"]]
+        for kind, spans in (("char", timing.tokens), ("word", timing.words)):
+            assert len(spans) == len(h.timestamp[kind])
+            for span, theirs_span in zip(spans, h.timestamp[kind]):
+                near = (
+                    abs(span.start - theirs_span["start_offset"]) <= 1
+                    and abs(span.end - theirs_span["end_offset"]) <= 1
+                )
+                counts[kind][0] += near
+                counts[kind][1] += 1
+    assert counts["char"][1] > 3 * UTTERANCES and counts["word"][1] >= UTTERANCES
+    for kind, (near, total) in counts.items():
+        assert near >= 0.99 * total, f"{near} of {total} {kind} offsets within one frame"
+
+
+MEASURES = [ConfidenceMethod("max_prob", alpha=a) for a in (1.0, 0.5)] + [
+    ConfidenceMethod("entropy", kind, alpha, norm, aggregation)
+    for kind in ("gibbs", "tsallis", "renyi")
+    for alpha, norm, aggregation in ((0.33, "exp", "min"), (1.0, "lin", "mean"), (0.5, "lin", "prod"))
+]
+
+
+@pytest.mark.parametrize("method", MEASURES, ids=repr)
+def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
+    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+    confidence = {
+        "preserve_token_confidence": True,
+        "preserve_word_confidence": True,
+        "exclude_blank": True,
+        "aggregation": method.aggregation,
+        "method_cfg": {
+            "name": method.name,
+            "entropy_type": method.entropy_type,
+            "alpha": method.alpha,
+            "entropy_norm": method.entropy_norm,
+        },
+    }
+    theirs = nemo_hypotheses(models, "greedy_batch", confidence_cfg=confidence)
+    mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer, method)
+    for m, h in zip(mine, theirs):
+        if [t - 1 for t in m.tokens] != [int(t) for t in h.y_sequence]:
+            continue  # a different transcript has other confidences (at most 0.5 %: the greedy test)
+        assert m.token_confidence == pytest.approx([float(c) for c in h.token_confidence], abs=1e-4)
+        assert word_confidence(m, ours.tokenizer, method) == pytest.approx(
+            [float(c) for c in h.word_confidence], abs=1e-4
+        )
+
+
+def test_beam_four_finds_hypotheses_at_least_as_likely_as_nemo_malsd(models) -> None:
+    """Both searches keep 4 hypotheses per utterance, label-synchronously, and score a hypothesis by the log of its
+    surviving alignments' summed probability (NeMo's without length normalisation here): on the same model, ours
+    finds one at least as likely as NeMo's on nearly every utterance."""
+    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+    theirs = nemo_hypotheses(models, "malsd_batch")
+    mine = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS)
+    greedy = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS)
+    assert all(m.score >= g.score - 1e-4 for m, g in zip(mine, greedy))
+    better = sum(m.score >= float(h.score) - 1e-3 for m, h in zip(mine, theirs))
+    assert better >= 0.95 * UTTERANCES, f"ours at least as likely on {better} of {UTTERANCES} utterances"
