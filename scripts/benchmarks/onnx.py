@@ -12,15 +12,11 @@ every streaming context of the model), each utterance is fed in 100 ms pieces to
 
 - "ours streaming": the recipe's `StreamingRecognizer` (online features as the audio arrives, the cache-aware
   encoder, greedy search with sherpa-onnx's cap), finished: every frame decoded (`recipe_streaming`);
-- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio after
-  `lead_padding_samples` and before `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the
-  export is exact to);
+- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio before
+  `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the export is exact to);
 - "sherpa-onnx float" / "sherpa-onnx int8": ``sherpa_onnx.OnlineRecognizer.from_transducer`` on the
-  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, fed the same lead silence, the audio with each window
-  decoded as soon as it is ready, then the same tail silence and the end of input, as sherpa-onnx's examples do
-  (`online_transcribe`);
-- "sherpa-onnx float, no lead": the same without the lead silence, as sherpa-onnx's examples feed a file (its
-  first 2f feature frames are not heard).
+  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, fed the audio with each window decoded as soon as it
+  is ready, then the same tail silence and the end of input, as sherpa-onnx's examples do (`online_transcribe`).
 
 With ``pause_after`` every utterance's audio is followed by that many seconds of silence, for every method (a
 pause after speech, as a live stream has one; the synthetic corpus' speech runs to its last sample).
@@ -50,7 +46,6 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_transcribe,
 )
 from asr_plugin.export.sherpa_online_decode import (
-    lead_padding_samples,
     online_recognizer,
     online_transcribe,
     recipe_streaming,
@@ -155,27 +150,21 @@ def benchmark_onnx_streaming(
             export_onnx_streaming(model, spec, tokenizer, directory, context, int8=True)
         meta = onnx_metadata(directory / "encoder.onnx")
         padding = tail_padding_samples(int(meta["window_size"]), int(meta["chunk_shift"]))
-        lead = lead_padding_samples(int(meta["lead_frames"]))
 
         def ours(waveform, context=context):
             return recipe_streaming(model, context, frontend, waveform, tokenizer).text
 
-        def on_windows(waveform, context=context, padding=padding, lead=lead):
-            silence = np.zeros(lead, np.float32), waveform, np.zeros(padding, np.float32)
-            audio = torch.from_numpy(np.concatenate(silence))[None]
+        def on_windows(waveform, context=context, padding=padding):
+            audio = torch.from_numpy(np.concatenate([waveform, np.zeros(padding, np.float32)]))[None]
             features, frames = frontend(audio, torch.tensor([audio.shape[1]]))
             return streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer).text
 
         methods = {"ours streaming": ours, "ours on sherpa's windows": on_windows}
-        for name, int8, lead_samples in (
-            ("sherpa-onnx float", False, lead),
-            ("sherpa-onnx int8", True, lead),
-            ("sherpa-onnx float, no lead", False, 0),
-        ):
+        for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
             recognizer = online_recognizer(directory, int8=int8, num_threads=num_threads)
 
-            def sherpa(waveform, recognizer=recognizer, padding=padding, lead_samples=lead_samples):
-                return online_transcribe(recognizer, waveform, padding, lead_samples)
+            def sherpa(waveform, recognizer=recognizer, padding=padding):
+                return online_transcribe(recognizer, waveform, padding)
 
             methods[name] = sherpa
         references = ["ours streaming", "ours on sherpa's windows"]
