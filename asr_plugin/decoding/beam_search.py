@@ -192,7 +192,7 @@ def modified_beam_search(
     encoder_lengths: torch.Tensor,
     beam: int = 4,
     tokenizer: TokenDecoder | None = None,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
 ) -> list[Hypothesis]:
     """Beam search of a batch with up to `max_symbols_per_frame` tokens per frame (module docstring).
 

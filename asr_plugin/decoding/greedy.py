@@ -15,7 +15,7 @@ def greedy_search(
     model: Transducer,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     tokenizer: TokenDecoder | None = None,
 ) -> list[Hypothesis]:
     """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy

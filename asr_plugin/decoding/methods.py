@@ -19,7 +19,7 @@ def decode(
     method: str,
     tokenizer: TokenDecoder | None = None,
     beam: int = 4,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
 

@@ -102,7 +102,7 @@ class StreamingGreedyDecoder:
         max_symbols_per_frame: >= 1, cap on consecutive tokens emitted at one frame.
     """
 
-    def __init__(self, model: Transducer, max_symbols_per_frame: int = 4) -> None:
+    def __init__(self, model: Transducer, max_symbols_per_frame: int = 10) -> None:
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.model = model
         self.max_symbols_per_frame = max_symbols_per_frame

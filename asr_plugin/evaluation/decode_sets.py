@@ -59,7 +59,7 @@ def decode_batches(
     frame_shift: float,
     device: str | torch.device = "cpu",
     beam: int = 4,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     att_context_size: tuple[int, int] | None = None,
 ) -> dict[str, SetResult]:
     """Encodes every batch once and decodes it with each method; returns {method: SetResult}.

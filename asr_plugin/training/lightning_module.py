@@ -106,7 +106,7 @@ class TransducerModule(L.LightningModule):
         loss: dict[str, Any],
         optim: dict[str, Any],
         spec_augment: dict[str, Any] | None = None,
-        max_symbols_per_frame: int = 4,
+        max_symbols_per_frame: int = 10,
         pretrained_lr: float | None = None,
         ctc_weight: float = 0.0,
         loss_reduction: str | None = None,
