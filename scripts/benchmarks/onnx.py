@@ -27,15 +27,18 @@ for both runtimes. "equal to X" is the share of utterances whose transcript equa
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from asr_plugin.data import build_frontend, load_audio, read_manifest
+from asr_plugin.data.sources.nemo_manifest import read_nemo_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name
@@ -55,23 +58,41 @@ from asr_plugin.export.sherpa_online_decode import (
 from asr_plugin.formats import read_model
 
 
+def _utterances(manifest: Path) -> list[tuple[str, str, torch.Tensor]]:
+    """(id, transcript, 16 kHz audio) of each line of `manifest`: this project's JSON lines (id, path, duration,
+    text) or a NeMo manifest (audio_filepath, duration, text, optional offset); ValueError naming the NeMo lines
+    that cannot be used."""
+    with manifest.open("rb") as handle:
+        first = next((line for line in handle if line.strip()), b"{}")
+    if "audio_filepath" not in json.loads(first):
+        return [(e.id, e.text, load_audio(e.path)) for e in read_manifest(manifest)]
+    candidates, skipped = read_nemo_manifest(manifest)
+    if skipped:
+        raise ValueError(
+            f"{manifest}: lines that cannot be used: " + "; ".join(f"{s.path}: {s.reason}" for s in skipped)
+        )
+    return [(c.id, c.text, load_audio(c.path, offset=c.offset, duration=c.duration)) for c in candidates]
+
+
 def _test_set(
-    manifest: str | os.PathLike, limit: int | None, pause_after: float = 0.0
-) -> tuple[list, list[np.ndarray], float]:
-    """The manifest's first `limit` entries, their waveforms (each followed by `pause_after` seconds of silence)
-    and their total duration in seconds."""
-    entries = read_manifest(manifest)[:limit]
+    manifest: str | os.PathLike, limit: int | None, normalize: Callable[[str], str], pause_after: float = 0.0
+) -> tuple[list[Recognition], list[np.ndarray], float]:
+    """The manifest's first `limit` utterances as references (their transcripts normalised by the model's
+    tokenizer, `normalize`, as eval.py scores them), their waveforms (each followed by `pause_after` seconds of
+    silence) and their total duration in seconds."""
+    utterances = _utterances(Path(manifest))[:limit]
     pause = np.zeros(round(pause_after * 16000), dtype=np.float32)
-    waveforms = [np.concatenate([load_audio(e.path).numpy(), pause]) for e in entries]
-    return entries, waveforms, sum(len(w) for w in waveforms) / 16000
+    references = [Recognition(key, normalize(text), "") for key, text, _ in utterances]
+    waveforms = [np.concatenate([audio.numpy(), pause]) for _, _, audio in utterances]
+    return references, waveforms, sum(len(w) for w in waveforms) / 16000
 
 
 def measured_rows(
     methods: dict[str, Callable[[np.ndarray], str]],
-    entries: Sequence,
+    references: Sequence[Recognition],
     waveforms: Sequence[np.ndarray],
     seconds: float,
-    references: Sequence[str],
+    agree_with: Sequence[str],
 ) -> list[dict]:
     """Decodes every waveform with each method in turn: one row per method, {"method", "wer", "rtf",
     "utterances", "agree": {reference: share of transcripts equal to that method's}}."""
@@ -83,10 +104,10 @@ def measured_rows(
     return [
         {
             "method": name,
-            "wer": score([Recognition(e.id, e.text, t) for e, t in zip(entries, texts[name])]).wer,
+            "wer": score([replace(r, hyp=t) for r, t in zip(references, texts[name])]).wer,
             "rtf": elapsed[name] / seconds,
-            "agree": {ref: float(np.mean([a == b for a, b in zip(texts[name], texts[ref])])) for ref in references},
-            "utterances": len(entries),
+            "agree": {ref: float(np.mean([a == b for a, b in zip(texts[name], texts[ref])])) for ref in agree_with},
+            "utterances": len(references),
         }
         for name in methods
     ]
@@ -108,7 +129,7 @@ def benchmark_onnx(
     out_dir = Path(out_dir)
     if not (out_dir / "tokens.txt").exists():
         export_onnx(loaded.model, spec, tokenizer, out_dir, int8=True)
-    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
+    references, waveforms, seconds = _test_set(manifest, limit, tokenizer.normalize, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
 
@@ -119,7 +140,7 @@ def benchmark_onnx(
     for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
         recognizer = sherpa_recognizer(out_dir, int8=int8, num_threads=num_threads)
         methods[name] = lambda waveform, recognizer=recognizer: sherpa_transcribe(recognizer, [waveform])[0]
-    return measured_rows(methods, entries, waveforms, seconds, ["ours greedy"])
+    return measured_rows(methods, references, waveforms, seconds, ["ours greedy"])
 
 
 def benchmark_onnx_streaming(
@@ -140,7 +161,7 @@ def benchmark_onnx_streaming(
     contexts = (
         [model.encoder.checked_context(att_context_size)] if att_context_size else model.encoder.streaming_contexts
     )
-    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
+    references, waveforms, seconds = _test_set(manifest, limit, tokenizer.normalize, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
     rows = []
@@ -167,10 +188,10 @@ def benchmark_onnx_streaming(
                 return online_transcribe(recognizer, waveform, padding)
 
             methods[name] = sherpa
-        references = ["ours streaming", "ours on sherpa's windows"]
+        agree_with = ["ours streaming", "ours on sherpa's windows"]
         rows += [
             {**row, "lookahead": list(context)}
-            for row in measured_rows(methods, entries, waveforms, seconds, references)
+            for row in measured_rows(methods, references, waveforms, seconds, agree_with)
         ]
     return rows
 
@@ -182,7 +203,8 @@ def table(rows: list[dict]) -> str:
     header = ["lookahead"] * lookahead + ["method", "WER %", "RTF"] + [f"transcripts equal to {r}" for r in references]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in rows:
-        cells = [str(r["lookahead"])] * lookahead + [r["method"], f"{r['wer']:.2f}", f"{r['rtf']:.4f}"]
+        cells = [str(r["lookahead"])] if lookahead else []
+        cells += [r["method"], f"{r['wer']:.2f}", f"{r['rtf']:.4f}"]
         cells += [f"{100 * r['agree'][ref]:.1f} % of {r['utterances']}" for ref in references]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
