@@ -71,6 +71,7 @@ from asr_plugin.data import (
 from asr_plugin.data.audio import mix_down
 from asr_plugin.data.shar import SharLoader, SharStream, SharTrainingDataset, buffer_size, survey
 from asr_plugin.data.sources.shar_directory import shar_shards
+from asr_plugin.user_errors import exit_on_user_error
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -533,4 +534,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

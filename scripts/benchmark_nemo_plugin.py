@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from asr_plugin.data.atomic import write_text_atomic
+from asr_plugin.user_errors import exit_on_user_error
 
 # name -> NeMo example (benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
 # device, dtype and the fused_batch_size settings to try
@@ -309,4 +310,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

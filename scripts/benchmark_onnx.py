@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Sequence
 
 from asr_plugin.evaluation.streaming_session import context_argument
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.onnx import benchmark_onnx, benchmark_onnx_streaming, table
 
 
@@ -56,4 +57,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(exit_on_user_error()(main)())

@@ -26,6 +26,7 @@ from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMo
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
 from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.formats import model_files
+from asr_plugin.user_errors import exit_on_user_error
 
 PARTIAL = "partial"  # the first field of a --partials line
 
@@ -139,4 +140,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

@@ -19,6 +19,7 @@ RANKS = {
     "config_nodes": 0,
     "host_syncs": 0,
     "plain_data": 0,
+    "user_errors": 0,
     "losses": 0,
     "declared_shapes": 1,
     "models": 1,
