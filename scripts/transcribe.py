@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         arguments.error(str(err))
     checkpoints = model_files(args.checkpoint, args.avg)
+    print(f"model: {', '.join(map(str, checkpoints))}", file=sys.stderr, flush=True)  # which file(s) of a directory
     if mode is None:
         transcriber = Transcriber(
             checkpoints,
