@@ -69,6 +69,7 @@ from asr_plugin.data.loading.shar_stream import SharLoader, SharStream, SharTrai
 from asr_plugin.data.sources.shar_directory import shar_shards
 from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.text import LIBRISPEECH_NORMALIZER, Tokenizer, train_tokenizer
+from asr_plugin.user_errors import exit_on_user_error
 
 FILES_PER_CHAPTER = 113  # 281,241 utterances in 2,484 chapters
 WORDS = "THE OF AND TO A IN HE I THAT WAS IT HIS YOU WITH AS HAD FOR HER NOT BUT AT BE SHE ON IS".split()
@@ -531,4 +532,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

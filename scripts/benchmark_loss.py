@@ -36,6 +36,7 @@ import torch
 
 from asr_plugin.files import write_text_atomic
 from asr_plugin.losses.backends import BACKENDS, check_backend
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.loss import (
     JOINTS,
     MODES,
@@ -131,4 +132,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

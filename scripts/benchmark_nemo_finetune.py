@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.nemo_finetune import MODES, measure, table
 
 
@@ -33,4 +34,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.training_step import add_round_options, measure_requested, print_rounds_table, run_rounds, time_steps
 
 # name -> NeMo example (benchmarks.nemo_examples) and its sizes, batch, audio seconds, vocabulary,
@@ -231,4 +232,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -11,15 +11,19 @@ sherpa-onnx's online recogniser fed 100 ms pieces, per lookahead (--att-context-
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from asr_plugin.evaluation.streaming_session import context_argument
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.onnx import benchmark_onnx, benchmark_onnx_streaming, table
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("source", help="a .ckpt file, a directory of them, or a .nemo file")
-    parser.add_argument("manifest", help="the test set's manifest (JSON lines: id, path, duration, text)")
+    parser.add_argument(
+        "manifest", help="the test set's manifest: JSON lines of this project (id, path, duration, text) or NeMo's"
+    )
     parser.add_argument("--out", required=True, help="export directory (exported there unless it already holds one)")
     parser.add_argument("--threads", type=int, default=1, help="threads of both runtimes")
     parser.add_argument("--limit", type=int, default=None, help="decode only the first N utterances")
@@ -37,7 +41,7 @@ def main() -> None:
         metavar="SECONDS",
         help="silence after every utterance's audio, for every method (a live stream's pause after speech)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.pause_after < 0:
         parser.error(f"--pause-after must be >= 0 seconds, not {args.pause_after}")
     if args.att_context_size and not args.streaming:
@@ -49,7 +53,8 @@ def main() -> None:
     else:
         rows = benchmark_onnx(args.source, args.manifest, args.out, args.threads, args.limit, args.pause_after)
     print(table(rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(exit_on_user_error()(main)())

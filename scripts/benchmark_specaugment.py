@@ -18,6 +18,7 @@ import torch
 import torchaudio
 
 from asr_plugin.data import SpecAugment
+from asr_plugin.user_errors import exit_on_user_error
 
 CELLS = ((32, 1000), (64, 1600), (16, 4000))  # (B, T): 10 s, 16 s and 40 s utterances
 
@@ -80,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

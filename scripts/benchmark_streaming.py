@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from asr_plugin.evaluation.streaming_session import context_argument
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.streaming import benchmark_streaming, quick_benchmark, table
 
 
@@ -46,4 +47,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

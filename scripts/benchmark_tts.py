@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.tts import tts_throughput
 
 
@@ -23,4 +24,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from asr_plugin.user_errors import exit_on_user_error
+
 LOCK = Path(__file__).resolve().parents[1] / "requirements" / "lock.txt"
 
 
@@ -102,4 +104,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

@@ -16,6 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.nemo_compare import compare_file
 from benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
@@ -40,4 +41,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

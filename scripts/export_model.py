@@ -16,6 +16,7 @@ import sys
 
 from asr_plugin.export import export_transducer
 from asr_plugin.formats import read_model
+from asr_plugin.user_errors import exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,4 +42,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

@@ -14,6 +14,7 @@ import argparse
 
 from asr_plugin.formats import export_nemo, read_model
 from asr_plugin.formats.nemo.output_path import nemo_output_path
+from asr_plugin.user_errors import exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,4 +32,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -33,6 +33,7 @@ from asr_plugin.evaluation.streaming_session import context_argument
 from asr_plugin.export import export_onnx, export_onnx_every_lookahead, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name
 from asr_plugin.formats import read_model
+from asr_plugin.user_errors import exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,4 +78,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

@@ -17,6 +17,7 @@ import soundfile as sf
 from asr_plugin.data import MINI_SPLITS, make_mini_librispeech
 from asr_plugin.data.demo.corpus import plan_corpus
 from asr_plugin.data.demo.voices import ENGINES
+from asr_plugin.user_errors import exit_on_user_error
 
 
 def main() -> None:
@@ -55,4 +56,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.nemo_examples import ARCHITECTURES, save_example_model
 
 
@@ -28,4 +29,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

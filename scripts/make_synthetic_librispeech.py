@@ -22,6 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from asr_plugin.files import write_atomic, write_text_atomic
+from asr_plugin.user_errors import exit_on_user_error
 
 SAMPLE_RATE = 16000
 WORD_SECONDS = 0.3
@@ -117,4 +118,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -31,6 +31,7 @@ from hydra import compose, initialize_config_dir
 
 from asr_plugin.files import write_text_atomic
 from asr_plugin.training import train
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.nemo_reference import (
     CONF_DIR,
     EVAL_SPLITS,
@@ -226,4 +227,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

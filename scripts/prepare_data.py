@@ -25,6 +25,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from asr_plugin.data import PREPARE_STEPS, prepare_corpus
+from asr_plugin.user_errors import exit_on_user_error
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -61,4 +62,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

@@ -21,6 +21,7 @@ import torch
 
 from asr_plugin.files import write_text_atomic
 from asr_plugin.losses.planning import parse_memory_budget
+from asr_plugin.user_errors import exit_on_user_error
 from benchmarks.loss import make_inputs, make_loss
 from benchmarks.loss_profile import (
     expected_calls,
@@ -117,4 +118,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error()(main)()

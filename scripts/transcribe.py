@@ -9,8 +9,9 @@ and the exit status is 1.
 
 As a stream (docs/streaming.md, "Transcribing and evaluating as a stream"): --streaming feeds the audio in pieces
 of --chunk-ms to a cache-aware streaming model (one trained with a limited attention context) at one of its
-lookaheads (--att-context-size L,R), with the online features of its own front end, greedy search and
-sherpa-onnx's endpoint rules (--no-endpointing: one segment); --buffered streams any model, full-context ones
+lookaheads (--att-context-size L,R), with the online features of its own front end and greedy search, one segment
+per file as eval.py streaming=true decodes (--endpointing: sherpa-onnx's endpoint rules close segments at pauses,
+as for a microphone's endless stream); --buffered streams any model, full-context ones
 included, through overlapping windows (--buffer-left-ms, --buffer-chunk-ms, --buffer-right-ms). Each file's final
 line is ``path<TAB>text`` on stdout either way (a path or text holding a tab or a newline as a JSON string);
 --partials adds, on stderr, a line ``partial<TAB>path<TAB>text`` each time a file's text so far changes.
@@ -33,6 +34,7 @@ from asr_plugin.evaluation.transcriber import Transcriber
 from asr_plugin.files import write_text_atomic
 from asr_plugin.formats import model_files
 from asr_plugin.line_fields import line_field
+from asr_plugin.user_errors import exit_on_user_error
 
 PARTIAL = "partial"  # the first field of a --partials line
 
@@ -76,7 +78,13 @@ def parser() -> argparse.ArgumentParser:
         "--chunk-ms", type=float, default=PIECE_MS, help=f"audio fed at a time, in ms (default {PIECE_MS:g})"
     )
     stream.add_argument("--partials", action="store_true", help="partial results on stderr as they change")
-    stream.add_argument("--no-endpointing", action="store_true", help="one segment per file: no endpoint rules")
+    stream.add_argument(
+        "--endpointing",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="sherpa-onnx's endpoint rules close segments at pauses, as for a microphone's endless stream "
+        "(default: off, one segment per file, as eval.py streaming=true)",
+    )
     windows = BufferedWindows()
     stream.add_argument("--buffer-left-ms", type=float, default=windows.left_ms, help="--buffered: left context")
     stream.add_argument("--buffer-chunk-ms", type=float, default=windows.chunk_ms, help="--buffered: chunk")
@@ -87,8 +95,8 @@ def parser() -> argparse.ArgumentParser:
 def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
     """The streaming mode the arguments ask for (None: offline); errors name the option that does not apply."""
     if not (args.streaming or args.buffered):
-        if args.att_context_size is not None or args.partials or args.no_endpointing:
-            raise ValueError("--att-context-size, --partials and --no-endpointing need --streaming or --buffered")
+        if args.att_context_size is not None or args.partials or args.endpointing:
+            raise ValueError("--att-context-size, --partials and --endpointing need --streaming or --buffered")
         return None
     if args.method == "beam" or args.chunk_seconds is not None:
         raise ValueError(
@@ -96,7 +104,7 @@ def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
         )
     windows = BufferedWindows(args.buffer_left_ms, args.buffer_chunk_ms, args.buffer_right_ms)
     kind = "cache_aware" if args.streaming else "buffered"
-    return StreamingMode(kind, args.att_context_size, windows, endpointing=not args.no_endpointing)
+    return StreamingMode(kind, args.att_context_size, windows, endpointing=args.endpointing)
 
 
 def check_timestamp_options(args: argparse.Namespace) -> None:
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         arguments.error(str(err))
     checkpoints = model_files(args.checkpoint, args.avg)
+    print(f"model: {', '.join(map(str, checkpoints))}", file=sys.stderr, flush=True)  # which file(s) of a directory
     if mode is None:
         transcriber = Transcriber(
             checkpoints,
@@ -172,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error()(main)())

@@ -22,6 +22,7 @@ RANKS = {
     "line_fields": 0,
     "plain_data": 0,
     "progress": 0,
+    "user_errors": 0,
     "losses": 0,
     "declared_shapes": 1,
     "integrations": 1,

@@ -118,7 +118,7 @@ class BatchedBeamSearch:
         self,
         model: Transducer | DecoderJoint,
         beam: int = 4,
-        max_symbols_per_frame: int = 4,
+        max_symbols_per_frame: int = 10,
         confidence: ConfidenceMethod | None = None,
     ) -> None:
         check_int("beam", beam, 1)
@@ -286,7 +286,7 @@ def beam_search(
     encoder_lengths: torch.Tensor,
     beam: int = 4,
     tokenizer: TokenDecoder | None = None,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm

@@ -17,7 +17,7 @@ def greedy_search(
     model: Transducer | DecoderJoint,
     encoder_out: torch.Tensor,
     encoder_lengths: torch.Tensor,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     tokenizer: TokenDecoder | None = None,
     confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:

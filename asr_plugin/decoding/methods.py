@@ -21,7 +21,7 @@ def decode(
     method: str,
     tokenizer: TokenDecoder | None = None,
     beam: int = 4,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.

@@ -117,7 +117,7 @@ class StreamingRecognizer:
         encoder: EncoderStream,
         features: FeatureStream | None = None,
         feature_dim: int | None = None,
-        max_symbols_per_frame: int = 4,
+        max_symbols_per_frame: int = 10,
         endpointing: Endpointing | None = None,
         tokenizer: TokenDecoder | None = None,
         max_streams: int | None = None,

@@ -141,7 +141,7 @@ class StreamingGreedyDecoder:
     def __init__(
         self,
         model: Transducer | DecoderJoint,
-        max_symbols_per_frame: int = 4,
+        max_symbols_per_frame: int = 10,
         confidence: ConfidenceMethod | None = None,
     ) -> None:
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)

@@ -61,7 +61,7 @@ def decode_batches(
     frame_shift: float,
     device: str | torch.device = "cpu",
     beam: int = 4,
-    max_symbols_per_frame: int = 4,
+    max_symbols_per_frame: int = 10,
     att_context_size: tuple[int, int] | None = None,
     timestamps: bool = False,
 ) -> dict[str, SetResult]:

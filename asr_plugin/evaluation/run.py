@@ -72,6 +72,7 @@ def evaluate_streaming(
     rows = []
     for name, manifest in sets.items():
         entries = datamodule.eval_entries(manifest)
+        log.info("decoding %s as streams: %d utterances, %d runs", name, len(entries), len(runs))
         for run, session in zip(runs, built):
             if session is None:
                 loader = datamodule.eval_dataloader(manifest)
@@ -93,6 +94,7 @@ def evaluate_streaming(
                 batch_size = int(stream.get("batch_size", STREAM_BATCH_SIZE))
                 results = {"greedy": stream_set(session, entries, piece_ms, batch_size, device)}
             rows += write_set_results(results, name, cfg.output_dir, run_fields(run, session), run.tag)
+            log.info("decoded %s (%s): WER %.2f %%", name, run.tag or "offline", rows[-1]["wer"])
     return rows, {"streaming": [describe_run(run, session) for run, session in zip(runs, built)]}
 
 
@@ -148,6 +150,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             raise ValueError("att_context_size: the context of streaming evaluation; set streaming=true with it")
         rows = []
         for name, manifest in sets.items():
+            log.info(
+                "decoding %s: %d utterances, %s",
+                name,
+                len(datamodule.eval_entries(manifest)),
+                "+".join(decoding.methods),
+            )
             results = decode_batches(
                 model,
                 datamodule.eval_dataloader(manifest),
@@ -160,6 +168,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 timestamps=bool(decoding.get("timestamps", False)),
             )
             rows += write_set_results(results, name, out_dir)
+            log.info(
+                "decoded %s: %s",
+                name,
+                ", ".join(f"{row['method']} WER {row['wer']:.2f} %" for row in rows if row["set"] == name),
+            )
     else:
         rows, extra = evaluate_streaming(cfg, loaded, datamodule, sets, max_symbols, device)
     weights = describe_weights(paths)

@@ -56,13 +56,14 @@ class StreamingMode:
         att_context_size: cache-aware streaming's [left, right] context, one the model was trained with (None: its
             default context).
         windows: buffered streaming's windows.
-        endpointing: sherpa-onnx's endpoint rules close segments (their texts are joined); False: one segment.
+        endpointing: sherpa-onnx's endpoint rules close segments (their texts are joined; for a microphone's
+            endless stream); False, the default for files (eval.py's and transcribe.py's): one segment.
     """
 
     kind: str = "cache_aware"
     att_context_size: tuple[int, int] | None = None
     windows: BufferedWindows = field(default_factory=BufferedWindows)
-    endpointing: bool = True
+    endpointing: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in MODES:

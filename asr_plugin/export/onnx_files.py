@@ -9,11 +9,13 @@ the model last.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,28 @@ import torch
 from asr_plugin.files import fsync_path, write_atomic
 
 EXTERNAL_DATA_BYTES = 1_800_000_000  # below protobuf's 2 GiB, with room for the graph
+# torch's ONNX registry warns, at every export, that it skips torchvision's operators when torchvision is absent
+# (4 lines per file written); no model here uses them
+REGISTRY_LOGGER = "torch.onnx._internal.exporter._registration"
+TORCHVISION_NOTE = "torchvision is not installed"
+
+
+class TorchvisionNotes(logging.Filter):
+    """Drops the registry's notes that torchvision's operators are skipped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TORCHVISION_NOTE)
+
+
+@contextlib.contextmanager
+def without_torchvision_notes() -> Iterator[None]:
+    """The registry's logger without `TorchvisionNotes` for the block."""
+    logger, notes = logging.getLogger(REGISTRY_LOGGER), TorchvisionNotes()
+    logger.addFilter(notes)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notes)
 
 
 def _export(
@@ -36,7 +60,7 @@ def _export(
 ) -> None:
     """``torch.onnx.export`` through ``torch.export`` (the dynamo exporter), so that every axis in `dynamic` stays
     symbolic (the TorchScript exporter freezes nn.MultiheadAttention's reshapes at the example's length)."""
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), without_torchvision_notes():
         # nn.LSTM re-assigns its flat weight list while tracing; the exporter's progress notes
         warnings.simplefilter("ignore")
         torch.onnx.export(

@@ -11,7 +11,8 @@ the installed binary too):
 
 - it takes the online NeMo path when decoder.onnx has more than one output (ours has four);
 - encoder.onnx: inputs, by position, (B, F, W) features, (B,) int64 frames (always W), cache_last_channel
-  (B, L, C, D), cache_last_time (B, L, D, K - 1), cache_last_channel_len (B,) int64; outputs, by position,
+  (B, L, C, D), cache_last_time (B, L, D, K - 1 + slots: the carried features follow the convolution's frames),
+  cache_last_channel_len (B,) int64; outputs, by position,
   (B, H, T) frames, (B,) lengths (dropped unread: sherpa decodes all T frames), then the three next caches.
   F is read from the input's static shape. Its initial caches are zeros of (1, dim1, dim2, dim3) from the
   metadata and a length of 0; streams are batched by concatenating their caches along the first axis;
@@ -24,10 +25,10 @@ the installed binary too):
 sherpa-onnx runs window k on feature frames [k chunk_shift, k chunk_shift + W) once more than its end is ready
 (``IsReady``: processed + W < ready), with no padding at the start and none at the end (``InputFinished`` only
 flushes the filterbank's last frames): the frames after the last whole window are decoded only when the
-application appends silence (`sherpa_online_decode.tail_padding_samples`). `SherpaStreamingEncoder` turns these
-windows into the step API's steps, exact from the stream's feature frame 2f on (its module docstring): the
-application hears the audio from its first frame by giving 2f frames of silence first (metadata ``lead_frames``,
-`sherpa_online_decode.lead_padding_samples`).
+application appends silence (`sherpa_online_decode.tail_padding_samples`), as sherpa-onnx's examples and programs
+do. `SherpaStreamingEncoder` turns these windows into the step API's steps on the stream's features from its first
+frame, carrying the 2f feature frames a step reads before its window in ``cache_last_time`` (its module
+docstring): a stream needs no silence before it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from asr_plugin.export.onnx_export import (
     write_sherpa_export,
 )
 from asr_plugin.export.sherpa_tokens import PieceTable
-from asr_plugin.export.streaming_modules import SherpaStreamingEncoder
+from asr_plugin.export.streaming_modules import FeatureCarry, SherpaStreamingEncoder
 from asr_plugin.frontend.spec import complete_frontend_spec
 from asr_plugin.models import StreamingSetup, Transducer
 
@@ -110,24 +111,26 @@ def streaming_metadata(model: Transducer, setup: StreamingSetup) -> dict[str, st
     """The encoder.onnx metadata of sherpa-onnx's online NeMo transducer (all values strings), and the context's."""
     encoder = model.encoder
     layers, d_model = len(encoder.layers), encoder.output_dim
+    carry = FeatureCarry(setup, encoder.input_dim, layers, d_model)
     metadata = encoder_metadata(model, encoder.input_dim, adapted=False)
     metadata.update(
         {
-            "window_size": str(setup.window_frames),
-            "chunk_shift": str(setup.chunk_frames),
+            "window_size": str(carry.window_size),
+            "chunk_shift": str(carry.chunk_shift),
             "cache_last_channel_dim1": str(layers),
             "cache_last_channel_dim2": str(setup.last_channel_cache_size),
             "cache_last_channel_dim3": str(d_model),
             "cache_last_time_dim1": str(layers),
             "cache_last_time_dim2": str(d_model),
-            "cache_last_time_dim3": str(setup.conv_cache_size),
+            "cache_last_time_dim3": str(carry.time_cache_frames),
             "att_context_size": ",".join(map(str, setup.att_context_size)),
             "att_context_style": encoder.att_context_style,
             "valid_out_len": str(setup.valid_out_len),
-            "lead_frames": str(setup.drop_extra_pre_encoded * setup.subsampling_factor),
+            "carried_feature_frames": str(carry.carried_frames),
             "comment": "exported by asr_plugin.export.export_onnx_streaming for sherpa-onnx's online recogniser; "
-            "trained on its features (sherpa_online); a stream is decoded from its feature frame lead_frames on: "
-            "give it lead_frames x 10 ms of silence before the audio, and window_size + chunk_shift after it",
+            "trained on its features (sherpa_online); cache_last_time carries carried_feature_frames feature "
+            "frames after its convolution frames; give a stream window_size + chunk_shift x 10 ms of silence "
+            "after the audio",
         }
     )
     return metadata
@@ -137,12 +140,13 @@ def streaming_encoder_piece(model: Transducer, setup: StreamingSetup) -> OnnxPie
     """encoder.onnx of one context: NeMo's input and output names, every axis static but the batch."""
     encoder = model.encoder
     layers, d_model, batch = len(encoder.layers), encoder.output_dim, 3  # an example batch of 1 would be specialised
+    carry = FeatureCarry(setup, encoder.input_dim, layers, d_model)
     cache_len = torch.tensor([0, setup.valid_out_len, setup.last_channel_cache_size])  # a first, second, later window
     example = (
-        torch.randn(batch, encoder.input_dim, setup.window_frames),
-        torch.full((batch,), setup.window_frames),
+        torch.randn(batch, encoder.input_dim, carry.window_size),
+        torch.full((batch,), carry.window_size),
         torch.randn(layers, batch, setup.last_channel_cache_size, d_model).transpose(0, 1).contiguous(),
-        torch.randn(layers, batch, d_model, setup.conv_cache_size).transpose(0, 1).contiguous(),
+        torch.randn(layers, batch, d_model, carry.time_cache_frames).transpose(0, 1).contiguous(),
         cache_len,
     )
     rows = {0: Dim.AUTO}

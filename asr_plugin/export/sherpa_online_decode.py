@@ -3,11 +3,9 @@ this project.
 
 - `online_recognizer` builds ``sherpa_onnx.OnlineRecognizer.from_transducer(...)`` as a user would, and
   `online_transcribe` feeds it audio in pieces as an application does (decoding every window that is ready,
-  then silence and ``input_finished``, as sherpa-onnx's own examples do: sherpa decodes only whole windows),
-  after `lead_padding_samples` of silence: sherpa-onnx decodes a stream from its feature frame 2f on, so the
-  silence is what it does not hear and the audio's first frame is heard;
+  then silence and ``input_finished``, as sherpa-onnx's own examples do: sherpa decodes only whole windows);
 - `streaming_on_sherpa_windows` is the reference the export is exact to: this project's `StreamingRecognizer`
-  on the feature frames sherpa-onnx's windows cover (from frame 2f on, up to the end of its last window);
+  on the feature frames sherpa-onnx's windows cover (from the first on, up to the last window's last step);
 - `recipe_streaming` is the recipe's own streaming of the audio (its online features as the pieces arrive,
   every frame decoded at the end), what eval.py's streaming transcripts are.
 
@@ -27,6 +25,7 @@ from asr_plugin.decoding import CacheAwareEncoder, Hypothesis, StreamingRecogniz
 from asr_plugin.decoding.hypothesis import TokenDecoder
 from asr_plugin.export.onnx_export import SHERPA_MAX_SYMBOLS
 from asr_plugin.export.sherpa_decode import onnx_metadata
+from asr_plugin.export.streaming_modules import FeatureCarry
 from asr_plugin.frontend.online.fbank import StreamingFbank
 from asr_plugin.frontend.sherpa import SHERPA_HOP_LENGTH, SHERPA_SAMPLE_RATE, SherpaOnlineFbank
 from asr_plugin.models import Transducer
@@ -45,12 +44,6 @@ def tail_padding_samples(window_size: int, chunk_shift: int) -> int:
     """Samples of silence after which every frame of the audio lies in a window sherpa-onnx runs: the ready test
     leaves up to ``window_size + chunk_shift`` frames undecoded."""
     return (window_size + chunk_shift) * SHERPA_HOP_LENGTH
-
-
-def lead_padding_samples(lead_frames: int) -> int:
-    """Samples of silence before the audio that sherpa-onnx's first window masks in place of the audio's first
-    `lead_frames` feature frames (the export's metadata ``lead_frames``: 2f)."""
-    return lead_frames * SHERPA_HOP_LENGTH
 
 
 def online_recognizer(export_dir: str | os.PathLike, int8: bool = False, num_threads: int = 1):
@@ -77,17 +70,14 @@ def online_transcribe(
     recognizer,
     waveform: np.ndarray,
     padding_samples: int,
-    lead_samples: int = 0,
     piece_samples: int = PIECE_SAMPLES,
 ) -> str:
-    """sherpa-onnx's transcript of a 16 kHz float waveform in [-1, 1] after `lead_samples` of silence, fed
-    `piece_samples` at a time, each window decoded as soon as it is ready, then `padding_samples` of silence and
-    the end of input."""
+    """sherpa-onnx's transcript of a 16 kHz float waveform in [-1, 1] fed `piece_samples` at a time, each window
+    decoded as soon as it is ready, then `padding_samples` of silence and the end of input."""
     stream = recognizer.create_stream()
     waveform = np.asarray(waveform, dtype=np.float32)
     pieces = [waveform[start : start + piece_samples] for start in range(0, len(waveform), piece_samples)]
-    silence = [np.zeros(lead_samples, dtype=np.float32)] if lead_samples else []
-    for piece in [*silence, *pieces, np.zeros(padding_samples, dtype=np.float32)]:
+    for piece in [*pieces, np.zeros(padding_samples, dtype=np.float32)]:
         stream.accept_waveform(SHERPA_SAMPLE_RATE, np.ascontiguousarray(piece))
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
@@ -105,17 +95,17 @@ def streaming_on_sherpa_windows(
     tokenizer: TokenDecoder | None = None,
 ) -> Hypothesis:
     """What sherpa-onnx decodes of (T, F) online feature frames through the streaming export of
-    `att_context_size`: `StreamingRecognizer` fed frames 2f (``drop_extra_pre_encoded`` x the subsampling factor)
-    up to the end of the last window sherpa-onnx runs (`sherpa_windows`), every chunk whole, not finished."""
+    `att_context_size`: `StreamingRecognizer` fed them from the first up to the last chunk of the last window
+    sherpa-onnx runs (`sherpa_windows`; window k is step k of the step API), every chunk whole, not finished."""
     encoder = CacheAwareEncoder(model, att_context_size)
     setup = encoder.setup
-    lead = setup.drop_extra_pre_encoded * setup.subsampling_factor
-    windows = sherpa_windows(features.shape[0], setup.window_frames, setup.chunk_frames)
-    end = (windows - 1) * setup.chunk_frames + setup.window_frames if windows else lead
+    carry = FeatureCarry(setup, features.shape[1], len(model.encoder.layers), model.encoder.output_dim)
+    windows = sherpa_windows(features.shape[0], carry.window_size, carry.chunk_shift)
+    end = setup.first_chunk_frames + (windows - 1) * setup.chunk_frames if windows else 0
     session = StreamingRecognizer(
         model, encoder, feature_dim=features.shape[1], max_symbols_per_frame=ONLINE_MAX_SYMBOLS, tokenizer=tokenizer
     )
-    state = session.accept(features[None, lead:end], torch.tensor([end - lead]), session.initial_state(1))
+    state = session.accept(features[None, :end], torch.tensor([end]), session.initial_state(1))
     return session.partial(state)[0]
 
 

@@ -33,8 +33,8 @@ from asr_plugin.text.tokenizer import Tokenizer
 SETTINGS = ("max_symbols_per_frame", "loss_reduction", "ctc_reduction", "ctc_weight", "spec_augment", "omega")
 # Those of them that are the loss's own options (`TransducerLoss` arguments besides the lattice, which is the model's).
 LOSS_SETTINGS = ("omega",)
-# The greedy cap of a file that records none: the training module's default (what its validation used).
-DEFAULT_MAX_SYMBOLS_PER_FRAME = 4
+# The greedy cap of a file that records none: NeMo's and sherpa-onnx's 10, the training module's default.
+DEFAULT_MAX_SYMBOLS_PER_FRAME = 10
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any
 
 import sentencepiece as spm
 
+from asr_plugin.config_nodes import ConfigError
 from asr_plugin.files import write_bytes_atomic, write_text_atomic
 from asr_plugin.text.normalize import LIBRISPEECH_NORMALIZER, TextNormalizer
 
@@ -199,11 +200,14 @@ def train_tokenizer(
     vocab_size: int,
     model_type: str = "bpe",
     overwrite: bool = False,
+    vocab_key: str = "vocab_size",
 ) -> Tokenizer:
     """Trains a SentencePiece model on `texts` (LibriSpeech-normalised first; what that changed is logged)
     and writes `model_path` and its `.vocab` listing (piece<TAB>score per line), both atomically.
 
-    `vocab_size` includes the blank and <unk>. An existing model is kept unless `overwrite`.
+    `vocab_size` includes the blank and <unk>. An existing model is kept unless `overwrite`. A `vocab_size` the
+    text cannot give (few transcripts) is a ConfigError naming `vocab_key` (the config key that set it) and the
+    largest size that works, before anything is written.
     """
     model_path = Path(model_path)
     if model_type not in ("bpe", "unigram"):
@@ -233,8 +237,15 @@ def train_tokenizer(
         input_sentence_size=2_000_000,
         shuffle_input_sentence=True,
         minloglevel=2,
+        hard_vocab_limit=False,  # a size the text cannot give yields the largest it can: checked below
     )
     tokenizer = Tokenizer(model.getvalue())
+    if tokenizer.vocab_size < vocab_size:
+        raise ConfigError(
+            f"{vocab_key}={vocab_size} is more than the text of the {len(sentences)} transcripts gives: a "
+            f"{model_type} SentencePiece model of them has at most {tokenizer.vocab_size} ids (blank and <unk> "
+            f"included); set {vocab_key}={tokenizer.vocab_size} or less, or train on more text"
+        )
     sp = tokenizer._sp
     listing = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
     write_text_atomic(model_path.with_suffix(".vocab"), listing)

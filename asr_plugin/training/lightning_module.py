@@ -109,7 +109,7 @@ class TransducerModule(L.LightningModule):
         loss: dict[str, Any],
         optim: dict[str, Any],
         spec_augment: dict[str, Any] | None = None,
-        max_symbols_per_frame: int = 4,
+        max_symbols_per_frame: int = 10,
         pretrained_lr: float | None = None,
         ctc_weight: float = 0.0,
         loss_reduction: str | None = None,
@@ -339,13 +339,14 @@ class TransducerModule(L.LightningModule):
         return self._evaluate(batch, "val")
 
     def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
-        """One loss and WER per test set: "test" alone, else "test/<split>" (the datamodule's `test_splits`
-        names, or the dataloader index)."""
+        """One loss and WER per test set: "test/<split>" (the datamodule's `test_splits` names, one set too), else
+        "test/<dataloader index>", and "test" for a single set without a name."""
         num_sets = len(self.trainer.num_test_batches)
-        key = "test"
-        if num_sets > 1:
-            splits = getattr(self.trainer.datamodule, "test_splits", None)
-            key = f"test/{splits[dataloader_idx] if splits and len(splits) == num_sets else dataloader_idx}"
+        splits = getattr(self.trainer.datamodule, "test_splits", None)
+        if splits and len(splits) == num_sets:
+            key = f"test/{splits[dataloader_idx]}"
+        else:
+            key = "test" if num_sets == 1 else f"test/{dataloader_idx}"
         return self._evaluate(batch, key)
 
     def _tokenizer(self) -> TokenDecoder:

@@ -45,6 +45,22 @@ def best_model_path(trainer: L.Trainer) -> str:
     return checkpoint.best_model_path if checkpoint else ""
 
 
+def last_checkpoint_path(trainer: L.Trainer) -> str:
+    """The run's last checkpoint: the one a checkpoint callback says it saved last, else the ``last.ckpt`` a
+    ``save_last`` callback keeps in its directory (a callback's record is empty when, e.g., another callback wrote
+    that file: the conf's epoch and step callbacks share it); "" when there is none."""
+    callbacks = [cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint)]
+    recorded = next((cb.last_model_path for cb in callbacks if cb.last_model_path), "")
+    if recorded:
+        return recorded
+    on_disk = [
+        Path(cb.dirpath) / f"{cb.CHECKPOINT_NAME_LAST}{cb.FILE_EXTENSION}"
+        for cb in callbacks
+        if cb.save_last and cb.dirpath
+    ]
+    return next((str(path) for path in on_disk if path.is_file()), "")
+
+
 def test_best(
     trainer: L.Trainer, module: L.LightningModule, datamodule: Any, metrics: dict[str, float]
 ) -> tuple[str, SignalStop | None]:
@@ -67,7 +83,7 @@ def run_report(
     stop: SignalStop | None,
 ) -> dict[str, Any]:
     """The summary ``train(cfg)`` returns (see there); draws the learning curves from the CSV logger's metrics."""
-    last = next((cb.last_model_path for cb in trainer.checkpoint_callbacks if getattr(cb, "last_model_path", "")), "")
+    last = last_checkpoint_path(trainer)
     curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
     return {
         "learning_curves": str(curves) if curves else "",

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from asr_plugin.config_nodes import TARGET
 from asr_plugin.training.checkpoint_io import AtomicCheckpointIO
+from asr_plugin.training.run_length import length_overrides
 from asr_plugin.training.signal_stop import StepBoundaryStop
 from asr_plugin.training.slurm_requeue import slurm_callbacks
 
@@ -36,7 +37,7 @@ def build_trainer(cfg: DictConfig) -> tuple[L.Trainer, StepBoundaryStop]:
     """The Trainer of ``cfg.trainer`` with ``cfg.callbacks`` and ``cfg.logger``, SLURM's layout and requeue
     callback under SLURM (`slurm_callbacks`), and the callback that stops at a step boundary on SIGTERM (returned
     too: ``fit_or_stop`` asks it); checkpoints are saved through `AtomicCheckpointIO` unless the config brings
-    its own ``CheckpointIO`` plugin."""
+    its own ``CheckpointIO`` plugin; a ``trainer.max_steps`` that is set ends the run (`length_overrides`)."""
     from lightning.fabric.plugins import CheckpointIO
 
     callbacks = instantiate_all(cfg.get("callbacks"), "callbacks") + slurm_callbacks(cfg.trainer)
@@ -50,5 +51,12 @@ def build_trainer(cfg: DictConfig) -> tuple[L.Trainer, StepBoundaryStop]:
     if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
         plugins.append(AtomicCheckpointIO())
     # _convert_: plain lists (Lightning 2.4, the nemo extra's, wraps a ListConfig of plugins as one plugin)
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins, _convert_="all")
+    trainer = instantiate(
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=loggers or False,
+        plugins=plugins,
+        _convert_="all",
+        **length_overrides(cfg.trainer),
+    )
     return trainer, stopper

@@ -19,11 +19,13 @@ os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
 
 from asr_plugin.evaluation import evaluate, format_table  # noqa: E402
 from asr_plugin.training.distributed import register_resolvers  # noqa: E402
+from asr_plugin.user_errors import HYDRA_DEBUG, exit_on_user_error  # noqa: E402
 
 register_resolvers()  # ${run_id:} in conf/hydra/default.yaml
 
 
 @hydra.main(config_path="../../conf", config_name="eval", version_base="1.3")
+@exit_on_user_error(HYDRA_DEBUG)  # a user error: its message, exit 1 (HYDRA_FULL_ERROR=1: the traceback)
 def main(cfg: DictConfig) -> float | None:
     result = evaluate(cfg)
     print(format_table(result["rows"]))

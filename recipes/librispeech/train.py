@@ -21,6 +21,7 @@ os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parents[2]))
 from asr_plugin.training import train  # noqa: E402
 from asr_plugin.training.distributed import register_resolvers  # noqa: E402
 from asr_plugin.training.signal_stop import StoppedBySignal, describe_stop  # noqa: E402
+from asr_plugin.user_errors import HYDRA_DEBUG, exit_on_user_error  # noqa: E402
 
 register_resolvers()  # ${run_id:} in conf/hydra/default.yaml: one run directory per job, for every rank
 
@@ -54,6 +55,7 @@ def report(result: dict) -> None:
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")
+@exit_on_user_error(HYDRA_DEBUG)  # a user error: its message, exit 1 (HYDRA_FULL_ERROR=1: the traceback)
 def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)

@@ -12,15 +12,11 @@ every streaming context of the model), each utterance is fed in 100 ms pieces to
 
 - "ours streaming": the recipe's `StreamingRecognizer` (online features as the audio arrives, the cache-aware
   encoder, greedy search with sherpa-onnx's cap), finished: every frame decoded (`recipe_streaming`);
-- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio after
-  `lead_padding_samples` and before `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the
-  export is exact to);
+- "ours on sherpa's windows": the same search on the frames sherpa-onnx's windows cover, the audio before
+  `tail_padding_samples` of silence (`streaming_on_sherpa_windows`: what the export is exact to);
 - "sherpa-onnx float" / "sherpa-onnx int8": ``sherpa_onnx.OnlineRecognizer.from_transducer`` on the
-  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, fed the same lead silence, the audio with each window
-  decoded as soon as it is ready, then the same tail silence and the end of input, as sherpa-onnx's examples do
-  (`online_transcribe`);
-- "sherpa-onnx float, no lead": the same without the lead silence, as sherpa-onnx's examples feed a file (its
-  first 2f feature frames are not heard).
+  `export_onnx_streaming` files in ``OUT/<left>_<right>/``, fed the audio with each window decoded as soon as it
+  is ready, then the same tail silence and the end of input, as sherpa-onnx's examples do (`online_transcribe`).
 
 With ``pause_after`` every utterance's audio is followed by that many seconds of silence, for every method (a
 pause after speech, as a live stream has one; the synthetic corpus' speech runs to its last sample).
@@ -31,9 +27,11 @@ for both runtimes. "equal to X" is the share of utterances whose transcript equa
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +39,7 @@ import torch
 
 from asr_plugin.audio import load_audio
 from asr_plugin.data import read_manifest
+from asr_plugin.data.sources.nemo_manifest import read_nemo_manifest
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.export import export_onnx, export_onnx_streaming
 from asr_plugin.export.onnx_streaming import lookahead_dir_name
@@ -51,7 +50,6 @@ from asr_plugin.export.sherpa_decode import (
     sherpa_transcribe,
 )
 from asr_plugin.export.sherpa_online_decode import (
-    lead_padding_samples,
     online_recognizer,
     online_transcribe,
     recipe_streaming,
@@ -62,23 +60,41 @@ from asr_plugin.formats import read_model
 from asr_plugin.frontend.spec import build_frontend
 
 
+def _utterances(manifest: Path) -> list[tuple[str, str, torch.Tensor]]:
+    """(id, transcript, 16 kHz audio) of each line of `manifest`: this project's JSON lines (id, path, duration,
+    text) or a NeMo manifest (audio_filepath, duration, text, optional offset); ValueError naming the NeMo lines
+    that cannot be used."""
+    with manifest.open("rb") as handle:
+        first = next((line for line in handle if line.strip()), b"{}")
+    if "audio_filepath" not in json.loads(first):
+        return [(e.id, e.text, load_audio(e.path)) for e in read_manifest(manifest)]
+    candidates, skipped = read_nemo_manifest(manifest)
+    if skipped:
+        raise ValueError(
+            f"{manifest}: lines that cannot be used: " + "; ".join(f"{s.path}: {s.reason}" for s in skipped)
+        )
+    return [(c.id, c.text, load_audio(c.path, offset=c.offset, duration=c.duration)) for c in candidates]
+
+
 def _test_set(
-    manifest: str | os.PathLike, limit: int | None, pause_after: float = 0.0
-) -> tuple[list, list[np.ndarray], float]:
-    """The manifest's first `limit` entries, their waveforms (each followed by `pause_after` seconds of silence)
-    and their total duration in seconds."""
-    entries = read_manifest(manifest)[:limit]
+    manifest: str | os.PathLike, limit: int | None, normalize: Callable[[str], str], pause_after: float = 0.0
+) -> tuple[list[Recognition], list[np.ndarray], float]:
+    """The manifest's first `limit` utterances as references (their transcripts normalised by the model's
+    tokenizer, `normalize`, as eval.py scores them), their waveforms (each followed by `pause_after` seconds of
+    silence) and their total duration in seconds."""
+    utterances = _utterances(Path(manifest))[:limit]
     pause = np.zeros(round(pause_after * 16000), dtype=np.float32)
-    waveforms = [np.concatenate([load_audio(e.path).numpy(), pause]) for e in entries]
-    return entries, waveforms, sum(len(w) for w in waveforms) / 16000
+    references = [Recognition(key, normalize(text), "") for key, text, _ in utterances]
+    waveforms = [np.concatenate([audio.numpy(), pause]) for _, _, audio in utterances]
+    return references, waveforms, sum(len(w) for w in waveforms) / 16000
 
 
 def measured_rows(
     methods: dict[str, Callable[[np.ndarray], str]],
-    entries: Sequence,
+    references: Sequence[Recognition],
     waveforms: Sequence[np.ndarray],
     seconds: float,
-    references: Sequence[str],
+    agree_with: Sequence[str],
 ) -> list[dict]:
     """Decodes every waveform with each method in turn: one row per method, {"method", "wer", "rtf",
     "utterances", "agree": {reference: share of transcripts equal to that method's}}."""
@@ -90,10 +106,10 @@ def measured_rows(
     return [
         {
             "method": name,
-            "wer": score([Recognition(e.id, e.text, t) for e, t in zip(entries, texts[name])]).wer,
+            "wer": score([replace(r, hyp=t) for r, t in zip(references, texts[name])]).wer,
             "rtf": elapsed[name] / seconds,
-            "agree": {ref: float(np.mean([a == b for a, b in zip(texts[name], texts[ref])])) for ref in references},
-            "utterances": len(entries),
+            "agree": {ref: float(np.mean([a == b for a, b in zip(texts[name], texts[ref])])) for ref in agree_with},
+            "utterances": len(references),
         }
         for name in methods
     ]
@@ -115,7 +131,7 @@ def benchmark_onnx(
     out_dir = Path(out_dir)
     if not (out_dir / "tokens.txt").exists():
         export_onnx(loaded.model, spec, tokenizer, out_dir, int8=True)
-    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
+    references, waveforms, seconds = _test_set(manifest, limit, tokenizer.normalize, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
 
@@ -126,7 +142,7 @@ def benchmark_onnx(
     for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
         recognizer = sherpa_recognizer(out_dir, int8=int8, num_threads=num_threads)
         methods[name] = lambda waveform, recognizer=recognizer: sherpa_transcribe(recognizer, [waveform])[0]
-    return measured_rows(methods, entries, waveforms, seconds, ["ours greedy"])
+    return measured_rows(methods, references, waveforms, seconds, ["ours greedy"])
 
 
 def benchmark_onnx_streaming(
@@ -147,7 +163,7 @@ def benchmark_onnx_streaming(
     contexts = (
         [model.encoder.checked_context(att_context_size)] if att_context_size else model.encoder.streaming_contexts
     )
-    entries, waveforms, seconds = _test_set(manifest, limit, pause_after)
+    references, waveforms, seconds = _test_set(manifest, limit, tokenizer.normalize, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()
     rows = []
@@ -157,33 +173,27 @@ def benchmark_onnx_streaming(
             export_onnx_streaming(model, spec, tokenizer, directory, context, int8=True)
         meta = onnx_metadata(directory / "encoder.onnx")
         padding = tail_padding_samples(int(meta["window_size"]), int(meta["chunk_shift"]))
-        lead = lead_padding_samples(int(meta["lead_frames"]))
 
         def ours(waveform, context=context):
             return recipe_streaming(model, context, frontend, waveform, tokenizer).text
 
-        def on_windows(waveform, context=context, padding=padding, lead=lead):
-            silence = np.zeros(lead, np.float32), waveform, np.zeros(padding, np.float32)
-            audio = torch.from_numpy(np.concatenate(silence))[None]
+        def on_windows(waveform, context=context, padding=padding):
+            audio = torch.from_numpy(np.concatenate([waveform, np.zeros(padding, np.float32)]))[None]
             features, frames = frontend(audio, torch.tensor([audio.shape[1]]))
             return streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer).text
 
         methods = {"ours streaming": ours, "ours on sherpa's windows": on_windows}
-        for name, int8, lead_samples in (
-            ("sherpa-onnx float", False, lead),
-            ("sherpa-onnx int8", True, lead),
-            ("sherpa-onnx float, no lead", False, 0),
-        ):
+        for name, int8 in (("sherpa-onnx float", False), ("sherpa-onnx int8", True)):
             recognizer = online_recognizer(directory, int8=int8, num_threads=num_threads)
 
-            def sherpa(waveform, recognizer=recognizer, padding=padding, lead_samples=lead_samples):
-                return online_transcribe(recognizer, waveform, padding, lead_samples)
+            def sherpa(waveform, recognizer=recognizer, padding=padding):
+                return online_transcribe(recognizer, waveform, padding)
 
             methods[name] = sherpa
-        references = ["ours streaming", "ours on sherpa's windows"]
+        agree_with = ["ours streaming", "ours on sherpa's windows"]
         rows += [
             {**row, "lookahead": list(context)}
-            for row in measured_rows(methods, entries, waveforms, seconds, references)
+            for row in measured_rows(methods, references, waveforms, seconds, agree_with)
         ]
     return rows
 
@@ -195,7 +205,8 @@ def table(rows: list[dict]) -> str:
     header = ["lookahead"] * lookahead + ["method", "WER %", "RTF"] + [f"transcripts equal to {r}" for r in references]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in rows:
-        cells = [str(r["lookahead"])] * lookahead + [r["method"], f"{r['wer']:.2f}", f"{r['rtf']:.4f}"]
+        cells = [str(r["lookahead"])] if lookahead else []
+        cells += [r["method"], f"{r['wer']:.2f}", f"{r['rtf']:.4f}"]
         cells += [f"{100 * r['agree'][ref]:.1f} % of {r['utterances']}" for ref in references]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -277,7 +277,7 @@ def benchmark_streaming(
     contexts = list(contexts) if contexts else loaded.model.encoder.streaming_contexts
     if not contexts:
         # the session's error: a full-context model, offering buffered streaming
-        build_session(loaded, StreamingMode("cache_aware", (-1, -1)), 1)
+        build_session(loaded, StreamingMode("cache_aware", (-1, -1), endpointing=True), 1)
     cap = decoding_settings(loaded, {})["max_symbols_per_frame"]
     sessions = [build_session(loaded, StreamingMode("cache_aware", c, endpointing=False), cap) for c in contexts]
     utterances = read_inputs(inputs, sessions[0].sample_rate, limit)
@@ -310,7 +310,7 @@ def benchmark_streaming(
                 "utterances": len(utterances),
             }
         )
-    memory_session = build_session(loaded, StreamingMode("cache_aware", None), cap)
+    memory_session = build_session(loaded, StreamingMode("cache_aware", None, endpointing=True), cap)
     memory = memory_over_stream(memory_session, utterances, memory_seconds) if memory_seconds > 0 else None
     return {"rows": rows, "memory": memory, "alignment": alignment, "source": str(source), "threads": threads}
 

@@ -119,4 +119,4 @@ def test_batches_like_single_utterances_and_checks_arguments(tokenizer) -> None:
 
 def test_default_cap_is_greedy_default() -> None:
     cap = inspect.signature(beam_search).parameters["max_symbols_per_frame"].default
-    assert cap == inspect.signature(greedy_search).parameters["max_symbols_per_frame"].default == 4
+    assert cap == inspect.signature(greedy_search).parameters["max_symbols_per_frame"].default == 10

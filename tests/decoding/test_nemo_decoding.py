@@ -22,8 +22,8 @@ from asr_plugin.decoding import (  # noqa: E402
     hypothesis_timing,
     word_confidence,
 )
-from asr_plugin.formats.nemo.compare import SHARPEN, speech_like_audio  # noqa: E402
 from asr_plugin.formats.nemo.importer import import_nemo  # noqa: E402
+from benchmarks.nemo_compare import SHARPEN, speech_like_audio  # noqa: E402
 from benchmarks.nemo_examples import save_example_model  # noqa: E402
 
 MAX_SYMBOLS = 10

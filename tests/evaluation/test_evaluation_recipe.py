@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_errs_file_and_scores(tmp_path) -> None:
     assert "u2\t0\t2\t0\t2\t(A->*) (B->*)" in text
 
 
-def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corpus, tmp_path, capsys) -> None:
+def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corpus, tmp_path, capsys, caplog) -> None:
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -105,8 +106,12 @@ def test_eval_recipe_decodes_the_mini_corpus_with_averaged_checkpoints(tiny_corp
     second = save_module_checkpoint(ckpt_dir / "epoch=1-step=10.ckpt", datamodule, seed=1, epoch=1, step=10)
     digest = (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes()
 
+    caplog.set_level("INFO")
     result = evaluate(cfg)
     out = tmp_path / "eval"
+    for name in ("dev", "test-espeak", "test-piper"):  # progress: a line as each set starts and as it ends
+        assert f"decoding {name}: 8 utterances, greedy+beam" in caplog.text
+        assert re.search(rf"decoded {name}: greedy WER [\d.]+ %, beam WER [\d.]+ %", caplog.text)
     assert [Path(p).name for p in result["checkpoints"]] == ["epoch=0-step=5.ckpt", "epoch=1-step=10.ckpt"]
     assert (ckpt_dir / "epoch=1-step=10.ckpt").read_bytes() == digest
     summary = json.loads((out / "wer-summary.json").read_text())

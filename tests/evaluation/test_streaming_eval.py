@@ -50,7 +50,8 @@ def masked_forward_hypotheses(checkpoint, datamodule, split: str, context) -> di
         audio = entry.load_audio(16000)[None]
         features, frames = frontend(audio, torch.tensor([audio.shape[1]]))
         encoded = loaded.model.encode(features, frames, list(context))
-        texts[entry.id] = greedy_search(loaded.model, *encoded, 4, loaded.tokenizer)[0].text
+        cap = loaded.decoding["max_symbols_per_frame"]  # what eval.py decodes it with
+        texts[entry.id] = greedy_search(loaded.model, *encoded, cap, loaded.tokenizer)[0].text
     return texts
 
 

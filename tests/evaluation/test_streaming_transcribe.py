@@ -70,12 +70,12 @@ def files(tmp_path_factory):
 
 def offline_text(checkpoint: Path, audio: Path, context) -> str:
     """The reference: the whole utterance's features, the encoder's masked forward under `context`, greedy search
-    with the checkpoint's cap (4: it records none)."""
+    with the checkpoint's cap (what transcribe.py decodes it with)."""
     loaded = read_model(checkpoint)
     samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
     features, frames = build_frontend(loaded.frontend_spec).eval()(samples, torch.tensor([samples.shape[1]]))
     encoded = loaded.model.encode(features, frames, list(context))
-    return greedy_search(loaded.model, *encoded, 4, loaded.tokenizer)[0].text
+    return greedy_search(loaded.model, *encoded, loaded.decoding["max_symbols_per_frame"], loaded.tokenizer)[0].text
 
 
 def run_script(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
@@ -88,7 +88,7 @@ def run_script(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
 @pytest.mark.parametrize("endpointing", [True, False])
 @pytest.mark.parametrize("context", LOOKAHEADS)
 def test_streaming_gives_the_masked_forward_text_at_every_lookahead(files, capsys, context, endpointing) -> None:
-    flags = [] if endpointing else ["--no-endpointing"]
+    flags = ["--endpointing"] if endpointing else []
     lookahead = ["--att-context-size", f"{context[0]},{context[1]}"]
     audio = [files["a"], files["b"]]
     status, out, err = run_script(
@@ -106,7 +106,7 @@ def test_streaming_gives_the_masked_forward_text_at_every_lookahead(files, capsy
 
 def test_the_default_lookahead_is_the_models_default_context(files, capsys) -> None:
     status, out, err = run_script(capsys, files["a"], "--checkpoint", files["streaming"], "--streaming")
-    assert status == 0 and not err
+    assert status == 0 and err == [f"model: {files['streaming']}"]  # the file it used, nothing else
     assert out == [f"{files['a']}\t{offline_text(files['streaming'], files['a'], CONTEXTS[0])}"]
 
 
@@ -118,7 +118,7 @@ def test_endpoints_close_segments_whose_texts_are_joined(files) -> None:
     checkpoint = root / "blanks.ckpt"
     save_model_checkpoint(checkpoint, files["tokenizer"], STREAMING, blank_bias=3.0)
     audio = write_audio(root / "pause.wav", speechlike_audio(5.0, 2, pause=(1.5, 3.5)))
-    transcriber = StreamingTranscriber([checkpoint], StreamingMode("cache_aware", (8, 1)))
+    transcriber = StreamingTranscriber([checkpoint], StreamingMode("cache_aware", (8, 1), endpointing=True))
     session = transcriber.session.recognizer
     samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
     state = session.initial_state(1)
@@ -192,7 +192,7 @@ def test_a_long_file_streams_from_disk_in_flat_memory(files, tmp_path) -> None:
     from benchmarks.streaming import resident_bytes
 
     path = write_speech_like(tmp_path / "ten-minutes.wav", 600.0)
-    transcriber = StreamingTranscriber([files["streaming"]], StreamingMode("cache_aware", (8, 3)))
+    transcriber = StreamingTranscriber([files["streaming"]], StreamingMode("cache_aware", (8, 3), endpointing=True))
     samples: list[int] = []
     before = resident_bytes()
     text = transcriber.transcribe_file(path, lambda _: samples.append(resident_bytes()))
@@ -260,3 +260,22 @@ def test_a_tdt_nemo_file_decodes_with_beam_search(files, capsys, tmp_path) -> No
     assert status == 0 and out == [
         f"{files['b']}\t{Transcriber([nemo], method='beam', beam=3).transcribe_file(files['b'])}"
     ]
+
+
+def test_files_stream_as_one_segment_by_default_as_eval_streams_them() -> None:
+    """One endpointing default for files: transcribe.py --streaming and eval.py streaming=true both decode a file
+    as one segment unless asked (--endpointing, stream.endpointing=true), and --help says so."""
+    from hydra import compose, initialize_config_dir
+
+    script = load_script()
+    args = script.parser().parse_args(["a.wav", "--checkpoint", "x.ckpt", "--streaming"])
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        eval_default = compose("eval").stream.endpointing
+    assert script.streaming_mode(args).endpointing is eval_default is False
+    assert script.streaming_mode(
+        script.parser().parse_args(["a.wav", "--checkpoint", "x", "--streaming", "--endpointing"])
+    ).endpointing
+    assert "(default: off, one segment per file, as eval.py streaming=true)" in " ".join(
+        script.parser().format_help().split()
+    )

@@ -73,10 +73,10 @@ def test_export_model_records_the_checkpoints_max_symbols_per_frame(tmp_path) ->
     record = json.loads((tmp_path / "export" / "transducer.json").read_text(encoding="utf-8"))
     assert record["max_symbols_per_frame"] == 7
     assert ExportedTransducer.load(tmp_path / "export").max_symbols_per_frame == 7
-    # a checkpoint without the setting: the training module's default (4), which eval.py decodes it with
+    # a checkpoint without the setting: the training module's default (10), which eval.py decodes it with
     older = save_training_checkpoint(tmp_path / "older.ckpt", model)
     assert export_model(["--checkpoint", str(older), "--out", str(tmp_path / "older")]) == 0
-    assert ExportedTransducer.load(tmp_path / "older").max_symbols_per_frame == 4
+    assert ExportedTransducer.load(tmp_path / "older").max_symbols_per_frame == 10
     # a bare model has no decoding settings: nothing is recorded
     export_transducer(model, tmp_path / "bare", feature_dim=16)
     assert ExportedTransducer.load(tmp_path / "bare").max_symbols_per_frame is None

@@ -2,8 +2,8 @@
 cache-aware model on the online front end, written as a training checkpoint and exported by
 ``scripts/export_onnx.py --streaming --every-lookahead --int8``, gives for every lookahead and every utterance of the
 tiny mini corpus the transcript of this project's `StreamingRecognizer` on the frames sherpa-onnx's windows cover,
-fed the audio alone and after the export's lead of silence (which makes those frames the audio's from its first on);
-the int8 files load and decode; the other lookaheads and the regular style run sherpa's windows as the step API.
+from the audio's first (fed as sherpa-onnx's examples feed it: no silence before, the tail padding after); the int8
+files load and decode; the other lookaheads and the regular style run sherpa's windows as the step API.
 
 The model has random weights (no trained model fits in a test's time), tilted so that its transcripts follow the
 audio: any difference in a feature, a frame, a cache or the search's state changes them."""
@@ -31,7 +31,6 @@ from asr_plugin.export import export_onnx_streaming
 from asr_plugin.export.export_dir import RECORD_NAME, model_sha256, read_record
 from asr_plugin.export.sherpa_decode import onnx_metadata
 from asr_plugin.export.sherpa_online_decode import (
-    lead_padding_samples,
     online_recognizer,
     online_transcribe,
     recipe_streaming,
@@ -105,28 +104,22 @@ def test_sherpa_onnx_online_gives_the_streaming_recognizers_transcripts_at_every
         directory = out / f"{context[0]}_{context[1]}"
         meta = onnx_metadata(directory / "encoder.onnx")
         padding = tail_padding_samples(int(meta["window_size"]), int(meta["chunk_shift"]))
-        lead = lead_padding_samples(int(meta["lead_frames"]))
-        assert lead == 2 * 8 * 160  # 2f feature frames of 10 ms at 8x subsampling
         recognizer = online_recognizer(directory)
-        sherpa, ours, sherpa_led, ours_led, recipe = [], [], [], [], []
+        sherpa, ours, recipe = [], [], []
         for waveform in waveforms:
-            for lead_samples, by_sherpa, by_us in ((0, sherpa, ours), (lead, sherpa_led, ours_led)):
-                by_sherpa.append(_normalised(online_transcribe(recognizer, waveform, padding, lead_samples)))
-                silence = np.zeros(lead_samples, np.float32), waveform, np.zeros(padding, np.float32)
-                padded = torch.from_numpy(np.concatenate(silence))[None]
-                features, frames = frontend(padded, torch.tensor([padded.shape[1]]))
-                hypothesis = streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer)
-                by_us.append(_normalised(hypothesis.text))
+            sherpa.append(_normalised(online_transcribe(recognizer, waveform, padding)))
+            padded = torch.from_numpy(np.concatenate([waveform, np.zeros(padding, np.float32)]))[None]
+            features, frames = frontend(padded, torch.tensor([padded.shape[1]]))
+            hypothesis = streaming_on_sherpa_windows(model, context, features[0, : int(frames)], tokenizer)
+            ours.append(_normalised(hypothesis.text))
             recipe.append(_normalised(recipe_streaming(model, context, frontend, waveform, tokenizer).text))
-        assert sherpa_led == ours_led and sherpa_led != sherpa  # the lead makes the audio's first frames heard
         assert len({word for text in ours for word in text.split()}) >= 5  # transcripts that vary
         assert sherpa == ours
         assert _batched_transcripts(recognizer, waveforms[:5], padding, starts=[0, 3, 7, 8, 15]) == sherpa[:5]
         int8 = [_normalised(online_transcribe(online_recognizer(directory, int8=True), w, padding)) for w in waveforms]
         print(
             f"{context}: sherpa-onnx float = ours on its windows for {len(waveforms)} of {len(waveforms)}, = the "
-            f"recipe's streaming for {sum(a == b for a, b in zip(recipe, sherpa))}, after the lead of silence for "
-            f"{sum(a == b for a, b in zip(recipe, sherpa_led))}; int8 = float for "
+            f"recipe's streaming for {sum(a == b for a, b in zip(recipe, sherpa))}; int8 = float for "
             f"{sum(a == b for a, b in zip(int8, sherpa))}"
         )
 

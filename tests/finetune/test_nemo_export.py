@@ -6,10 +6,14 @@ tests/finetune/test_nemo_export_restore.py restores the files with NeMo itself (
 
 from __future__ import annotations
 
+import re
 import tarfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 from nemo_models import OUR_FRONTEND, our_model_and_tokenizer, write_synthetic_nemo
 
 from asr_plugin.formats import LoadedModel, Settings, export_nemo
@@ -107,8 +111,11 @@ def test_what_nemo_cannot_express_is_refused(tmp_path, change, message):
 def test_the_recipe_front_end_is_refused(tmp_path):
     model, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
     logmel = {"kind": "logmel", "options": {}, "mean": [0.0] * 80, "std": [1.0] * 80}
-    with pytest.raises(ValueError, match="front end of kind 'logmel'"):
+    with pytest.raises(ValueError, match="front end of kind 'logmel'") as refusal:
         export_nemo(LoadedModel(model, architecture, tokenizer, logmel), tmp_path / "x.nemo")
+    advice = re.search(r"train with (\S+),", str(refusal.value)).group(1)  # a valid override of train.py
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+        assert compose("train", overrides=[advice]).data.frontend == "nemo"
 
 
 def test_a_tdt_model_exports_with_its_durations_and_loss(tmp_path):
@@ -119,3 +126,25 @@ def test_a_tdt_model_exports_with_its_durations_and_loss(tmp_path):
     assert again.loss_options == imported.loss_options
     assert again.config["decoding"]["model_type"] == "tdt" and again.config["joint"]["num_extra_outputs"] == 5
     assert_same_weights(reference, again.model)
+
+
+def test_a_model_back_from_a_nemo_exports_for_sherpa_onnx(tmp_path):
+    """Our model through export_nemo and back keeps this project's blank piece as a token of its own (NeMo's class 0)
+    beside NeMo's blank; scripts/export_onnx.py writes it to tokens.txt under another name than sherpa-onnx's
+    blank "<blk>", and sherpa-onnx's offline recogniser loads the export (it checks the tokens against the model)."""
+    pytest.importorskip("sherpa_onnx")
+    import importlib
+
+    from asr_plugin.export.sherpa_decode import sherpa_recognizer, sherpa_transcribe
+    from asr_plugin.export.sherpa_tokens import RENAMED_BLANK_PIECE
+
+    model, architecture, tokenizer = our_model_and_tokenizer(tmp_path)
+    nemo_path = export_nemo(LoadedModel(model, architecture, tokenizer, OUR_FRONTEND), tmp_path / "ours.nemo")
+    again = import_nemo(nemo_path).tokenizer
+    assert again.id_to_piece(1) == "<blk>" and again.blank_id == 0
+    assert importlib.import_module("export_onnx").main([str(nemo_path), str(tmp_path / "onnx")]) == 0
+    symbols = [line.rsplit(" ", 1)[0] for line in (tmp_path / "onnx" / "tokens.txt").read_text().splitlines()]
+    wanted = [again.id_to_piece(i) for i in range(1, again.vocab_size)]
+    assert symbols == [RENAMED_BLANK_PIECE, *wanted[1:], "<blk>"]
+    recognizer = sherpa_recognizer(tmp_path / "onnx")
+    assert len(sherpa_transcribe(recognizer, [np.zeros(16000, np.float32)])) == 1

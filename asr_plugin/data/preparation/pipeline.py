@@ -204,6 +204,7 @@ def prepare_corpus(
                 plan.vocab_size,
                 plan.tokenizer_type,
                 overwrite=overwrite,
+                vocab_key="data.vocab_size",
             )
             print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids, blank id {tokenizer.blank_id})")
         if "stats" in steps and _to_make(

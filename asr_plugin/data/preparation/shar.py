@@ -72,7 +72,13 @@ def prepare_shar(plan: CorpusPlan, shards: Sequence[dict[str, Path]], max_uttera
     written = []
     with preparation_lock(plan.layout.work_dir):
         if plan.tokenizer_path is not None and not plan.tokenizer_path.exists():
-            tokenizer = train_tokenizer(shar_texts(shards), plan.tokenizer_path, plan.vocab_size, plan.tokenizer_type)
+            tokenizer = train_tokenizer(
+                shar_texts(shards),
+                plan.tokenizer_path,
+                plan.vocab_size,
+                plan.tokenizer_type,
+                vocab_key="data.vocab_size",
+            )
             print(f"tokenizer: wrote {plan.tokenizer_path} ({tokenizer.vocab_size} ids) from the Shar's transcripts")
             written.append(plan.tokenizer_path)
         if plan.stats_path is not None and not plan.stats_path.exists():

@@ -94,7 +94,7 @@ def _check_exportable(architecture: Mapping[str, Any], frontend_spec: Mapping[st
     if frontend_spec.get("kind") != "nemo":
         problems.append(
             f"front end of kind {frontend_spec.get('kind')!r}: NeMo's preprocessor computes only "
-            "the 'nemo' front end (fine-tune with +finetune=from_nemo or data.frontend.kind=nemo)"
+            "the 'nemo' front end (train with data.frontend=nemo, or fine-tune with +finetune=from_nemo)"
         )
     if problems:
         raise ValueError("export_nemo: NeMo cannot express " + "; ".join(problems))
