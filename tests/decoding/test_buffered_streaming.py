@@ -132,8 +132,8 @@ def test_windows_normalised_per_window() -> None:
     features, lengths = features_batch([50, 31], seed=3)
     features = features * 3 + 1
     _, hyps, _ = run_buffered(buffered(model, 8, 64, 64, normalize_window=normalize_per_feature), features, lengths, 7)
-    offline = greedy_search(model, *model.encode(normalize_per_feature(features, lengths), lengths))
-    unnormalised = greedy_search(model, *model.encode(features, lengths))
+    offline = greedy_search(model, *model.encode(normalize_per_feature(features, lengths), lengths), 4)
+    unnormalised = greedy_search(model, *model.encode(features, lengths), 4)  # the session's cap
     got = [h.tokens for h in hyps]
     assert got == [h.tokens for h in offline] != [h.tokens for h in unnormalised]
 

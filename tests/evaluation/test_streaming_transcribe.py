@@ -217,7 +217,7 @@ def test_streamed_timestamps_equal_offline_ones_within_one_encoder_frame(files) 
         text, timing = transcriber.transcribe_timed(audio)
         samples = torch.from_numpy(sf.read(audio, dtype="float32")[0])[None]
         encoded = loaded.model.encode(*frontend(samples, torch.tensor([samples.shape[1]])), list(context))
-        offline = greedy_search(loaded.model, *encoded, 4, loaded.tokenizer)[0]
+        offline = greedy_search(loaded.model, *encoded, loaded.decoding["max_symbols_per_frame"], loaded.tokenizer)[0]
         want = hypothesis_timing(offline, loaded.tokenizer, shift)
         assert text == offline.text and len(timing.words) >= 3
         assert [w.text for w in timing.words] == [w.text for w in want.words]
