@@ -24,7 +24,8 @@ import pytest
 import torch
 
 pytest.importorskip("nemo.collections.asr")
-pytestmark = pytest.mark.nemo
+# one worker for the whole module: its NeMo streaming transcripts (the `streamed` fixture) take minutes to make
+pytestmark = [pytest.mark.nemo, pytest.mark.xdist_group("nemo_streaming")]
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 from nemo.collections.asr.models import ASRModel  # noqa: E402
