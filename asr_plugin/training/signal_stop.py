@@ -166,6 +166,20 @@ def final_test_or_stop(trainer: L.Trainer, *args: Any, **kwargs: Any) -> SignalS
     return None
 
 
+# the libraries whose code holds a lock that an exception raised in the middle of it would never release
+LOCK_HOLDERS = ("logging", "threading", "queue", "multiprocessing", "concurrent.futures")
+
+
+def _inside_lock_holders(frame: Any) -> bool:
+    """Whether the main thread was interrupted inside one of the `LOCK_HOLDERS`' code (any frame of its stack)."""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if any(module == name or module.startswith(f"{name}.") for name in LOCK_HOLDERS):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextmanager
 def stop_on_signal(stage: str, signum: int = signal.SIGTERM) -> Iterator[None]:
     """During the block, `signum` raises `StoppedBySignal` at once, naming `stage` (a stage without step
@@ -174,7 +188,10 @@ def stop_on_signal(stage: str, signum: int = signal.SIGTERM) -> Iterator[None]:
 
     A handler's exception surfaces wherever the main thread happens to be, and some places swallow it (a finalizer
     run by garbage collection, a ``__del__``, a library's broad ``except``): a signal received during the block
-    therefore also raises `StoppedBySignal` when the block ends, whatever the block did with the first one."""
+    therefore also raises `StoppedBySignal` when the block ends, whatever the block did with the first one. A signal
+    that lands inside logging, threading, a queue or multiprocessing raises nothing there (an exception between a
+    lock's acquire and release would leave it taken: the next thread to log would hang) and stops the block at
+    its end."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -182,7 +199,10 @@ def stop_on_signal(stage: str, signum: int = signal.SIGTERM) -> Iterator[None]:
 
     def raise_stop(signum_received: int, frame: Any) -> None:
         received.append(SignalStop.of(signum_received, 0, "", stage))
-        raise StoppedBySignal(received[-1])
+        if not _inside_lock_holders(frame):
+            raise StoppedBySignal(received[-1])
+        # raised inside logging (or a lock or queue) it would leave that library's lock taken, and the next thread
+        # to log would wait for it forever: the block's end raises it instead, once preparation has come out there
 
     previous = signal.signal(signum, raise_stop)
     try:

@@ -4,10 +4,12 @@ checkpoint, a summary naming the reason and exit status 143, and run.sh stops th
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -75,6 +77,36 @@ def test_a_signal_whose_exception_became_another_one_stops_the_block_naming_both
                 raise RuntimeError("a library wrapped it") from caught
     assert isinstance(stopped.value.__cause__, RuntimeError)
     assert stopped.value.stop.signal == "SIGTERM" and stopped.value.stop.stage == PREPARATION
+
+
+class _SignalsWhileEmitting(logging.Handler):
+    """A handler that sends this process SIGTERM while logging holds its locks (as a progress line's emit can be
+    when a scheduler's signal comes)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)  # the handler runs here, inside logging's frames
+
+
+def test_a_signal_inside_logging_leaves_logging_usable_and_stops_the_block_at_its_end():
+    """Raised inside logging, the exception would leave a logging lock taken and the next thread to log would wait
+    forever (a preparation that never exits): the block ends first, then stops."""
+    logger = logging.getLogger("tests.sigterm.inside_logging")
+    logger.propagate = False
+    logger.addHandler(_SignalsWhileEmitting())
+    finished = False
+    try:
+        with pytest.raises(StoppedBySignal) as stopped:
+            with stop_on_signal(PREPARATION):
+                logger.warning("a progress line")
+                finished = True
+        other = threading.Thread(target=logging.getLogger("tests.sigterm.other").warning, args=("from a thread",))
+        other.start()
+        other.join(timeout=10)
+        assert not other.is_alive(), "logging's lock was left taken"
+    finally:
+        logger.handlers.clear()
+    assert finished and stopped.value.stop.stage == PREPARATION and stopped.value.stop.exit_status == 143
 
 
 def test_a_block_without_a_signal_raises_its_own_errors_unchanged():
