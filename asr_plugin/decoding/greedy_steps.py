@@ -23,12 +23,15 @@ class GreedyChoice(NamedTuple):
         advance: int64 frames the search moves on after this step (0: the next step reads the same frame).
         score: float64 log-probability of the choice.
         token_logp: (B, V) float the log-probabilities of the V tokens the choice was made from (confidence).
+        duration_logp: (B, D) float TDT's duration log-probabilities at the step (duration confidence); None
+            for RNN-T.
     """
 
     token: torch.Tensor
     advance: torch.Tensor
     score: torch.Tensor
     token_logp: torch.Tensor
+    duration_logp: torch.Tensor | None = None
 
 
 class GreedyStep(Protocol):
@@ -71,7 +74,7 @@ class TdtGreedyStep:
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
-        return GreedyChoice(token, durations[index], score.double(), all_token_logp)
+        return GreedyChoice(token, durations[index], score.double(), all_token_logp, duration_logp)
 
 
 def greedy_step(decoder: DecoderJoint) -> GreedyStep:
