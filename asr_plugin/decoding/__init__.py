@@ -6,6 +6,7 @@ from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_rig
 from asr_plugin.decoding.cache_aware import CacheAwareEncoder, CacheAwareState
 from asr_plugin.decoding.confidence import ConfidenceMethod, attach_word_confidence, word_confidence
 from asr_plugin.decoding.endpointing import EndpointConfig, Endpointing, EndpointRule, encoder_frame_shift
+from asr_plugin.decoding.fusion import TokenScorer, WeightedScorer
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, Span, Timing, attach_text
@@ -38,7 +39,9 @@ __all__ = [
     "StreamingGreedyDecoder",
     "StreamingRecognizer",
     "Timing",
+    "TokenScorer",
     "TransducerDecoderJoint",
+    "WeightedScorer",
     "attach_text",
     "attach_timing",
     "attach_word_confidence",
