@@ -1,5 +1,5 @@
-"""Transducer decoding: batched label-looping greedy search, batched beam search (RNN-T and TDT) and streaming greedy decoding (see
-docs/decoding.md and docs/streaming.md)."""
+"""Transducer decoding: batched label-looping greedy search, batched beam search (RNN-T and TDT) and streaming greedy
+decoding, with shallow fusion (phrase boosting) in each (see docs/decoding.md and docs/streaming.md)."""
 
 from asr_plugin.decoding.beam_search import BatchedBeamSearch, beam_search
 from asr_plugin.decoding.buffered import BufferedEncoder, BufferedState, min_right_context, subsampling_factor
@@ -12,6 +12,7 @@ from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, Span, Timing, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, TransducerDecoderJoint, decoder_joint
 from asr_plugin.decoding.methods import METHODS, decode
+from asr_plugin.decoding.phrase_boosting import Phrase, PhraseBoosting, read_hotwords
 from asr_plugin.decoding.recognizer import EncoderStream, FeatureStream, RecognizerState, Segment, StreamingRecognizer
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 from asr_plugin.decoding.timestamps import attach_timing, hypothesis_timing, joined_timing
@@ -32,6 +33,8 @@ __all__ = [
     "FeatureStream",
     "GreedyChoice",
     "GreedyState",
+    "Phrase",
+    "PhraseBoosting",
     "Hypothesis",
     "RecognizerState",
     "Segment",
@@ -54,6 +57,7 @@ __all__ = [
     "hypothesis_timing",
     "joined_timing",
     "min_right_context",
+    "read_hotwords",
     "subsampling_factor",
     "word_confidence",
 ]
