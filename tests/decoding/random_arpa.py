@@ -25,7 +25,7 @@ def write_random_arpa(path: Path, words: Sequence[str], order: int, seed: int, s
         lines.append(f"\\{k}-grams:")
         for gram in sorted(order_grams, key=lambda gram: [rank[w] for w in gram]):
             line = f"{rng.uniform(-2.5, -0.05):.6f}\t{' '.join(gram)}"
-            if k < order and gram[-1] != "</s>":
+            if k < order and gram[-1] not in ("</s>", "<unk>"):  # <unk> as IRSTLM writes it: no back-off
                 line += f"\t{rng.uniform(-1.0, 0.3):.6f}"
             lines.append(line)
         lines.append("")
