@@ -57,6 +57,15 @@ def irstlm_home() -> Path:
     )
 
 
+def irstlm_installed() -> bool:
+    """Whether `build_arpa` finds IRSTLM."""
+    try:
+        irstlm_home()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def build_arpa(
     sentences: Iterable[str], output: str | os.PathLike, order: int = 3, smoothing: str = "witten-bell"
 ) -> Path:

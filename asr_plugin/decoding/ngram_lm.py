@@ -30,11 +30,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from asr_plugin.decoding.arpa_reader import DEFAULT_MAX_BYTES, ArpaNgrams, read_arpa
+from asr_plugin.decoding.fusion import WeightedScorer
 
 WORD_CONVENTIONS = ("auto", "pieces", "nemo")
 NEMO_TOKEN_OFFSET = 100
@@ -161,6 +163,26 @@ class NgramLM:
             "dense_scores": torch.cat([scores for scores, _ in rows]),
             "dense_next": torch.cat([next_states for _, next_states in rows]),
         }
+
+
+def lm_fusion(
+    path: str | os.PathLike | None,
+    weight: float,
+    tokenizer,
+    device: torch.device | str = "cpu",
+    names: tuple[str, str] = ("decoding.lm.path", "decoding.lm.weight"),
+) -> list[WeightedScorer]:
+    """The fusion entry of an LM's two options (`names`: the path's, the weight's): none without a path, else the
+    ARPA file's `NgramLM` for `tokenizer`'s pieces (``vocab_size``, ``blank_id``, ``id_to_piece``) on `device` with
+    `weight`; a weight that is not a finite number, or a missing file, is refused naming its option."""
+    if path is None:
+        return []
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        raise ValueError(f"{names[1]}={weight!r}: a finite number (the LM's natural-log scores are multiplied by it)")
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{names[0]}={path}: no such ARPA file")
+    pieces = [tokenizer.id_to_piece(k) for k in range(tokenizer.vocab_size)]
+    return [WeightedScorer(NgramLM.from_arpa(path, pieces, tokenizer.blank_id).to(device), float(weight))]
 
 
 def _word_ids(arpa: ArpaNgrams, pieces: Sequence[str], blank_id: int, words: str) -> dict[str, int]:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from asr_plugin.decoding.fusion import TokenScorer
-from asr_plugin.decoding.ngram_lm import NgramLM
+from asr_plugin.decoding.ngram_lm import NgramLM, lm_fusion
 from tests.decoding.random_arpa import write_random_arpa
 
 # token 0 the blank, 1 SentencePiece's <unk>; "▁Z" is a token no ARPA below has (it scores as <unk>)
@@ -181,3 +181,25 @@ def test_history_missing_from_the_file_refused(tmp_path):
     _refusal(
         tmp_path, BACKOFF_ARPA.replace("-0.02\t▁A ▁B ▁A", "-0.02\t▁B ▁B ▁A"), r"line 22: its history is not a 2-gram"
     )
+
+
+class PieceTable:
+    """The tokenizer side lm_fusion reads: V, the blank, each id's piece."""
+
+    vocab_size, blank_id = len(PIECES), 0
+
+    def id_to_piece(self, token_id: int) -> str:
+        return PIECES[token_id]
+
+
+def test_lm_fusion_of_the_options(tmp_path):
+    path = tmp_path / "lm.arpa"
+    path.write_text(BACKOFF_ARPA, encoding="utf-8")
+    assert lm_fusion(None, 0.3, PieceTable()) == []
+    (entry,) = lm_fusion(path, 0.25, PieceTable())
+    assert entry.weight == 0.25 and isinstance(entry.scorer, NgramLM) and entry.scorer.vocab_size == len(PIECES)
+    for weight in (float("nan"), float("inf"), "0.3", True):
+        with pytest.raises(ValueError, match=r"decoding\.lm\.weight=.*a finite number"):
+            lm_fusion(path, weight, PieceTable())
+    with pytest.raises(FileNotFoundError, match=r"--lm=.*missing\.arpa: no such ARPA file"):
+        lm_fusion(tmp_path / "missing.arpa", 0.3, PieceTable(), names=("--lm", "--lm-weight"))

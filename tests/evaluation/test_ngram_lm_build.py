@@ -14,11 +14,6 @@ from asr_plugin.data.sources.manifest import read_manifest
 from asr_plugin.decoding import ngram_build
 from asr_plugin.decoding.ngram_lm import NgramLM
 
-needs_irstlm = pytest.mark.skipif(
-    not any(Path(home, "bin", "build-lm.sh").is_file() for home in ngram_build.IRSTLM_HOMES),
-    reason="IRSTLM (Debian's irstlm) is not installed",
-)
-
 
 def sentence_scores(lm: NgramLM, sentences: list[list[int]]) -> list[float]:
     """Natural-log probability of each token sequence (after <s>, </s> included), the batch advanced together."""
@@ -32,7 +27,7 @@ def sentence_scores(lm: NgramLM, sentences: list[list[int]]) -> list[float]:
     return (total + lm.final(states)).tolist()
 
 
-@needs_irstlm
+@pytest.mark.skipif(not ngram_build.irstlm_installed(), reason="IRSTLM (Debian's irstlm) is not installed")
 def test_built_lm_scores_as_kenlm_and_as_its_nemo_spelling(corpus, tmp_path, capsys):
     kenlm = pytest.importorskip("kenlm")
     _, datamodule = corpus
