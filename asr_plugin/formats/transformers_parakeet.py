@@ -45,6 +45,7 @@ from asr_plugin.formats.base import LoadedModel, ModelFormat, Settings, Weights
 from asr_plugin.formats.json_object import read_json_object
 from asr_plugin.formats.nemo.weights import convert_state_dict, to_nemo_state_dict
 from asr_plugin.formats.transformers_tokenizer import TOKENIZER_NAME, read_parakeet_tokenizer
+from asr_plugin.frontend.spec import complete_frontend_spec
 from asr_plugin.models import build_transducer
 
 CONFIG_NAME = "config.json"
@@ -155,6 +156,16 @@ def parakeet_architecture(path: str | os.PathLike, vocab_size: int | None = None
     arguments = {**arguments, **overrides, "vocab_size": vocab_size or arguments["vocab_size"]}
     check_architecture_bounds(arguments, f"{source} (with the recipe's vocab_size and overrides)")
     return arguments
+
+
+def parakeet_settings(config: Mapping[str, Any], source: str) -> Settings:
+    """What transformers' Parakeet computes by default: its greedy cap (``max_symbols_per_step``) and its loss's
+    reduction (transformers 5.23.0's ParakeetForRNNT loss: per token, ``mean_volume``; its TDT loss: each
+    utterance's per token, averaged, ``mean``)."""
+    reduction = "mean_volume" if config["model_type"] == "parakeet_rnnt" else "mean"
+    return Settings(
+        {"max_symbols_per_frame": config.get("max_symbols_per_step"), "loss_reduction": reduction}, source=source
+    )
 
 
 def parakeet_frontend_spec(directory: Path) -> dict[str, Any] | None:
@@ -311,16 +322,33 @@ def parakeet_state_dict(model: torch.nn.Module, arguments: Mapping[str, Any]) ->
     return {_renamed(key, back): value.detach().cpu().contiguous() for key, value in nemo.items()}
 
 
-def write_parakeet_directory(loaded: LoadedModel, directory: Path) -> Path:
+def _check_same_processor(loaded: LoadedModel, read_from: Path) -> None:
+    """ValueError unless `loaded` (fine-tuned from the Parakeet directory `read_from`) has its tokenizer and
+    features, so that the processor's files copied from there describe the model written."""
+    config = read_parakeet_config(read_from)
+    if loaded.tokenizer is not None and loaded.tokenizer != read_parakeet_tokenizer(read_from, config["vocab_size"]):
+        raise ValueError(f"{loaded.paths[-1]}: its tokenizer is not {read_from / TOKENIZER_NAME}'s")
+    spec = parakeet_frontend_spec(read_from)
+    if loaded.frontend_spec is not None and spec is not None:
+        if complete_frontend_spec(loaded.frontend_spec) != complete_frontend_spec(spec):
+            raise ValueError(f"{loaded.paths[-1]}: its features are not those of {read_from / FEATURES_NAME}")
+
+
+def write_parakeet_directory(loaded: LoadedModel, directory: Path, processor_from: Path | None = None) -> Path:
     """Writes `loaded` as a transformers Parakeet directory that ``from_pretrained`` loads: config.json,
-    model.safetensors and, for a model read from such a directory, its processor's files. The files go to a hidden
-    staging directory beside `directory`, renamed to it when complete; an existing `directory` is refused."""
+    model.safetensors and the processor's files of `processor_from` (a Parakeet directory, by default the one
+    `loaded` was read from, if any: a model fine-tuned from it must have its tokenizer and features), with its
+    token ids in config.json. The files go to a hidden staging directory beside `directory`, renamed to it when
+    complete; an existing `directory` is refused."""
     from safetensors.torch import save_file
 
     directory = Path(directory).absolute()
     if directory.exists():
         raise FileExistsError(f"{directory} exists: a transformers directory is written to a new path")
     read_from = loaded.paths[-1] if loaded.format == "transformers" and loaded.paths else None
+    if processor_from is not None:
+        read_from = Path(processor_from)
+        _check_same_processor(loaded, read_from)
     source_config = read_parakeet_config(read_from) if read_from is not None else None
     config = parakeet_config(loaded.architecture, source_config)
     state = parakeet_state_dict(loaded.model, loaded.architecture)
@@ -369,7 +397,7 @@ class TransformersParakeetFormat(ModelFormat):
             arguments,
             tokenizer=read_parakeet_tokenizer(directory, arguments["vocab_size"]),
             frontend_spec=parakeet_frontend_spec(directory),
-            settings=Settings(source=str(directory)),
+            settings=self.read_settings(directory),
             paths=(directory,),
             format=self.name,
             missing=f"it has no {TOKENIZER_NAME}: fine-tune it with the recipe's tokenizer, or decode to token ids",
@@ -377,6 +405,9 @@ class TransformersParakeetFormat(ModelFormat):
 
     def read_weights(self, path: Path, blank_id: int | None = None) -> Weights:
         return Weights(read_parakeet_weights(path)[1])
+
+    def read_settings(self, path: Path) -> Settings:
+        return parakeet_settings(read_parakeet_config(path), str(path))
 
     def read_architecture(self, path: Path, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
         return parakeet_architecture(path, vocab_size, **overrides)

@@ -8,7 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from asr_plugin.formats.transformers_parakeet import parakeet_architecture, parakeet_frontend_spec, read_parakeet_config
+from asr_plugin.formats.transformers_parakeet import (
+    parakeet_architecture,
+    parakeet_frontend_spec,
+    read_parakeet_config,
+    write_parakeet_directory,
+)
 from asr_plugin.formats.transformers_tokenizer import TOKENIZER_NAME, read_parakeet_tokenizer
 from asr_plugin.models import Transducer, build_transducer
 from asr_plugin.text.tokenizer import Tokenizer
@@ -35,3 +40,16 @@ def parakeet_frontend(path: str | os.PathLike) -> dict[str, Any]:
     if spec is None:
         raise ValueError(f"{path}: no preprocessor_config.json (the processor's feature extractor)")
     return spec
+
+
+def export_transformers(
+    source: str | os.PathLike, path: str | os.PathLike, like: str | os.PathLike | None = None, avg: int = 1
+) -> Path:
+    """Writes the model file `source` (a training checkpoint or a directory of them, averaging the last `avg`; a
+    Parakeet directory) as the transformers Parakeet directory `path`, with the processor's files (tokenizer,
+    features, generation settings) and token ids of the Parakeet directory `like` (the one a run fine-tuned: the
+    checkpoint must have its tokenizer and features), by default of `source` itself when it is one."""
+    from asr_plugin.formats import read_model
+
+    loaded = read_model(source, avg)
+    return write_parakeet_directory(loaded, Path(path), None if like is None else Path(like))

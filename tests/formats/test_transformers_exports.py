@@ -56,3 +56,16 @@ def test_exports_to_sherpa_onnx_which_transcribes_as_our_greedy_search(directory
     ours = [loaded.tokenizer.decode(greedy_on_sherpa_features(loaded.model, loaded.frontend_spec, w)) for w in waveforms]
     assert [" ".join(t.split()) for t in transcripts] == [" ".join(t.split()) for t in ours]
     assert sum(len(t) for t in ours) > 0
+
+
+def test_written_with_another_directorys_processor_is_refused(directory, tmp_path):
+    from asr_plugin.formats.transformers_parakeet import write_parakeet_directory
+
+    other = tmp_path / "other"
+    other.mkdir()
+    kind = read_model(directory).architecture["lattice"]["kind"]
+    lines = [line.replace("a", "e") + " fee" for line in LINES]
+    save_directory(decodable_model(kind, vocab_size=PIECES + 1), other, sentencepiece_of(lines, PIECES))
+    with pytest.raises(ValueError, match="its tokenizer is not .*other/tokenizer.json's"):
+        write_parakeet_directory(read_model(directory), tmp_path / "out", processor_from=other)
+    assert not (tmp_path / "out").exists()
