@@ -206,13 +206,17 @@ class BatchedBeamSearch:
         logits = self.decoder.joint(frames[rows, at].reshape(batch * beam, -1), beams.predictor_proj).float()
         logits = logits.reshape(batch, beam, -1)
         token_logp = logits[..., :vocab].log_softmax(-1).double()  # (B, K, V)
-        confidence = torch.zeros_like(beams.scores) if self.confidence is None else self.confidence(token_logp)
+        duration_logp = None if self.durations is None else logits[..., vocab:].log_softmax(-1).double()  # (B, K, D)
+        confidence = (
+            torch.zeros_like(beams.scores)
+            if self.confidence is None
+            else self.confidence.step_confidence(token_logp, duration_logp)
+        )
         fused, next_states = fused_token_scores(token_logp, self.fusion, beams.scorer_states, blank)
-        if self.durations is None:
+        if duration_logp is None:
             scores = beams.scores[..., None] + fused
             stay = blank
         else:
-            duration_logp = logits[..., vocab:].log_softmax(-1).double()  # (B, K, D)
             pair = fused[..., :, None] + duration_logp[..., None, :]  # (B, K, V, D)
             zero = int((self.durations == 0).nonzero()[0])
             pair[..., blank, zero] = NEG_INF

@@ -27,6 +27,8 @@ class GreedyChoice(NamedTuple):
         score: float64 log-probability of the choice, plus its weighted fusion scores.
         token_logp: (B, V) float the joint's log-probabilities of the V tokens (confidence: without fusion).
         scorer_states: each fusion scorer's (B,) states after the choice (a blank keeps them).
+        duration_logp: (B, D) float TDT's duration log-probabilities at the step (duration confidence); None
+            for RNN-T.
     """
 
     token: torch.Tensor
@@ -34,6 +36,7 @@ class GreedyChoice(NamedTuple):
     score: torch.Tensor
     token_logp: torch.Tensor
     scorer_states: ScorerStates
+    duration_logp: torch.Tensor | None = None
 
 
 class GreedyStep(Protocol):
@@ -81,7 +84,9 @@ class TdtGreedyStep:
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
-        return GreedyChoice(token, durations[index], score.double(), all_token_logp, chosen_states(next_states, token))
+        return GreedyChoice(
+            token, durations[index], score.double(), all_token_logp, chosen_states(next_states, token), duration_logp
+        )
 
 
 def greedy_step(decoder: DecoderJoint, fusion: Fusion = ()) -> GreedyStep:

@@ -268,29 +268,32 @@ class StreamingGreedyDecoder:
         frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it."""
         active = search.active()
         found_at = search.time
-        token, advance, score, token_logp, after = self.read(search, search.time)
-        confidence = self.token_confidence(token_logp)
+        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time)
+        confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
         looking = active & (token == self.decoder.blank_id) & search.active()
         while bool(looking.any()):
             found_at = torch.where(looking, search.time, found_at)
-            more_token, more_advance, more_score, more_logp, more_after = self.read(search, search.time)
-            token = torch.where(looking, more_token, token)
-            after = where_states(looking, more_after, after)
-            confidence = torch.where(looking, self.token_confidence(more_logp), confidence)
-            search.scores = search.scores + torch.where(looking, more_score, 0.0)
-            advance = torch.where(looking, more_advance, advance)
-            search.time = torch.where(looking, search.time + more_advance, search.time)
+            more = self.read(search, search.time)
+            token = torch.where(looking, more.token, token)
+            after = where_states(looking, more.scorer_states, after)
+            confidence = torch.where(looking, self.token_confidence(more.token_logp, more.duration_logp), confidence)
+            search.scores = search.scores + torch.where(looking, more.score, 0.0)
+            advance = torch.where(looking, more.advance, advance)
+            search.time = torch.where(looking, search.time + more.advance, search.time)
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
         return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
 
-    def token_confidence(self, token_logp: torch.Tensor) -> torch.Tensor:
-        """(B, V) log-probabilities -> (B,) float64 confidence by the decoder's method (zeros without one)."""
+    def token_confidence(self, token_logp: torch.Tensor, duration_logp: torch.Tensor | None) -> torch.Tensor:
+        """(B, V) token and (B, D) duration log-probabilities (None: RNN-T) -> (B,) float64 confidence by the
+        decoder's method (`ConfidenceMethod.step_confidence`; zeros without one)."""
         if self.confidence is None:
             return torch.zeros(token_logp.shape[0], dtype=torch.float64, device=token_logp.device)
-        return self.confidence(token_logp.double())
+        return self.confidence.step_confidence(
+            token_logp.double(), None if duration_logp is None else duration_logp.double()
+        )
 
     def emit_tokens(
         self,
