@@ -87,7 +87,18 @@ def build_arpa(
         _run(build, home, log, estimated, f"{order}-gram {smoothing} estimation of {count} sentences")
         arpa = Path(work, "lm.arpa")
         _run([str(home / "bin" / "compile-lm"), str(estimated), "--text=yes", str(arpa)], home, log, arpa, "compile-lm")
-        return write_atomic(output, lambda temporary: shutil.copyfile(arpa, temporary))
+        return write_atomic(output, lambda temporary: _copy_from_data_line(arpa, temporary))
+
+
+def _copy_from_data_line(source: Path, destination: Path) -> None:
+    """Copies an ARPA file from its ``\\data\\`` line on: compile-lm writes an empty line before it, which NeMo's
+    ARPA reader refuses."""
+    with open(source, encoding="utf-8") as lines, open(destination, "w", encoding="utf-8") as out:
+        for line in lines:
+            if line.strip():
+                out.write(line)
+                break
+        shutil.copyfileobj(lines, out)
 
 
 def _run(command: list[str], home: Path, log: Path, output: Path, what: str) -> None:
