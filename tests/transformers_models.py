@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import torch
 
+from asr_plugin.decoding import greedy_search
+
 VOCAB = 12  # ids 1..10 are labels, 0 is the pad token, 11 the blank (transformers' default: blank last)
 PAD, BLANK = 0, 11
 MEL_BINS = 16
@@ -30,11 +32,14 @@ ENCODER = dict(
 KINDS = ["rnnt", "tdt"]
 
 
-def build_model(kind: str, seed: int = 0, hidden_act: str = "relu", initializer_range: float = 0.02):
+def build_model(
+    kind: str, seed: int = 0, hidden_act: str = "relu", initializer_range: float = 0.02, vocab_size: int = VOCAB
+):
     """A randomly initialised ParakeetForRNNT ("rnnt") or ParakeetForTDT ("tdt", durations 0..4), in eval mode
     (BatchNorm on its running statistics: in training mode the convolution bias before it gets a gradient that
     is zero in exact arithmetic, which no relative comparison can judge). `initializer_range`: the weights'
-    standard deviation (transformers' 0.02 gives nearly the same scores on every frame)."""
+    standard deviation (transformers' 0.02 gives nearly the same scores on every frame); the blank is the last
+    of `vocab_size` ids, the pad token 0."""
     from transformers import ParakeetForRNNT, ParakeetForTDT, ParakeetRNNTConfig, ParakeetTDTConfig
 
     config_class, model_class = {
@@ -42,17 +47,57 @@ def build_model(kind: str, seed: int = 0, hidden_act: str = "relu", initializer_
         "tdt": (ParakeetTDTConfig, ParakeetForTDT),
     }[kind]
     config = config_class(
-        vocab_size=VOCAB,
+        vocab_size=vocab_size,
         decoder_hidden_size=16,
         num_decoder_layers=1,
         hidden_act=hidden_act,
         encoder_config={**ENCODER, "initializer_range": initializer_range},
         pad_token_id=PAD,
-        blank_token_id=BLANK,
-        decoder_start_token_id=BLANK,  # generate's first decoder input, as in the hub's Parakeet configs
+        blank_token_id=vocab_size - 1,
+        decoder_start_token_id=vocab_size - 1,  # generate's first decoder input, as in the hub's Parakeet configs
     )
     torch.manual_seed(seed)
     return model_class(config).eval()
+
+
+def decodable_model(kind: str, vocab_size: int = VOCAB, seed: int = 0):
+    """A model whose greedy transcripts mix blanks and several tokens, and that transformers' generate decodes.
+
+    Weights far from transformers' default scale (with the defaults every frame emits the same token
+    max_symbols_per_step times), a blank favoured (RNN-T). TDT: every duration score lowered by the same amount,
+    which changes no decision of the model, since transformers' TDT generate takes the next token by the argmax
+    over the token and the duration scores (an id past the vocabulary whenever a duration's is the largest), and
+    duration 0 made unlikely, as its generate has no guard against a token of duration 0 repeated forever.
+    """
+    model = build_model(kind, seed=seed, initializer_range=1.0, vocab_size=vocab_size)
+    with torch.no_grad():
+        if kind == "rnnt":
+            model.joint.head.bias[vocab_size - 1] += 20.0
+        else:
+            model.joint.head.bias[vocab_size:] -= 1000.0
+            model.joint.head.bias[vocab_size] -= 50.0
+    return model.eval()
+
+
+def assert_same_greedy_transcripts(model, ours, batch) -> None:
+    """Our greedy search on `ours` (read from `model`'s directory) gives `model.generate`'s tokens, utterance by
+    utterance (one at a time: generate pads finished rows with the pad id, a token id here)."""
+    counts = []
+    cap = model.config.max_symbols_per_step
+    for row in range(len(batch["labels"])):
+        frames = int(batch["attention_mask"][row].sum())
+        features = batch["input_features"][row : row + 1, :frames]
+        with torch.no_grad():
+            encoder_out, encoder_lengths = ours.encode(features, torch.tensor([frames]))
+            room = cap * int(encoder_lengths[0]) + 1  # generate's default length holds one token fewer
+            generated = model.generate(input_features=features, max_new_tokens=room).sequences[0, 1:]
+            (hypothesis,) = greedy_search(ours, encoder_out, encoder_lengths, cap)
+        expected = [
+            int(t) + 1 for t in generated if int(t) != model.config.blank_token_id
+        ]  # our ids: blank 0, their token k is our k + 1
+        assert hypothesis.tokens == expected, f"utterance {row}"
+        counts.append(len(expected))
+    assert len(set(counts)) > 1 and 0 < min(counts)  # neither all blanks nor the same count everywhere
 
 
 def label_padding(kind: str) -> int:
@@ -142,9 +187,10 @@ def collate(items: list[dict[str, torch.Tensor]], kind: str) -> dict[str, torch.
     return out
 
 
-def save_directory(model, directory) -> None:
-    """`model` as transformers saves it, with the processor's feature extractor (`MEL_BINS` mel bins); its
-    BatchNorms get random running statistics first, so that eval mode differs from a fresh BatchNorm."""
+def save_directory(model, directory, sentencepiece_bytes: bytes | None = None) -> None:
+    """`model` as transformers saves it, with the processor's feature extractor (`MEL_BINS` mel bins) and, given
+    a SentencePiece model, its tokenizer (`save_tokenizer`); its BatchNorms get random running statistics first,
+    so that eval mode differs from a fresh BatchNorm."""
     from transformers import ParakeetFeatureExtractor
 
     generator = torch.Generator().manual_seed(3)
@@ -154,3 +200,70 @@ def save_directory(model, directory) -> None:
             module.running_var.copy_(torch.rand(module.running_var.shape, generator=generator) + 0.5)
     model.save_pretrained(directory)
     ParakeetFeatureExtractor(feature_size=MEL_BINS).save_pretrained(directory)
+    if sentencepiece_bytes is not None:
+        save_tokenizer(sentencepiece_bytes, directory)
+
+
+def train_sentencepiece(lines: list[str], pieces: int, model_type: str) -> bytes:
+    """A NeMo-like SentencePiece model of `pieces` pieces (<unk> first, no bos/eos/pad: NeMo's blank comes after
+    the last piece) trained on `lines`."""
+    import io
+
+    import sentencepiece as spm
+
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=out,
+        vocab_size=pieces,
+        model_type=model_type,
+        character_coverage=1.0,
+        unk_id=0,
+        bos_id=-1,
+        eos_id=-1,
+        pad_id=-1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return out.getvalue()
+
+
+def save_tokenizer(sentencepiece_bytes: bytes, directory) -> None:
+    """The tokenizer.json transformers makes of a NeMo SentencePiece model (its Parakeet conversion:
+    ``ParakeetConverter``, then <unk> and the blank <pad> as special added tokens), written into `directory`.
+    A Unigram model takes the same converter with SentencePiece's Unigram model in place of its BPE."""
+    from pathlib import Path
+
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import AddedToken
+    from transformers import ParakeetTokenizerFast
+    from transformers.convert_slow_tokenizer import ParakeetConverter, SpmConverter
+
+    class UnigramConverter(ParakeetConverter):
+        tokenizer = SpmConverter.tokenizer
+
+    proto = sentencepiece_model_pb2.ModelProto.FromString(sentencepiece_bytes)
+    model_file = Path(directory) / "sentencepiece.model.tmp"
+    model_file.write_bytes(sentencepiece_bytes)
+    converter = ParakeetConverter if proto.trainer_spec.model_type == proto.trainer_spec.BPE else UnigramConverter
+    try:
+        converted = converter(str(model_file)).converted()
+    finally:
+        model_file.unlink()
+    tokenizer = ParakeetTokenizerFast(tokenizer_object=converted, clean_up_tokenization_spaces=False)
+    tokens = {"unk_token": AddedToken("<unk>", normalized=False, special=True)}
+    tokens["pad_token"] = AddedToken("<pad>", normalized=False, special=True)
+    tokenizer.add_tokens(list(tokens.values()))
+    tokenizer.add_special_tokens(tokens)
+    tokenizer.save_pretrained(directory)
+
+
+def sentencepiece_of(lines: list[str], pieces: int) -> bytes:
+    """A BPE SentencePiece model of exactly `pieces` pieces on `lines` (for a model of `pieces` + 1 ids)."""
+    import sentencepiece as spm
+
+    model = train_sentencepiece(lines, pieces, "bpe")
+    count = spm.SentencePieceProcessor(model_proto=model).get_piece_size()
+    if count != pieces:
+        raise ValueError(f"the lines give {count} SentencePiece pieces, not {pieces}: give more text")
+    return model

@@ -19,8 +19,8 @@ transducer under other names, so its weights are renamed to NeMo's (`HF_TO_NEMO`
 - ``preprocessor_config.json`` <-> a NeMo front end (``NemoMelFrontend``: preemphasis, symmetric Hann window,
   Slaney mel, log guard 2^-24 added, per-feature normalisation; no dither, which transformers never applies).
 
-Not read: the tokenizer (``tokenizer.json`` is a ``tokenizers`` model, this project's tokenizers are SentencePiece
-models): a model read here is fine-tuned with the recipe's tokenizer, or decoded to token ids.
+The tokenizer: ``tokenizer.json`` (a `tokenizers` model) as the SentencePiece model that encodes alike
+(``asr_plugin.formats.transformers_tokenizer``), NeMo's blank convention (their token k is our k + 1).
 
 Written (``write``, `write_parakeet_directory`): config.json and model.safetensors of our Transducer where
 transformers' Parakeet expresses its architecture (rel_pos attention, dw_striding, no streaming options, one
@@ -30,6 +30,7 @@ predictor/joint size), with the generation settings and processor's files copied
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
@@ -38,10 +39,13 @@ from typing import Any
 
 import torch
 
-from asr_plugin.declared_shapes import check_declared_shapes, check_finite
+from asr_plugin.declared_shapes import check_architecture_bounds, check_declared_shapes, check_finite
 from asr_plugin.files import fsync_path
 from asr_plugin.formats.base import LoadedModel, ModelFormat, Settings, Weights
+from asr_plugin.formats.json_object import read_json_object
 from asr_plugin.formats.nemo.weights import convert_state_dict, to_nemo_state_dict
+from asr_plugin.formats.transformers_tokenizer import TOKENIZER_NAME, read_parakeet_tokenizer
+from asr_plugin.frontend.spec import complete_frontend_spec
 from asr_plugin.models import build_transducer
 
 CONFIG_NAME = "config.json"
@@ -88,17 +92,7 @@ _ENCODER_REQUIRED = {"hidden_act": "silu", "subsampling_conv_kernel_size": 3, "s
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file (a transformers Parakeet directory has {path.name})")
-    if path.stat().st_size > MAX_JSON_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than a config holds ({MAX_JSON_BYTES:,})")
-    try:
-        node = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
-    if not isinstance(node, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return node
+    return read_json_object(path, MAX_JSON_BYTES, "a transformers Parakeet directory")
 
 
 def read_parakeet_config(directory: Path) -> dict[str, Any]:
@@ -151,6 +145,27 @@ def parakeet_transducer_kwargs(config: Mapping[str, Any], source: str) -> dict[s
         "joint_dropout": 0.0,  # nor its joint
         "lattice": lattice,
     }
+
+
+def parakeet_architecture(path: str | os.PathLike, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
+    """The `build_transducer` keyword arguments of the Parakeet directory `path` (``vocab_size``: the given one,
+    else the config's; `overrides` replace arguments), bounded like every architecture read from a file."""
+    directory = Path(path)
+    source = str(directory / CONFIG_NAME)
+    arguments = parakeet_transducer_kwargs(read_parakeet_config(directory), source)
+    arguments = {**arguments, **overrides, "vocab_size": vocab_size or arguments["vocab_size"]}
+    check_architecture_bounds(arguments, f"{source} (with the recipe's vocab_size and overrides)")
+    return arguments
+
+
+def parakeet_settings(config: Mapping[str, Any], source: str) -> Settings:
+    """What transformers' Parakeet computes by default: its greedy cap (``max_symbols_per_step``) and its loss's
+    reduction (transformers 5.23.0's ParakeetForRNNT loss: per token, ``mean_volume``; its TDT loss: each
+    utterance's per token, averaged, ``mean``)."""
+    reduction = "mean_volume" if config["model_type"] == "parakeet_rnnt" else "mean"
+    return Settings(
+        {"max_symbols_per_frame": config.get("max_symbols_per_step"), "loss_reduction": reduction}, source=source
+    )
 
 
 def parakeet_frontend_spec(directory: Path) -> dict[str, Any] | None:
@@ -307,16 +322,33 @@ def parakeet_state_dict(model: torch.nn.Module, arguments: Mapping[str, Any]) ->
     return {_renamed(key, back): value.detach().cpu().contiguous() for key, value in nemo.items()}
 
 
-def write_parakeet_directory(loaded: LoadedModel, directory: Path) -> Path:
+def _check_same_processor(loaded: LoadedModel, read_from: Path) -> None:
+    """ValueError unless `loaded` (fine-tuned from the Parakeet directory `read_from`) has its tokenizer and
+    features, so that the processor's files copied from there describe the model written."""
+    config = read_parakeet_config(read_from)
+    if loaded.tokenizer is not None and loaded.tokenizer != read_parakeet_tokenizer(read_from, config["vocab_size"]):
+        raise ValueError(f"{loaded.paths[-1]}: its tokenizer is not {read_from / TOKENIZER_NAME}'s")
+    spec = parakeet_frontend_spec(read_from)
+    if loaded.frontend_spec is not None and spec is not None:
+        if complete_frontend_spec(loaded.frontend_spec) != complete_frontend_spec(spec):
+            raise ValueError(f"{loaded.paths[-1]}: its features are not those of {read_from / FEATURES_NAME}")
+
+
+def write_parakeet_directory(loaded: LoadedModel, directory: Path, processor_from: Path | None = None) -> Path:
     """Writes `loaded` as a transformers Parakeet directory that ``from_pretrained`` loads: config.json,
-    model.safetensors and, for a model read from such a directory, its processor's files. The files go to a hidden
-    staging directory beside `directory`, renamed to it when complete; an existing `directory` is refused."""
+    model.safetensors and the processor's files of `processor_from` (a Parakeet directory, by default the one
+    `loaded` was read from, if any: a model fine-tuned from it must have its tokenizer and features), with its
+    token ids in config.json. The files go to a hidden staging directory beside `directory`, renamed to it when
+    complete; an existing `directory` is refused."""
     from safetensors.torch import save_file
 
     directory = Path(directory).absolute()
     if directory.exists():
         raise FileExistsError(f"{directory} exists: a transformers directory is written to a new path")
     read_from = loaded.paths[-1] if loaded.format == "transformers" and loaded.paths else None
+    if processor_from is not None:
+        read_from = Path(processor_from)
+        _check_same_processor(loaded, read_from)
     source_config = read_parakeet_config(read_from) if read_from is not None else None
     config = parakeet_config(loaded.architecture, source_config)
     state = parakeet_state_dict(loaded.model, loaded.architecture)
@@ -344,6 +376,8 @@ class TransformersParakeetFormat(ModelFormat):
 
     name = "transformers"
     description = "a transformers Parakeet model directory"
+    finetune_preset = "from_transformers"
+    architecture_target = "asr_plugin.formats.transformers_recipe.parakeet_transducer"  # conf/model/transformers.yaml
 
     def claims(self, path: Path) -> bool:
         try:
@@ -361,17 +395,22 @@ class TransformersParakeetFormat(ModelFormat):
         return LoadedModel(
             model.eval().to(device),
             arguments,
-            tokenizer=None,
+            tokenizer=read_parakeet_tokenizer(directory, arguments["vocab_size"]),
             frontend_spec=parakeet_frontend_spec(directory),
-            settings=Settings(source=str(directory)),
+            settings=self.read_settings(directory),
             paths=(directory,),
             format=self.name,
-            missing="its tokenizer (tokenizer.json, a tokenizers model) is not read: this project's tokenizers are "
-            "SentencePiece models; fine-tune it with the recipe's tokenizer",
+            missing=f"it has no {TOKENIZER_NAME}: fine-tune it with the recipe's tokenizer, or decode to token ids",
         )
 
     def read_weights(self, path: Path, blank_id: int | None = None) -> Weights:
         return Weights(read_parakeet_weights(path)[1])
+
+    def read_settings(self, path: Path) -> Settings:
+        return parakeet_settings(read_parakeet_config(path), str(path))
+
+    def read_architecture(self, path: Path, vocab_size: int | None = None, **overrides: Any) -> dict[str, Any]:
+        return parakeet_architecture(path, vocab_size, **overrides)
 
     def write(self, model: LoadedModel, path: Path) -> Path:
         return write_parakeet_directory(model, path)

@@ -1,7 +1,7 @@
 """Our decoding against NeMo's own on the same encoder output of the same .nemo (RNN-T and TDT FastConformers that
 NeMo builds from its example configs, random weights sharpened so that they emit tokens; skipped without NeMo):
 greedy_batch (label looping) transcripts, word offsets (``compute_timestamps``) and token and word confidence for
-each of NeMo's measures, and malsd_batch beam search at beam 4 against ours."""
+each of NeMo's measures (TDT also with its duration confidence), and malsd_batch beam search at beam 4 against ours."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from asr_plugin.decoding import (  # noqa: E402
     hypothesis_timing,
     word_confidence,
 )
+from asr_plugin.decoding.interface import lattice_durations  # noqa: E402
 from asr_plugin.formats.nemo.importer import import_nemo  # noqa: E402
 from benchmarks.nemo_compare import SHARPEN, speech_like_audio  # noqa: E402
 from benchmarks.nemo_examples import save_example_model  # noqa: E402
@@ -119,14 +120,15 @@ MEASURES = [ConfidenceMethod("max_prob", alpha=a) for a in (1.0, 0.5)] + [
 ]
 
 
-@pytest.mark.parametrize("method", MEASURES, ids=repr)
-def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
-    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+def assert_confidence_equals_nemo(case: Case, method: ConfidenceMethod) -> None:
+    """Token and word confidence of our greedy search within 1e-4 of NeMo's greedy_batch with the same method."""
+    ours, encoded, lengths = case.ours, case.encoded, case.lengths
     confidence = {
         "preserve_token_confidence": True,
         "preserve_word_confidence": True,
         "exclude_blank": True,
         "aggregation": method.aggregation,
+        "tdt_include_duration": method.tdt_include_duration,
         "method_cfg": {
             "name": method.name,
             "entropy_type": method.entropy_type,
@@ -134,8 +136,9 @@ def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
             "entropy_norm": method.entropy_norm,
         },
     }
-    theirs = nemo_hypotheses(models, "greedy_batch", confidence_cfg=confidence)
+    theirs = nemo_hypotheses(case, "greedy_batch", confidence_cfg=confidence)
     mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer, method)
+    compared = 0
     for m, h in zip(mine, theirs):
         if [t - 1 for t in m.tokens] != [int(t) for t in h.y_sequence]:
             continue  # a different transcript has other confidences (at most 0.5 %: the greedy test)
@@ -143,6 +146,28 @@ def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
         assert word_confidence(m, ours.tokenizer, method) == pytest.approx(
             [float(c) for c in h.word_confidence], abs=1e-4
         )
+        compared += len(m.tokens)
+    assert compared > 3 * UTTERANCES
+
+
+@pytest.mark.parametrize("method", MEASURES, ids=repr)
+def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
+    assert_confidence_equals_nemo(models, method)
+
+
+DURATION_MEASURES = [
+    ConfidenceMethod("max_prob", alpha=0.5, aggregation="mean", tdt_include_duration=True),
+    ConfidenceMethod("entropy", "tsallis", 0.33, "exp", "min", tdt_include_duration=True),
+    ConfidenceMethod("entropy", "renyi", 1.0, "lin", "prod", tdt_include_duration=True),
+]
+
+
+@pytest.mark.parametrize("method", DURATION_MEASURES, ids=repr)
+def test_tdt_duration_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
+    """NeMo's ``tdt_include_duration``: a TDT token's confidence aggregates its token and duration measures."""
+    if lattice_durations(models.ours.model.lattice) is None:
+        pytest.skip("an RNN-T model has no durations")
+    assert_confidence_equals_nemo(models, method)
 
 
 def test_beam_four_finds_hypotheses_at_least_as_likely_as_nemo_malsd(models) -> None:
