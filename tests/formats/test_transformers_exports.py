@@ -53,7 +53,9 @@ def test_exports_to_sherpa_onnx_which_transcribes_as_our_greedy_search(directory
     generator = torch.Generator().manual_seed(0)
     waveforms = [0.1 * torch.randn(samples, generator=generator).numpy() for samples in (8000, 12000, 16000, 6000)]
     transcripts = sherpa_transcribe(sherpa_recognizer(tmp_path / "onnx"), waveforms)
-    ours = [loaded.tokenizer.decode(greedy_on_sherpa_features(loaded.model, loaded.frontend_spec, w)) for w in waveforms]
+    ours = [
+        loaded.tokenizer.decode(greedy_on_sherpa_features(loaded.model, loaded.frontend_spec, w)) for w in waveforms
+    ]
     assert [" ".join(t.split()) for t in transcripts] == [" ".join(t.split()) for t in ours]
     assert sum(len(t) for t in ours) > 0
 
