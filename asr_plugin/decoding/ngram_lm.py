@@ -44,6 +44,8 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 SPECIAL_WORDS = (BOS, EOS, UNK)
 KENLM_MISSING_UNK_LOG10 = -100.0
 DEFAULT_DENSE_LIMIT = 1 << 22  # (state, token) pairs kept dense: 4 Mi pairs = 48 MiB
+LM_OPTIONS = ("decoding.lm.path", "decoding.lm.weight")  # eval.py's; transcribe.py's are --lm, --lm-weight
+DEFAULT_LM_WEIGHT = 0.3
 _LN10 = math.log(10.0)
 
 
@@ -165,22 +167,28 @@ class NgramLM:
         }
 
 
+def check_lm_options(path: str | os.PathLike | None, weight: float, names: tuple[str, str] = LM_OPTIONS) -> None:
+    """ValueError naming the weight's option unless it is a finite number; FileNotFoundError naming the path's
+    unless it is None or a file."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        raise ValueError(f"{names[1]}={weight!r}: a finite number (the LM's natural-log scores are multiplied by it)")
+    if path is not None and not Path(path).is_file():
+        raise FileNotFoundError(f"{names[0]}={path}: no such ARPA file")
+
+
 def lm_fusion(
     path: str | os.PathLike | None,
     weight: float,
     tokenizer,
     device: torch.device | str = "cpu",
-    names: tuple[str, str] = ("decoding.lm.path", "decoding.lm.weight"),
+    names: tuple[str, str] = LM_OPTIONS,
 ) -> list[WeightedScorer]:
     """The fusion entry of an LM's two options (`names`: the path's, the weight's): none without a path, else the
     ARPA file's `NgramLM` for `tokenizer`'s pieces (``vocab_size``, ``blank_id``, ``id_to_piece``) on `device` with
     `weight`; a weight that is not a finite number, or a missing file, is refused naming its option."""
     if path is None:
         return []
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-        raise ValueError(f"{names[1]}={weight!r}: a finite number (the LM's natural-log scores are multiplied by it)")
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{names[0]}={path}: no such ARPA file")
+    check_lm_options(path, weight, names)
     pieces = [tokenizer.id_to_piece(k) for k in range(tokenizer.vocab_size)]
     return [WeightedScorer(NgramLM.from_arpa(path, pieces, tokenizer.blank_id).to(device), float(weight))]
 
