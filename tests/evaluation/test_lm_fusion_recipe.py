@@ -8,7 +8,6 @@ import json
 
 import pytest
 from eval_setup import eval_cfg
-from test_evaluation_recipe import save_module_checkpoint
 
 from asr_plugin.evaluation import evaluate
 from tests.decoding.random_arpa import write_counted_arpa
@@ -26,14 +25,6 @@ def recogs(path) -> tuple[list[str], list[str]]:
 
 
 METHODS = ["decoding.methods=[greedy,beam]", "decoding.beam=2", "decoding.max_symbols_per_frame=2", "manifests=[dev]"]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(corpus, tmp_path_factory):
-    _, datamodule = corpus
-    path = tmp_path_factory.mktemp("lm_fusion") / "model.ckpt"
-    save_module_checkpoint(path, datamodule, seed=0, epoch=0, step=1)
-    return path
 
 
 @pytest.fixture(scope="module")
