@@ -31,6 +31,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from asr_plugin.evaluation.chunk_length import default_chunk_seconds
 from asr_plugin.evaluation.fusion_spec import DEFAULT_HOTWORDS_SCORE, FusionSpec
 from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode, context_argument
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
@@ -61,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
         "--chunk-seconds",
         type=float,
         default=None,
-        help="offline: decode longer audio in chunks of at most this many seconds (default 30)",
+        help="offline: decode longer audio in chunks of at most this many seconds (default: the model's longest "
+        "training utterance, at most 30, printed)",
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--hotwords", default=None, metavar="FILE", help="boost the phrases of this hotwords file")
@@ -163,13 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     checkpoints = model_files(args.checkpoint, args.avg)
     print(f"model: {', '.join(map(str, checkpoints))}", file=sys.stderr, flush=True)  # which file(s) of a directory
     if mode is None:
+        chunk_seconds = args.chunk_seconds
+        if chunk_seconds is None:
+            chunk_seconds, why = default_chunk_seconds(checkpoints[-1])
+            print(
+                f"chunks of at most {chunk_seconds:g} s ({why}; --chunk-seconds sets it)", file=sys.stderr, flush=True
+            )
         transcriber = Transcriber(
             checkpoints,
             args.method or "beam",
             args.beam,
             args.max_symbols_per_frame,
             args.device,
-            chunk_seconds=30.0 if args.chunk_seconds is None else args.chunk_seconds,
+            chunk_seconds=chunk_seconds,
             segment_pause=args.segment_pause,
             fusion=fusion,
         )

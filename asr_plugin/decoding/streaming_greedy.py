@@ -115,6 +115,8 @@ class _Search:
 
     Attributes:
         frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
+        rows: (B,) 0 .. B-1; last_local: (B,) each stream's last valid local frame (0 for none): what every
+            read of the chunk indexes with (made once per chunk, not once per read).
         time, last_token, last_token_frame, tokens_at_frame, silence_start, scores, scorer_states: as in
             `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
@@ -125,6 +127,8 @@ class _Search:
     frames: torch.Tensor
     start: torch.Tensor
     end: torch.Tensor
+    rows: torch.Tensor
+    last_local: torch.Tensor
     time: torch.Tensor
     last_token: torch.Tensor
     last_token_frame: torch.Tensor
@@ -241,6 +245,8 @@ class StreamingGreedyDecoder:
             frames=self.decoder.project_frames(encoder_frames.to(state.time.device)),
             start=state.frames_done,
             end=end,
+            rows=torch.arange(state.batch_size, device=state.time.device),
+            last_local=(end - state.frames_done - 1).clamp(min=0),
             time=state.time,
             last_token=state.last_token,
             last_token_frame=state.last_token_frame,
@@ -256,10 +262,8 @@ class StreamingGreedyDecoder:
     def read(self, search: _Search, at: torch.Tensor, fusion: FusionStep) -> GreedyChoice:
         """(B,) global frames -> the greedy choice there with the scorers' `fusion` step (rows past their frames
         read a valid dummy frame)."""
-        last_local = (search.end - search.start - 1).clamp(min=0)
-        local = torch.minimum((at - search.start).clamp(min=0), last_local)
-        rows = torch.arange(search.frames.shape[0], device=at.device)
-        logits = self.decoder.joint(search.frames[rows, local], search.predictor_proj)
+        local = torch.minimum((at - search.start).clamp(min=0), search.last_local)
+        logits = self.decoder.joint(search.frames[search.rows, local], search.predictor_proj)
         return self.greedy_step(logits, fusion)
 
     def find_tokens(
@@ -283,10 +287,12 @@ class StreamingGreedyDecoder:
             more = self.read(search, search.time, fusion)
             token = torch.where(looking, more.token, token)
             after = where_states(looking, more.scorer_states, after)
-            confidence = torch.where(looking, self.token_confidence(more.token_logp, more.duration_logp), confidence)
+            if self.confidence is not None:
+                more_confidence = self.token_confidence(more.token_logp, more.duration_logp)
+                confidence = torch.where(looking, more_confidence, confidence)
             search.scores = search.scores + torch.where(looking, more.score, 0.0)
             advance = torch.where(looking, more.advance, advance)
-            search.time = torch.where(looking, search.time + more.advance, search.time)
+            search.time = search.time + more.advance * looking
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
         return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
