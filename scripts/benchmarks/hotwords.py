@@ -31,7 +31,7 @@ from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tok
 from asr_plugin.evaluation.scoring import Recognition, score
 from asr_plugin.formats import read_model
 from asr_plugin.frontend.spec import build_frontend
-from benchmarks.decoding import Batches, batched, timed_texts
+from benchmarks.decoding import Batches, batched, side_by_side
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,14 @@ class Decoder:
 
     def texts(self, batches: Batches, count: int, fusion: Sequence[WeightedScorer] = ()) -> tuple[list[str], float]:
         """(greedy texts in manifest order, decoding seconds)."""
-        return timed_texts(
-            batches,
-            count,
-            lambda e, n: [
-                h.text or "" for h in greedy_search(self.model, e, n, self.cap, self.tokenizer, fusion=fusion)
-            ],
-        )
+
+        def decode(encoded, lengths):
+            return [
+                h.text or ""
+                for h in greedy_search(self.model, encoded, lengths, self.cap, self.tokenizer, fusion=fusion)
+            ]
+
+        return side_by_side([(batches, decode)], count, repeats=1)[0]
 
 
 def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
