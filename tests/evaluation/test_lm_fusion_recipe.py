@@ -79,3 +79,12 @@ def test_transcribe_with_the_lm_moves_towards_the_references(corpus, checkpoint,
     with pytest.raises(SystemExit) as exit_info:
         transcribe.main([*audio, "--checkpoint", str(checkpoint), "--lm-weight", "1"])
     assert exit_info.value.code == 2 and "--lm-weight needs --lm" in capsys.readouterr().err
+
+
+def test_buffered_streaming_evaluation_takes_the_lm(corpus, checkpoint, reference_lm, tmp_path) -> None:
+    root, _ = corpus
+    common = ["streaming=buffered", "manifests=[dev]"]
+    evaluate(eval_cfg(root, checkpoint, *common, f"output_dir={tmp_path}/plain"))
+    evaluate(eval_cfg(root, checkpoint, *common, f"output_dir={tmp_path}/lm", f"decoding.lm.path={reference_lm}"))
+    hits = [word_hits(*recogs(next((tmp_path / run).glob("recogs-dev-*.txt")))[::-1]) for run in ("lm", "plain")]
+    assert hits[0] > hits[1], hits
