@@ -21,7 +21,10 @@ those. A word that is neither is refused, naming up to 5.
 Special words: ``<s>`` starts every hypothesis (`initial_states`: the state of the history ``<s>``), ``</s>``
 ends it (`final`, back-offs included), ``<unk>`` (kenlm's log10 -100 when the file has none) scores every token
 the file does not list, as kenlm scores an unknown word: as the word ``<unk>``, in any n-gram that holds it. The
-blank column scores 0 and keeps the state (`asr_plugin.decoding.fusion`). Scores are natural-log (ARPA's
+blank column scores 0 and keeps the state (`asr_plugin.decoding.fusion`). NeMo's NGPU-LM differs for tokens the
+file lacks: its default ``normalize_unk=True`` divides ``<unk>``'s probability among them, and it sends them to
+the empty history, which equals kenlm's only when ``<unk>`` has no back-off weight or n-grams of its own (as in
+IRSTLM's files; tests/decoding/test_ngram_lm_nemo.py compares with ``normalize_unk=False``). Scores are natural-log (ARPA's
 log10 times ln 10).
 """
 
