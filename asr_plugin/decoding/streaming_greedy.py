@@ -33,9 +33,11 @@ import torch
 from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.fusion import (
     Fusion,
+    FusionStep,
     ScorerStates,
     check_fusion,
     final_scores,
+    fusion_step,
     initial_scorer_states,
     where_states,
 )
@@ -113,6 +115,8 @@ class _Search:
 
     Attributes:
         frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
+        rows: (B,) 0 .. B-1; last_local: (B,) each stream's last valid local frame (0 for none): what every
+            read of the chunk indexes with (made once per chunk, not once per read).
         time, last_token, last_token_frame, tokens_at_frame, silence_start, scores, scorer_states: as in
             `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
@@ -123,6 +127,8 @@ class _Search:
     frames: torch.Tensor
     start: torch.Tensor
     end: torch.Tensor
+    rows: torch.Tensor
+    last_local: torch.Tensor
     time: torch.Tensor
     last_token: torch.Tensor
     last_token_frame: torch.Tensor
@@ -169,7 +175,7 @@ class StreamingGreedyDecoder:
         self.max_symbols_per_frame = max_symbols_per_frame
         self.confidence = confidence
         self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
-        self.greedy_step = greedy_step(self.decoder, self.fusion)
+        self.greedy_step = greedy_step(self.decoder)
 
     @torch.no_grad()
     def start_symbol_output(self, batch_size: int, device: torch.device) -> tuple[torch.Tensor, PredictorState]:
@@ -239,6 +245,8 @@ class StreamingGreedyDecoder:
             frames=self.decoder.project_frames(encoder_frames.to(state.time.device)),
             start=state.frames_done,
             end=end,
+            rows=torch.arange(state.batch_size, device=state.time.device),
+            last_local=(end - state.frames_done - 1).clamp(min=0),
             time=state.time,
             last_token=state.last_token,
             last_token_frame=state.last_token_frame,
@@ -251,13 +259,12 @@ class StreamingGreedyDecoder:
             emitted=[],
         )
 
-    def read(self, search: _Search, at: torch.Tensor) -> GreedyChoice:
-        """(B,) global frames -> the greedy choice there (rows past their frames read a valid dummy frame)."""
-        last_local = (search.end - search.start - 1).clamp(min=0)
-        local = torch.minimum((at - search.start).clamp(min=0), last_local)
-        rows = torch.arange(search.frames.shape[0], device=at.device)
-        logits = self.decoder.joint(search.frames[rows, local], search.predictor_proj)
-        return self.greedy_step(logits, search.scorer_states)
+    def read(self, search: _Search, at: torch.Tensor, fusion: FusionStep) -> GreedyChoice:
+        """(B,) global frames -> the greedy choice there with the scorers' `fusion` step (rows past their frames
+        read a valid dummy frame)."""
+        local = torch.minimum((at - search.start).clamp(min=0), search.last_local)
+        logits = self.decoder.joint(search.frames[search.rows, local], search.predictor_proj)
+        return self.greedy_step(logits, fusion)
 
     def find_tokens(
         self, search: _Search
@@ -265,23 +272,27 @@ class StreamingGreedyDecoder:
         """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
         frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
         pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame, the
-        frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it."""
+        frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it. The
+        scorers are advanced once per label step: their states do not change until the token."""
         active = search.active()
         found_at = search.time
-        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time)
+        fusion = fusion_step(self.fusion, search.scorer_states)
+        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time, fusion)
         confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
         looking = active & (token == self.decoder.blank_id) & search.active()
         while bool(looking.any()):
             found_at = torch.where(looking, search.time, found_at)
-            more = self.read(search, search.time)
+            more = self.read(search, search.time, fusion)
             token = torch.where(looking, more.token, token)
             after = where_states(looking, more.scorer_states, after)
-            confidence = torch.where(looking, self.token_confidence(more.token_logp, more.duration_logp), confidence)
+            if self.confidence is not None:
+                more_confidence = self.token_confidence(more.token_logp, more.duration_logp)
+                confidence = torch.where(looking, more_confidence, confidence)
             search.scores = search.scores + torch.where(looking, more.score, 0.0)
             advance = torch.where(looking, more.advance, advance)
-            search.time = torch.where(looking, search.time + more.advance, search.time)
+            search.time = search.time + more.advance * looking
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
         return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
