@@ -60,6 +60,16 @@ def batched(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def manifests_utterances(paths: Sequence[str | os.PathLike], sample_rate: int) -> tuple[list[torch.Tensor], list[str]]:
+    """`manifest_utterances` of several manifests, one after the other."""
+    audio: list[torch.Tensor] = []
+    texts: list[str] = []
+    for path in paths:
+        more_audio, more_texts = manifest_utterances(path, sample_rate)
+        audio, texts = audio + more_audio, texts + more_texts
+    return audio, texts
+
+
 def manifest_utterances(path: str | os.PathLike, sample_rate: int) -> tuple[list[torch.Tensor], list[str]]:
     """(the (N,) audio at `sample_rate`, the transcript) of every utterance of our or NeMo's manifest, in order."""
     path = Path(path)
@@ -99,20 +109,21 @@ def side_by_side(sides: Sequence[tuple[Batches, Decode]], count: int, repeats: i
 @torch.no_grad()
 def benchmark_model(
     path: str | os.PathLike,
-    manifest: str | os.PathLike,
+    manifests: Sequence[str | os.PathLike],
     batch_size: int = 16,
     limit: int | None = None,
     nemo: bool = False,
     repeats: int = 3,
 ) -> list[Row]:
-    """The rows of one model file (module docstring); `nemo`: NeMo's too (the file must be a ``.nemo``)."""
+    """The rows of one model file on the utterances of `manifests` (module docstring); `nemo`: NeMo's too (the
+    file must be a ``.nemo``)."""
     if nemo and not str(path).endswith(".nemo"):
         raise ValueError(f"{path}: the comparison with NeMo needs a .nemo file")
     loaded = read_model(path)
     model, tokenizer = loaded.model.eval(), model_tokenizer(loaded)
     cap = decoding_settings(loaded, {})["max_symbols_per_frame"]
     frontend = build_frontend(loaded.require_frontend_spec()).eval()
-    audio, texts = manifest_utterances(manifest, frontend.sample_rate)
+    audio, texts = manifests_utterances(manifests, frontend.sample_rate)
     audio, refs = audio[:limit], [tokenizer.normalize(text) for text in texts[:limit]]
     groups = batched([a.shape[0] for a in audio], batch_size)
 
