@@ -8,7 +8,9 @@ with --tokens-per-second random labels, the model built by transformers from its
 weights. The default preset has Parakeet-TDT-0.6B's sizes (FastConformer 1024 wide, 8x subsampling, 128 mel bins,
 a 2-layer LSTM predictor and joint of 640) with 2 of its 24 encoder layers: the joint and the loss, what the two
 configurations differ in, keep their full size. Every configuration runs in a fresh interpreter, --rounds times,
-interleaved.
+interleaved: transformers' loss, the sample-wise loss and, for the breakdown, the encoder and predictor alone (the
+sum of their outputs as the loss: what either loss's joint and loss add to), each without and with the encoder's
+gradient checkpointing (--checkpointing).
 
 CPU: memory is the peak RSS above the RSS after the model and inputs were built and one warm-up step on a 2 s
 batch ran, with glibc told to map every block over 64 KiB on its own (MALLOC_MMAP_THRESHOLD_) so freed tensors
@@ -64,7 +66,9 @@ PRESETS = {
 }
 FRAMES_PER_SECOND = 100
 WARM_UP_SECONDS = 2.0
-LOSSES = ("transformers", "samplewise")
+# "encoder": the encoder and the predictor alone (the sum of their outputs as the loss): what either loss adds to
+LOSSES = ("encoder", "transformers", "samplewise")
+CHECKPOINTING = {"off": [False], "on": [True], "both": [False, True]}
 
 
 def build(run: dict):
@@ -90,6 +94,8 @@ def build(run: dict):
     )
     torch.manual_seed(0)
     model = model_class(config).to(run["device"]).train()
+    if run["checkpointing"]:  # the encoder's layers, as the Trainer's activation_checkpointing does
+        model.gradient_checkpointing_enable()
     if run["loss"] == "samplewise":
         use_samplewise(model, memory_budget=run["memory_budget"])
     return model
@@ -114,8 +120,14 @@ def make_batch(run: dict, seconds: float, model) -> dict:
     return {key: value.to(run["device"]) for key, value in batch.items()}
 
 
-def step(model, batch: dict) -> None:
-    model(**batch).loss.backward()
+def step(model, batch: dict, loss: str) -> None:
+    if loss == "encoder":
+        encoded = model.get_audio_features(
+            input_features=batch["input_features"], attention_mask=batch["attention_mask"]
+        )
+        (encoded.pooler_output.sum() + model.decoder(batch["decoder_input_ids"]).sum()).backward()
+    else:
+        model(**batch).loss.backward()
     model.zero_grad(set_to_none=True)
 
 
@@ -123,28 +135,34 @@ def measure(run: dict) -> dict:
     """One configuration in this interpreter: peak memory (bytes), step times (s) and the sample-wise plan."""
     model = build(run)
     batch = make_batch(run, run["seconds"], model)
-    step(model, make_batch(run, WARM_UP_SECONDS, model))  # warm-up (and extension load)
-    result = time_steps(lambda: step(model, batch), run["repeats"], run["device"] == "cuda")
+    step(model, make_batch(run, WARM_UP_SECONDS, model), run["loss"])  # warm-up (and extension load)
+    result = time_steps(lambda: step(model, batch, run["loss"]), run["repeats"], run["device"] == "cuda")
     plan = model.samplewise_loss.last_plan if run["loss"] == "samplewise" else None
     return dict(result, **plan_figures(plan))
 
 
 def print_table(runs: list[dict], results: dict[str, list[dict]]) -> None:
+    """The rounds table, then each sample-wise run against transformers' loss with the same checkpointing, and
+    what the joint and loss add to the encoder and predictor alone."""
     ok = print_rounds_table(runs, results, "loss", 2)
-    own = runs[0]["name"]
-    if own not in ok:
-        return
-    for run in runs[1:]:
-        if run["name"] not in ok:
+    for run in runs:
+        same = [r for r in runs if r["checkpointing"] == run["checkpointing"]]
+        own = next(r["name"] for r in same if r["loss"] == "transformers")
+        encoder = next(r["name"] for r in same if r["loss"] == "encoder")
+        if run["loss"] != "samplewise" or not {run["name"], own, encoder} <= ok.keys():
             continue
         rounds = ok[run["name"]]
         memory = max(r["peak_bytes"] for r in rounds) / min(r["peak_bytes"] for r in ok[own])
         wall = max(r["time_s"] for r in rounds) / min(r["time_s"] for r in ok[own])
         cpu = max(r["cpu_s"] for r in rounds) / min(r["cpu_s"] for r in ok[own])
+        base = min(r["peak_bytes"] for r in ok[encoder])
+        added = {name: min(r["peak_bytes"] for r in ok[name]) - base for name in (own, run["name"])}
         print(
             f"\n{run['name']} / transformers' loss (worst round against its best): peak memory {memory:.2f}x "
             f"(target <= 0.25x), step time {wall:.2f}x wall, {cpu:.2f}x CPU (target <= 1.3x); "
-            f"plan: {rounds[-1].get('groups')} groups, {rounds[-1].get('runner')} joint"
+            f"plan: {rounds[-1].get('groups')} groups, {rounds[-1].get('runner')} joint. The encoder and "
+            f"predictor alone: {base / 2**20:,.0f} MiB; the joint and loss add {added[own] / 2**20:,.0f} MiB "
+            f"(transformers') and {added[run['name']] / 2**20:,.0f} MiB (sample-wise)"
         )
 
 
@@ -164,6 +182,12 @@ def main() -> None:
         default=[None],
         help="sample-wise loss budgets, comma-separated ('default': the loss's, 256 MiB on CPU, 1 GiB on CUDA)",
     )
+    parser.add_argument(
+        "--checkpointing",
+        choices=sorted(CHECKPOINTING),
+        default="both",
+        help="the encoder's gradient checkpointing (model.gradient_checkpointing_enable(): off, on or both)",
+    )
     add_round_options(parser)
     args = parser.parse_args()
     if measure_requested(args, measure):
@@ -181,10 +205,15 @@ def main() -> None:
         dropout=args.dropout,
         repeats=args.repeats,
     )
-    runs = [dict(common, name=f"transformers' own {args.kind} loss", loss="transformers", memory_budget=None)]
-    for budget in args.memory_budgets:
-        name = f"sample-wise, {budget or 'default budget'}"
-        runs.append(dict(common, name=name, loss="samplewise", memory_budget=budget))
+    runs = []
+    for checkpointing in CHECKPOINTING[args.checkpointing]:
+        run = dict(common, checkpointing=checkpointing, memory_budget=None)
+        suffix = ", checkpointed" if checkpointing else ""
+        runs.append(dict(run, name=f"encoder and predictor alone{suffix}", loss="encoder"))
+        runs.append(dict(run, name=f"transformers' own {args.kind} loss{suffix}", loss="transformers"))
+        for budget in args.memory_budgets:
+            name = f"sample-wise, {budget or 'default budget'}{suffix}"
+            runs.append(dict(run, name=name, loss="samplewise", memory_budget=budget))
     print(
         f"{args.preset} ({args.kind}): encoder {preset['encoder']}, predictor/joint {preset['decoder_hidden_size']}, "
         f"V={common['vocab']}, batch {common['batch']} x {common['seconds']:g} s, {args.tokens_per_second:g} "

@@ -81,10 +81,11 @@ def decodable_model(kind: str, vocab_size: int = VOCAB, seed: int = 0):
 
 def assert_same_greedy_transcripts(model, ours, batch) -> None:
     """Our greedy search on `ours` (read from `model`'s directory) gives `model.generate`'s tokens, utterance by
-    utterance (one at a time: generate pads finished rows with the pad id, a token id here)."""
+    utterance: one at a time, as transformers' (5.23.0) batched RNN-T and TDT generate give another transcript
+    for an utterance than it alone (tokens past its end), and pad finished rows with the pad id, a token here."""
     counts = []
     cap = model.config.max_symbols_per_step
-    for row in range(len(batch["labels"])):
+    for row in range(len(batch["input_features"])):
         frames = int(batch["attention_mask"][row].sum())
         features = batch["input_features"][row : row + 1, :frames]
         with torch.no_grad():
@@ -92,12 +93,12 @@ def assert_same_greedy_transcripts(model, ours, batch) -> None:
             room = cap * int(encoder_lengths[0]) + 1  # generate's default length holds one token fewer
             generated = model.generate(input_features=features, max_new_tokens=room).sequences[0, 1:]
             (hypothesis,) = greedy_search(ours, encoder_out, encoder_lengths, cap)
-        expected = [
-            int(t) + 1 for t in generated if int(t) != model.config.blank_token_id
-        ]  # our ids: blank 0, their token k is our k + 1
+        blank = model.config.blank_token_id
+        expected = [t + 1 for t in generated.tolist() if t != blank]  # our ids: blank 0, their token k our k + 1
         assert hypothesis.tokens == expected, f"utterance {row}"
         counts.append(len(expected))
-    assert len(set(counts)) > 1 and 0 < min(counts)  # neither all blanks nor the same count everywhere
+    # neither mostly blanks nor the same count everywhere
+    assert len(set(counts)) > 1 and sum(count > 0 for count in counts) > len(counts) / 2
 
 
 def label_padding(kind: str) -> int:

@@ -82,23 +82,49 @@ def initial_scorer_states(fusion: Fusion, shape: tuple[int, ...], device: torch.
     return tuple(item.scorer.initial_states(num, device).reshape(shape) for item in fusion)
 
 
-def fused_token_scores(
-    token_logp: torch.Tensor, fusion: Fusion, states: ScorerStates, blank_id: int
-) -> tuple[torch.Tensor, ScorerStates]:
-    """The one combiner every search uses: (..., V) the joint's token log-probabilities plus, over the non-blank
-    tokens, the weighted scores of every scorer from its (...) states; the blank's column is the joint's alone.
-    Also each scorer's (..., V) state after each token. Without fusion the log-probabilities come back as they are
-    (the searches' results are then exactly those without fusion)."""
-    if not fusion:
-        return token_logp, ()
-    fused = token_logp
+class FusionStep(NamedTuple):
+    """What the scorers say about the next token of hypotheses in given states.
+
+    Attributes:
+        bonus: (..., V) float32 the weighted sum of the scorers' scores of each next token (None: no fusion).
+        next_states: each scorer's (..., V) state after each token.
+    """
+
+    bonus: torch.Tensor | None
+    next_states: ScorerStates
+
+
+def fusion_step(fusion: Fusion, states: ScorerStates) -> FusionStep:
+    """Every scorer advanced once from its (...) states (a greedy search reuses it for every frame it reads until
+    the next token: the states do not change on a blank)."""
+    bonus = None
     next_states = []
     for item, state in zip(fusion, states):
         scores, after = item.scorer.advance(state.reshape(-1))  # (N, V) each
-        fused = fused + item.weight * scores.to(token_logp.dtype).reshape(token_logp.shape)
-        next_states.append(after.reshape(token_logp.shape))
+        weighted = item.weight * scores.reshape(*state.shape, -1)
+        bonus = weighted if bonus is None else bonus + weighted
+        next_states.append(after.reshape(*state.shape, -1))
+    return FusionStep(bonus, tuple(next_states))
+
+
+def fused_scores(token_logp: torch.Tensor, step: FusionStep, blank_id: int) -> torch.Tensor:
+    """The one combiner every search uses: (..., V) the joint's token log-probabilities plus the step's bonus over
+    the non-blank tokens; the blank's column is the joint's alone. Without fusion the log-probabilities come back
+    as they are (the searches' results are then exactly those without fusion)."""
+    if step.bonus is None:
+        return token_logp
+    fused = token_logp + step.bonus.to(token_logp.dtype)
     fused[..., blank_id] = token_logp[..., blank_id]
-    return fused, tuple(next_states)
+    return fused
+
+
+def fused_token_scores(
+    token_logp: torch.Tensor, fusion: Fusion, states: ScorerStates, blank_id: int
+) -> tuple[torch.Tensor, ScorerStates]:
+    """`fused_scores` of the scorers advanced from their (...) states (`fusion_step`), and each scorer's (..., V)
+    state after each token."""
+    step = fusion_step(fusion, states)
+    return fused_scores(token_logp, step, blank_id), step.next_states
 
 
 def chosen_states(next_states: ScorerStates, token: torch.Tensor) -> ScorerStates:

@@ -1,9 +1,10 @@
 """The greedy step of each lattice: what the search does with the joint's output at one (frame, predictor state).
 
-A step reads the joint's raw scores of a batch of hypotheses (and its shallow-fusion scorers' states) and returns
-the best token, how many frames the search moves on, the step's score and the scorers' states after it. With
-fusion (`asr_plugin.decoding.fusion`) the token is chosen by, and scored with, the joint's token log-probabilities
-plus the weighted scorer scores (`fused_token_scores`; the blank and TDT's durations are the joint's alone). `asr_plugin.decoding.streaming_greedy` runs the one search loop
+A step reads the joint's raw scores of a batch of hypotheses (and what its shallow-fusion scorers say about the
+next token, a `FusionStep`) and returns the best token, how many frames the search moves on, the step's score and
+the scorers' states after it. With fusion (`asr_plugin.decoding.fusion`) the token is chosen by, and scored with,
+the joint's token log-probabilities plus the weighted scorer scores (`fused_scores`; the blank and TDT's
+durations are the joint's alone). `asr_plugin.decoding.streaming_greedy` runs the one search loop
 over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step
 (and its durations to `asr_plugin.decoding.interface.lattice_durations`).
 """
@@ -14,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from asr_plugin.decoding.fusion import Fusion, ScorerStates, chosen_states, fused_token_scores
+from asr_plugin.decoding.fusion import FusionStep, ScorerStates, chosen_states, fused_scores
 from asr_plugin.decoding.interface import DecoderJoint
 
 
@@ -39,26 +40,27 @@ class GreedyChoice(NamedTuple):
     duration_logp: torch.Tensor | None = None
 
 
-class GreedyStep(Protocol):
-    """(B, V + D) raw joint scores and the fusion scorers' (B,) states -> the greedy choice of each row."""
+NO_FUSION = FusionStep(None, ())
 
-    def __call__(self, logits: torch.Tensor, scorer_states: ScorerStates = ()) -> GreedyChoice: ...
+
+class GreedyStep(Protocol):
+    """(B, V + D) raw joint scores and the fusion scorers' step -> the greedy choice of each row."""
+
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice: ...
 
 
 class RnntGreedyStep:
     """RNN-T: the argmax of the V (fused) token scores; a blank moves to the next frame, a token stays at its
     frame. The score is the chosen symbol's (fused) log-probability."""
 
-    def __init__(self, decoder: DecoderJoint, fusion: Fusion = ()) -> None:
+    def __init__(self, decoder: DecoderJoint) -> None:
         self.blank = decoder.blank_id
-        self.fusion = fusion
 
-    def __call__(self, logits: torch.Tensor, scorer_states: ScorerStates = ()) -> GreedyChoice:
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice:
         token_logp = logits.float().log_softmax(dim=-1)  # (B, V)
-        fused, next_states = fused_token_scores(token_logp, self.fusion, scorer_states, self.blank)
-        score, token = fused.max(dim=-1)  # (B,), (B,)
+        score, token = fused_scores(token_logp, fusion, self.blank).max(dim=-1)  # (B,), (B,)
         advance = (token == self.blank).long()
-        return GreedyChoice(token, advance, score.double(), token_logp, chosen_states(next_states, token))
+        return GreedyChoice(token, advance, score.double(), token_logp, chosen_states(fusion.next_states, token))
 
 
 class TdtGreedyStep:
@@ -67,30 +69,31 @@ class TdtGreedyStep:
     duration is 0 moves on 1 and is scored with duration 1's log-probability. Score: (fused) log
     softmax(tokens)[token] + log softmax(durations)[duration taken]."""
 
-    def __init__(self, decoder: DecoderJoint, fusion: Fusion = ()) -> None:
+    def __init__(self, decoder: DecoderJoint) -> None:
         self.blank = decoder.blank_id
-        self.fusion = fusion
         self.vocab = decoder.vocab_size
         self.durations = decoder.durations  # contain 0 and 1 (the lattice checks it)
 
-    def __call__(self, logits: torch.Tensor, scorer_states: ScorerStates = ()) -> GreedyChoice:
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice:
         durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
         logits = logits.float()
         all_token_logp = logits[:, : self.vocab].log_softmax(-1)  # (B, V)
-        fused, next_states = fused_token_scores(all_token_logp, self.fusion, scorer_states, self.blank)
-        token_logp, token = fused.max(-1)  # (B,), (B,)
+        token_logp, token = fused_scores(all_token_logp, fusion, self.blank).max(-1)  # (B,), (B,)
         duration_logp = logits[:, self.vocab :].log_softmax(-1)  # (B, D)
         index = duration_logp.argmax(-1)
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
         return GreedyChoice(
-            token, durations[index], score.double(), all_token_logp, chosen_states(next_states, token), duration_logp
+            token,
+            durations[index],
+            score.double(),
+            all_token_logp,
+            chosen_states(fusion.next_states, token),
+            duration_logp,
         )
 
 
-def greedy_step(decoder: DecoderJoint, fusion: Fusion = ()) -> GreedyStep:
-    """The greedy step of `decoder`'s lattice with `fusion`'s scorers: TDT's where it has durations, RNN-T's
-    otherwise."""
-    step = RnntGreedyStep if decoder.durations is None else TdtGreedyStep
-    return step(decoder, fusion)
+def greedy_step(decoder: DecoderJoint) -> GreedyStep:
+    """The greedy step of `decoder`'s lattice: TDT's where it has durations, RNN-T's otherwise."""
+    return RnntGreedyStep(decoder) if decoder.durations is None else TdtGreedyStep(decoder)

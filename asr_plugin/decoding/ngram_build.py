@@ -2,7 +2,8 @@
 
 Each sentence is tokenised with the model's tokenizer and written as its pieces (or NeMo's ``chr(k + 100)``
 words: ``words="nemo"``), one sentence a line between ``<s>`` and ``</s>``; IRSTLM's ``build-lm.sh`` estimates the
-LM and ``compile-lm --text=yes`` writes it as ARPA. IRSTLM because it is the standard estimator that installs
+LM and ``compile-lm --text=yes`` writes it as ARPA, which is written again without IRSTLM's n-grams across
+sentence boundaries (`within_sentences`). IRSTLM because it is the standard estimator that installs
 here from Debian (package ``irstlm``): KenLM's ``lmplz`` is not packaged for Debian nor in the ``kenlm`` wheel,
 and NeMo's n-gram script calls ``lmplz``.
 """
@@ -10,14 +11,14 @@ and NeMo's n-gram script calls ``lmplz``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from asr_plugin.decoding.ngram_lm import NEMO_TOKEN_OFFSET
-from asr_plugin.files import write_atomic
+from asr_plugin.decoding.arpa_reader import ArpaNgrams, read_arpa
+from asr_plugin.decoding.ngram_lm import BOS, EOS, NEMO_TOKEN_OFFSET
+from asr_plugin.files import write_text_atomic
 from asr_plugin.text.tokenizer import Tokenizer
 
 IRSTLM_PACKAGE = "irstlm"
@@ -87,7 +88,27 @@ def build_arpa(
         _run(build, home, log, estimated, f"{order}-gram {smoothing} estimation of {count} sentences")
         arpa = Path(work, "lm.arpa")
         _run([str(home / "bin" / "compile-lm"), str(estimated), "--text=yes", str(arpa)], home, log, arpa, "compile-lm")
-        return write_atomic(output, lambda temporary: shutil.copyfile(arpa, temporary))
+        return write_text_atomic(output, arpa_text(within_sentences(read_arpa(arpa))))
+
+
+def within_sentences(arpa: ArpaNgrams) -> ArpaNgrams:
+    """`arpa` without the n-grams that cross a sentence boundary: ``<s>`` past the first word or ``</s>`` before
+    the last (IRSTLM writes ``<s> <s>`` and its extensions; a search starts after one ``<s>`` and never reaches
+    them, and NeMo's reader refuses them). The n-grams kept hold every prefix and suffix of theirs."""
+    kept = [[i for i, gram in enumerate(grams) if BOS not in gram[1:] and EOS not in gram[:-1]] for grams in arpa.words]
+    columns = (arpa.words, arpa.log10_probs, arpa.log10_backoffs, arpa.lines)
+    return ArpaNgrams(arpa.path, *([[column[k][i] for i in kept[k]] for k in range(arpa.order)] for column in columns))
+
+
+def arpa_text(arpa: ArpaNgrams) -> str:
+    """The ARPA file of `arpa` (tab-separated, as kenlm writes it; no back-off where the order is the top one)."""
+    lines = ["\\data\\", *(f"ngram {k}={len(grams)}" for k, grams in enumerate(arpa.words, start=1))]
+    for k in range(arpa.order):
+        lines += ["", f"\\{k + 1}-grams:"]
+        for gram, prob, backoff in zip(arpa.words[k], arpa.log10_probs[k], arpa.log10_backoffs[k]):
+            fields = [repr(prob), " ".join(gram)] + ([repr(backoff)] if backoff and k + 1 < arpa.order else [])
+            lines.append("\t".join(fields))
+    return "\n".join([*lines, "", "\\end\\", ""])
 
 
 def _run(command: list[str], home: Path, log: Path, output: Path, what: str) -> None:

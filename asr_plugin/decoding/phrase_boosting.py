@@ -138,6 +138,8 @@ class PhraseGraph:
             completed phrase that no longer phrase continues, where its failure links lead.
         gain: (S,) float32 the bonus of the landing state plus every phrase completed on arriving here.
         depth: (S,) int64 tokens from the root.
+        root_targets: (V,) int64 where each token leads from the root (the root where no phrase starts with it):
+            every failure walk ends there, so its row is kept whole.
     """
 
     vocab_size: int
@@ -148,6 +150,7 @@ class PhraseGraph:
     landing: torch.Tensor
     gain: torch.Tensor
     depth: torch.Tensor
+    root_targets: torch.Tensor
 
     @classmethod
     def build(cls, phrases: Sequence[tuple[Sequence[int], float]], vocab_size: int) -> "PhraseGraph":
@@ -212,6 +215,9 @@ class PhraseGraph:
             (state * vocab_size + token, child) for state in range(num) for token, child in children[state].items()
         )
         gain = [bonus[landing[s]] + completed[s] for s in range(num)]
+        root_targets = [0] * vocab_size
+        for token, child in children[0].items():
+            root_targets[token] = child
         return cls(
             vocab_size=vocab_size,
             arc_keys=torch.tensor([k for k, _ in keys], dtype=torch.long),
@@ -221,6 +227,7 @@ class PhraseGraph:
             landing=torch.tensor(landing, dtype=torch.long),
             gain=torch.tensor(gain, dtype=torch.float32),
             depth=torch.tensor(depth, dtype=torch.long),
+            root_targets=torch.tensor(root_targets, dtype=torch.long),
         )
 
     @property
@@ -233,24 +240,24 @@ class PhraseGraph:
         return PhraseGraph(vocab_size=self.vocab_size, **moved)
 
     def goto(self, states: torch.Tensor) -> torch.Tensor:
-        """(N,) states -> (N, V) the trie state each token leads to (failure links followed; root when none)."""
+        """(N,) states -> (N, V) the trie state each token leads to (failure links followed down to the root's
+        row)."""
         vocab = self.vocab_size
         tokens = torch.arange(vocab, device=states.device)
         current = states[:, None].expand(-1, vocab)  # (N, V)
-        target = torch.zeros_like(current)
-        open_ = torch.ones_like(current, dtype=torch.bool)
-        steps = int(self.depth[states].max()) + 1 if len(states) else 0
-        for _ in range(steps):
+        target = self.root_targets.expand_as(current)
+        open_ = current != 0
+        for _ in range(int(self.depth[states].max()) if len(states) else 0):
             keys = current * vocab + tokens
             index = torch.searchsorted(self.arc_keys, keys).clamp(max=len(self.arc_keys) - 1)
             found = open_ & (self.arc_keys[index] == keys)
             target = torch.where(found, self.arc_targets[index], target)
-            open_ = open_ & ~found & (current != 0)
             current = self.failure[current]
+            open_ = open_ & ~found & (current != 0)
         return target
 
 
-TENSOR_FIELDS = ("arc_keys", "arc_targets", "failure", "bonus", "landing", "gain", "depth")
+TENSOR_FIELDS = ("arc_keys", "arc_targets", "failure", "bonus", "landing", "gain", "depth", "root_targets")
 
 
 class PhraseBoosting:

@@ -33,9 +33,11 @@ import torch
 from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.fusion import (
     Fusion,
+    FusionStep,
     ScorerStates,
     check_fusion,
     final_scores,
+    fusion_step,
     initial_scorer_states,
     where_states,
 )
@@ -173,7 +175,7 @@ class StreamingGreedyDecoder:
         self.max_symbols_per_frame = max_symbols_per_frame
         self.confidence = confidence
         self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
-        self.greedy_step = greedy_step(self.decoder, self.fusion)
+        self.greedy_step = greedy_step(self.decoder)
 
     @torch.no_grad()
     def start_symbol_output(self, batch_size: int, device: torch.device) -> tuple[torch.Tensor, PredictorState]:
@@ -257,11 +259,12 @@ class StreamingGreedyDecoder:
             emitted=[],
         )
 
-    def read(self, search: _Search, at: torch.Tensor) -> GreedyChoice:
-        """(B,) global frames -> the greedy choice there (rows past their frames read a valid dummy frame)."""
+    def read(self, search: _Search, at: torch.Tensor, fusion: FusionStep) -> GreedyChoice:
+        """(B,) global frames -> the greedy choice there with the scorers' `fusion` step (rows past their frames
+        read a valid dummy frame)."""
         local = torch.minimum((at - search.start).clamp(min=0), search.last_local)
         logits = self.decoder.joint(search.frames[search.rows, local], search.predictor_proj)
-        return self.greedy_step(logits, search.scorer_states)
+        return self.greedy_step(logits, fusion)
 
     def find_tokens(
         self, search: _Search
@@ -269,17 +272,19 @@ class StreamingGreedyDecoder:
         """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
         frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
         pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame, the
-        frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it."""
+        frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it. The
+        scorers are advanced once per label step: their states do not change until the token."""
         active = search.active()
         found_at = search.time
-        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time)
+        fusion = fusion_step(self.fusion, search.scorer_states)
+        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time, fusion)
         confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
         looking = active & (token == self.decoder.blank_id) & search.active()
         while bool(looking.any()):
             found_at = torch.where(looking, search.time, found_at)
-            more = self.read(search, search.time)
+            more = self.read(search, search.time, fusion)
             token = torch.where(looking, more.token, token)
             after = where_states(looking, more.scorer_states, after)
             if self.confidence is not None:

@@ -8,7 +8,9 @@ import random
 import pytest
 import torch
 
+from asr_plugin.decoding.arpa_reader import read_arpa
 from asr_plugin.decoding.fusion import TokenScorer
+from asr_plugin.decoding.ngram_build import arpa_text, within_sentences
 from asr_plugin.decoding.ngram_lm import NgramLM, lm_fusion
 from tests.decoding.random_arpa import write_random_arpa
 
@@ -203,3 +205,23 @@ def test_lm_fusion_of_the_options(tmp_path):
             lm_fusion(path, weight, PieceTable())
     with pytest.raises(FileNotFoundError, match=r"--lm=.*missing\.arpa: no such ARPA file"):
         lm_fusion(tmp_path / "missing.arpa", 0.3, PieceTable(), names=("--lm", "--lm-weight"))
+
+
+def test_ngrams_across_sentence_boundaries_dropped_scores_kept(tmp_path):
+    """IRSTLM's "<s> <s>" n-grams (and any across </s>) go; every sentence's score stays."""
+    with_boundaries = BACKOFF_ARPA.replace("ngram 2=4", "ngram 2=6").replace("ngram 3=2", "ngram 3=3")
+    with_boundaries = with_boundaries.replace(
+        "-0.3\t<s> ▁A\t-0.2", "-0.3\t<s> ▁A\t-0.2\n-1.5\t<s> <s>\t-0.4\n-1.1\t</s> ▁A"
+    )
+    with_boundaries = with_boundaries.replace("-0.01\t<s> ▁A ▁B", "-0.01\t<s> ▁A ▁B\n-0.7\t<s> <s> ▁A")
+    source, cleaned = tmp_path / "irstlm.arpa", tmp_path / "clean.arpa"
+    source.write_text(with_boundaries, encoding="utf-8")
+    arpa = within_sentences(read_arpa(source))
+    assert [len(grams) for grams in arpa.words] == [6, 4, 2]
+    cleaned.write_text(arpa_text(arpa), encoding="utf-8")
+    assert read_arpa(cleaned).words == arpa.words
+    before, after = NgramLM.from_arpa(source, PIECES), NgramLM.from_arpa(cleaned, PIECES)
+    rng = random.Random(3)
+    for _ in range(20):
+        tokens = [rng.randrange(1, len(PIECES)) for _ in range(rng.randint(0, 6))]
+        assert ours_along(after, tokens) == pytest.approx(ours_along(before, tokens), abs=1e-6)

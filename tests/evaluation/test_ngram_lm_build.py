@@ -38,6 +38,7 @@ def test_built_lm_scores_as_kenlm_and_as_its_nemo_spelling(corpus, tmp_path, cap
     assert "3-gram LM of 24 sentences" in capsys.readouterr().err
     assert build_ngram_lm.main([*common, "--output", str(nemo_arpa), "--words", "nemo"]) == 0
     assert not list(tmp_path.glob(".*"))  # written atomically: no temporary left
+    assert pieces_arpa.read_text(encoding="utf-8").startswith("\\data\\\n")  # as NeMo's reader needs it
 
     pieces = [tokenizer.id_to_piece(k) for k in range(tokenizer.vocab_size)]
     lm, nemo_lm = NgramLM.from_arpa(pieces_arpa, pieces), NgramLM.from_arpa(nemo_arpa, pieces)
