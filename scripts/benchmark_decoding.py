@@ -46,6 +46,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads, the same for both (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     parser.add_argument("--nemo", action="store_true", help="NeMo's greedy_batch and malsd_batch beside ours")
+    parser.add_argument(
+        "--nemo-score-norm",
+        action="store_true",
+        help="NeMo's beam search with its default score_norm (the final choice by score / (tokens + 1)); ours has none",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="runs of each method; the fastest counts (default 3)")
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.threads < 1 or args.repeats < 1:
@@ -80,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             args.models += [str(save_sharpened_example(name, examples)) for name in args.nemo_example]
         for path in args.models:
             try:
-                rows += benchmark_model(path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats)
+                rows += benchmark_model(
+                    path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats, args.nemo_score_norm
+                )
             except (FileNotFoundError, ValueError) as err:
                 args.error(str(err))
     print(table(rows))
