@@ -16,6 +16,10 @@ included, through overlapping windows (--buffer-left-ms, --buffer-chunk-ms, --bu
 line is ``path<TAB>text`` on stdout either way (a path or text holding a tab or a newline as a JSON string);
 --partials adds, on stderr, a line ``partial<TAB>path<TAB>text`` each time a file's text so far changes.
 
+--hotwords FILE boosts the phrases of a sherpa-onnx hotwords file (one phrase per line, optionally `` :score``)
+in the search, offline and streaming, each token of a phrase by its score or --hotwords-score (docs/decoding.md,
+"Phrase boosting").
+
 --timestamps DIR also writes each file's subtitles, DIR/<file stem>.srt and .vtt (one cue per segment: a
 sentence ending in .?!, or words up to a pause longer than --segment-pause seconds), and DIR/timestamps.jsonl,
 one JSON line per file with its token, word and segment start and end in seconds (docs/decoding.md, "Timestamps").
@@ -27,6 +31,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from asr_plugin.evaluation.chunk_length import default_chunk_seconds
+from asr_plugin.evaluation.fusion_spec import DEFAULT_HOTWORDS_SCORE, FusionSpec
 from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode, context_argument
 from asr_plugin.evaluation.streaming_transcriber import PIECE_MS, StreamingTranscriber
 from asr_plugin.evaluation.subtitles import timing_record, write_subtitles
@@ -56,9 +62,17 @@ def parser() -> argparse.ArgumentParser:
         "--chunk-seconds",
         type=float,
         default=None,
-        help="offline: decode longer audio in chunks of at most this many seconds (default 30)",
+        help="offline: decode longer audio in chunks of at most this many seconds (default: the model's longest "
+        "training utterance, at most 30, printed)",
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--hotwords", default=None, metavar="FILE", help="boost the phrases of this hotwords file")
+    parser.add_argument(
+        "--hotwords-score",
+        type=float,
+        default=None,
+        help=f"--hotwords: per-token score of a phrase without its own (default {DEFAULT_HOTWORDS_SCORE:g})",
+    )
     parser.add_argument("--timestamps", default=None, metavar="DIR", help="write .srt, .vtt and timestamps.jsonl here")
     parser.add_argument(
         "--segment-pause", type=float, default=None, help="--timestamps: a longer pause (seconds) ends a segment too"
@@ -107,6 +121,17 @@ def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
     return StreamingMode(kind, args.att_context_size, windows, endpointing=args.endpointing)
 
 
+def fusion_spec(args: argparse.Namespace) -> FusionSpec:
+    """The phrase boosting the arguments ask for; ValueError for --hotwords-score without --hotwords or a score
+    that is not finite and > 0."""
+    if args.hotwords is None:
+        if args.hotwords_score is not None:
+            raise ValueError("--hotwords-score needs --hotwords")
+        return FusionSpec()
+    score = DEFAULT_HOTWORDS_SCORE if args.hotwords_score is None else args.hotwords_score
+    return FusionSpec(args.hotwords, score)
+
+
 def check_timestamp_options(args: argparse.Namespace) -> None:
     """ValueError unless --segment-pause comes with --timestamps and the files' subtitles get distinct names."""
     if args.timestamps is None:
@@ -134,24 +159,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mode = streaming_mode(args)
         check_timestamp_options(args)
+        fusion = fusion_spec(args)
     except ValueError as err:
         arguments.error(str(err))
     checkpoints = model_files(args.checkpoint, args.avg)
     print(f"model: {', '.join(map(str, checkpoints))}", file=sys.stderr, flush=True)  # which file(s) of a directory
     if mode is None:
+        chunk_seconds = args.chunk_seconds
+        if chunk_seconds is None:
+            chunk_seconds, why = default_chunk_seconds(checkpoints[-1])
+            print(
+                f"chunks of at most {chunk_seconds:g} s ({why}; --chunk-seconds sets it)", file=sys.stderr, flush=True
+            )
         transcriber = Transcriber(
             checkpoints,
             args.method or "beam",
             args.beam,
             args.max_symbols_per_frame,
             args.device,
-            chunk_seconds=30.0 if args.chunk_seconds is None else args.chunk_seconds,
+            chunk_seconds=chunk_seconds,
             segment_pause=args.segment_pause,
+            fusion=fusion,
         )
     else:
         try:
             transcriber = StreamingTranscriber(
-                checkpoints, mode, args.max_symbols_per_frame, args.device, args.chunk_ms, args.segment_pause
+                checkpoints, mode, args.max_symbols_per_frame, args.device, args.chunk_ms, args.segment_pause, fusion
             )
         except ValueError as err:  # a model or front end that cannot stream so, a lookahead it was not trained with
             arguments.error(str(err))

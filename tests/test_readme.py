@@ -11,7 +11,11 @@ from doc_commands import REPO_ROOT
 README = REPO_ROOT / "README.md"
 MAX_LINES = 150
 MAX_PROSE_WIDTH = 120  # pyproject's line length; code blocks and table rows may be wider
-SET_UP_COMMANDS = ("pip install -e '.[dev]' && python recipes/librispeech/train.py", "bash scripts/test.sh")
+SET_UP_COMMANDS = (
+    "pip install -e '.[dev]' && python recipes/librispeech/train.py experiment=first_run",
+    "python recipes/librispeech/train.py   # the full CPU demo",
+    "bash scripts/test.sh",
+)
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:

@@ -22,7 +22,14 @@ of its token sequence that survived the beam. ``beam=1`` is greedy search with t
 (same tokens, timestamps and score: RNN-T always; TDT wherever greedy's best choice is a candidate, i.e. it never
 meets a blank whose best duration is 0, which greedy moves on by 1); with a beam too large to prune anything,
 the result is the token sequence of the highest total probability under this topology. No length
-normalisation and no language model.
+normalisation.
+
+Shallow fusion (`fusion`: an n-gram LM, phrase boosting; `asr_plugin.decoding.fusion`): a token candidate adds
+the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: blank and TDT's
+durations untouched); each hypothesis keeps its scorers' states, gathered with it, and two hypotheses merge only
+when their scorer states are equal too (with equal tokens they always are: a scorer is a deterministic
+automaton). The scorers' final scores are added when the best hypothesis is chosen, so with an unpruned beam the
+result maximises log P(tokens) + sum of weight x (token scores + final score).
 """
 
 from __future__ import annotations
@@ -32,6 +39,16 @@ from dataclasses import dataclass, replace
 import torch
 
 from asr_plugin.decoding.confidence import ConfidenceMethod
+from asr_plugin.decoding.fusion import (
+    Fusion,
+    ScorerStates,
+    check_fusion,
+    chosen_states,
+    final_scores,
+    fused_token_scores,
+    initial_scorer_states,
+    where_states,
+)
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, select_state, where_state
 from asr_plugin.decoding.validation import check_encoder_output, check_int
@@ -55,6 +72,7 @@ class _Beams:
         confidences: (B, K, L) float64 each token's confidence (0 without a confidence method).
         predictor_proj: (B * K, H_j) the projected predictor output after the last token.
         predictor_state: the predictor state of the B * K hypotheses.
+        scorer_states: each fusion scorer's (B, K) int64 states (empty without fusion).
     """
 
     scores: torch.Tensor
@@ -68,6 +86,7 @@ class _Beams:
     confidences: torch.Tensor
     predictor_proj: torch.Tensor
     predictor_state: PredictorState
+    scorer_states: ScorerStates
 
     def gather(self, source: torch.Tensor) -> "_Beams":
         """The hypotheses ``source`` ((B, K) indices into each utterance's K) of this set."""
@@ -86,6 +105,7 @@ class _Beams:
             confidences=self.confidences.gather(1, per_token),
             predictor_proj=self.predictor_proj[flat],
             predictor_state=select_state(self.predictor_state, flat),
+            scorer_states=tuple(states.gather(1, source) for states in self.scorer_states),
         )
 
     def with_room(self) -> "_Beams":
@@ -112,6 +132,7 @@ class BatchedBeamSearch:
         max_symbols_per_frame: >= 1 cap on tokens emitted at one frame.
         confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`): the
             measure of the distribution the token was chosen from.
+        fusion: shallow-fusion scorers and their weights (the module docstring); empty: the joint alone.
     """
 
     def __init__(
@@ -120,10 +141,12 @@ class BatchedBeamSearch:
         beam: int = 4,
         max_symbols_per_frame: int = 10,
         confidence: ConfidenceMethod | None = None,
+        fusion: Fusion = (),
     ) -> None:
         check_int("beam", beam, 1)
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.decoder = decoder_joint(model)
+        self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
         self.confidence = confidence
         self.beam = beam
         self.max_symbols_per_frame = max_symbols_per_frame
@@ -165,15 +188,17 @@ class BatchedBeamSearch:
             confidences=buffer.double(),
             predictor_proj=proj,
             predictor_state=state,
+            scorer_states=initial_scorer_states(self.fusion, (batch, beam), device),
         )
 
     def candidate_scores(
         self, beams: _Beams, frames: torch.Tensor, finished: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, ScorerStates]:
         """(B, K, C) the score of every candidate: C = V symbols (RNN-T) or V x D (token, duration) pairs (TDT,
         flattened token-major). A finished hypothesis' one candidate, itself, sits in the otherwise unused
         column: RNN-T's blank, TDT's (blank, duration 0). Also (B, K) the confidence of each hypothesis' token
-        distribution (zeros without a confidence method)."""
+        distribution (zeros without a confidence method) and each fusion scorer's (B, K, V) states after each
+        token."""
         batch, beam = beams.scores.shape
         blank, vocab = self.decoder.blank_id, self.decoder.vocab_size
         at = beams.time.clamp(max=frames.shape[1] - 1)  # finished rows read a valid dummy frame
@@ -181,26 +206,31 @@ class BatchedBeamSearch:
         logits = self.decoder.joint(frames[rows, at].reshape(batch * beam, -1), beams.predictor_proj).float()
         logits = logits.reshape(batch, beam, -1)
         token_logp = logits[..., :vocab].log_softmax(-1).double()  # (B, K, V)
-        confidence = torch.zeros_like(beams.scores) if self.confidence is None else self.confidence(token_logp)
-        if self.durations is None:
-            scores = beams.scores[..., None] + token_logp
+        duration_logp = None if self.durations is None else logits[..., vocab:].log_softmax(-1).double()  # (B, K, D)
+        confidence = (
+            torch.zeros_like(beams.scores)
+            if self.confidence is None
+            else self.confidence.step_confidence(token_logp, duration_logp)
+        )
+        fused, next_states = fused_token_scores(token_logp, self.fusion, beams.scorer_states, blank)
+        if duration_logp is None:
+            scores = beams.scores[..., None] + fused
             stay = blank
         else:
-            duration_logp = logits[..., vocab:].log_softmax(-1).double()  # (B, K, D)
-            pair = token_logp[..., :, None] + duration_logp[..., None, :]  # (B, K, V, D)
+            pair = fused[..., :, None] + duration_logp[..., None, :]  # (B, K, V, D)
             zero = int((self.durations == 0).nonzero()[0])
             pair[..., blank, zero] = NEG_INF
             scores = (beams.scores[..., None, None] + pair).reshape(batch, beam, -1)
             stay = blank * len(self.durations) + zero
         scores = torch.where(finished[..., None], NEG_INF, scores)
         scores[..., stay] = torch.where(finished, beams.scores, scores[..., stay])
-        return scores, confidence
+        return scores, confidence, next_states
 
     def advance(self, beams: _Beams, frames: torch.Tensor, lengths: torch.Tensor) -> _Beams:
         """One label-synchronous step: every hypothesis' candidates, the `beam` best of each utterance, their
-        tokens appended, frame pointers moved and predictors advanced."""
+        tokens appended, frame pointers moved and predictors and fusion scorers advanced."""
         finished = (beams.time >= lengths) | (beams.scores == NEG_INF)
-        scores, confidence = self.candidate_scores(beams, frames, finished)  # (B, K, C), (B, K)
+        scores, confidence, next_states = self.candidate_scores(beams, frames, finished)  # (B, K, C), (B, K)
         batch, beam, choices = scores.shape
         top_scores, top_index = scores.reshape(batch, beam * choices).topk(beam, dim=1)  # (B, K)
         source, symbol = top_index // choices, top_index % choices
@@ -228,6 +258,9 @@ class BatchedBeamSearch:
         durations_so_far = new.durations.scatter(2, slot, covered[..., None])
         token_confidence = torch.where(emit, confidence.gather(1, source), new.confidences.gather(2, slot).squeeze(2))
         confidences = new.confidences.scatter(2, slot, token_confidence[..., None])
+        after = chosen_states(
+            tuple(states.gather(1, source[..., None].expand_as(states)) for states in next_states), token
+        )
         flat_emit = emit.reshape(-1)
         proj, state = self.decoder.predict(torch.where(emit, token, new.last_token).reshape(-1), new.predictor_state)
         return _Beams(
@@ -242,11 +275,13 @@ class BatchedBeamSearch:
             confidences=confidences,
             predictor_proj=torch.where(flat_emit[:, None], proj, new.predictor_proj),
             predictor_state=where_state(flat_emit, state, new.predictor_state),
+            scorer_states=where_states(emit, after, new.scorer_states),
         )
 
     def merge(self, beams: _Beams, lengths: torch.Tensor) -> _Beams:
         """Hypotheses with identical futures (same tokens, frame pointer and tokens at that frame; finished: same
-        tokens) merged into the best of them by log-add; the others' slots emptied."""
+        tokens; and the same fusion scorer states) merged into the best of them by log-add; the others' slots
+        emptied."""
         valid = beams.scores > NEG_INF
         finished = beams.time >= lengths
         time = torch.where(finished, lengths, beams.time)
@@ -255,6 +290,8 @@ class BatchedBeamSearch:
         same &= beams.lengths[:, :, None] == beams.lengths[:, None]
         same &= (time[:, :, None] == time[:, None]) & (count[:, :, None] == count[:, None])
         same &= valid[:, :, None] & valid[:, None]
+        for states in beams.scorer_states:
+            same &= states[:, :, None] == states[:, None]
         # topk sorted each utterance's survivors best first, so a group's first member is its best
         first = same.long().argmax(-1)  # (B, K)
         keeps = valid & (first == torch.arange(same.shape[1], device=first.device))
@@ -262,10 +299,12 @@ class BatchedBeamSearch:
         return replace(beams, scores=torch.where(keeps, merged, NEG_INF))
 
     def best(self, beams: _Beams) -> list[Hypothesis]:
-        """The highest-scoring hypothesis of each utterance."""
-        index = beams.scores.argmax(1)  # (B,)
+        """The highest-scoring hypothesis of each utterance, its score with the fusion scorers' final scores."""
+        final = final_scores(self.fusion, beams.scorer_states)
+        totals = beams.scores if final is None else beams.scores + final  # (B, K)
+        index = totals.argmax(1)  # (B,)
         rows = torch.arange(len(index), device=index.device)
-        scores, lengths = beams.scores[rows, index].tolist(), beams.lengths[rows, index].tolist()
+        scores, lengths = totals[rows, index].tolist(), beams.lengths[rows, index].tolist()
         labels, frames = beams.labels[rows, index].tolist(), beams.frames[rows, index].tolist()
         durations, confidences = beams.durations[rows, index].tolist(), beams.confidences[rows, index].tolist()
         return [
@@ -288,6 +327,7 @@ def beam_search(
     tokenizer: TokenDecoder | None = None,
     max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
+    fusion: Fusion = (),
 ) -> list[Hypothesis]:
     """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm
     and the score convention). Call ``model.eval()`` first.
@@ -300,8 +340,9 @@ def beam_search(
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
         max_symbols_per_frame: >= 1 cap on tokens emitted at one frame; the default is greedy search's.
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
+        fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`); empty: none.
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
-    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence)
+    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence, fusion)
     return attach_text(search(encoder_out, encoder_lengths), tokenizer)

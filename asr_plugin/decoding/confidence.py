@@ -3,8 +3,11 @@ arXiv 2212.08703): the maximum probability, or the Gibbs, Tsallis or Rényi entr
 distribution, each with a temperature-like `alpha` and a linear or exponential normalisation.
 
 A token's confidence is the measure of the distribution it was chosen from, log softmax of the joint's V token
-scores (blank included; a TDT model's duration scores are not used) at the step that emitted it: NeMo's
-``exclude_blank=True``, for greedy and beam search alike. A word's confidence aggregates its tokens' (mean, min,
+scores (blank included) at the step that emitted it: NeMo's ``exclude_blank=True``, for greedy and beam search
+alike. A TDT model's duration scores are left out unless ``tdt_include_duration`` (NeMo's
+``tdt_include_duration``): then the token's confidence is the `aggregation` of that value and the same measure
+of the step's D-duration distribution (log softmax of the D duration scores), normalised as NeMo does with the
+token count V, not D, in the formulas below (so a uniform duration distribution does not map to 0). A word's confidence aggregates its tokens' (mean, min,
 max or prod) over the tokens `asr_plugin.decoding.timestamps.word_groups` makes a word (SentencePiece's word
 marker).
 
@@ -47,7 +50,10 @@ class ConfidenceMethod:
         entropy_type: "gibbs", "tsallis" or "renyi" (entropy only).
         alpha: > 0, the exponent a.
         entropy_norm: "lin" or "exp" (entropy only).
-        aggregation: how a word aggregates its tokens' confidence: "mean", "min", "max" or "prod".
+        aggregation: how a word aggregates its tokens' confidence: "mean", "min", "max" or "prod"; with
+            `tdt_include_duration`, also how a TDT step's token and duration confidence make its token's.
+        tdt_include_duration: a TDT token's confidence includes its step's duration distribution (module
+            docstring); no effect on RNN-T.
     """
 
     name: str = "entropy"
@@ -55,6 +61,7 @@ class ConfidenceMethod:
     alpha: float = 0.33
     entropy_norm: str = "exp"
     aggregation: str = "min"
+    tdt_include_duration: bool = False
 
     def __post_init__(self) -> None:
         for field_name, value, allowed in (
@@ -67,11 +74,14 @@ class ConfidenceMethod:
                 raise ValueError(f"confidence {field_name}={value!r}; choose one of {allowed}")
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not self.alpha > 0:
             raise ValueError(f"confidence alpha={self.alpha!r} must be a number > 0")
+        if not isinstance(self.tdt_include_duration, bool):
+            raise TypeError(f"confidence tdt_include_duration={self.tdt_include_duration!r} must be true or false")
 
-    def __call__(self, log_probs: torch.Tensor) -> torch.Tensor:
-        """(..., V) log-probabilities -> (...) confidence in [0, 1]."""
+    def __call__(self, log_probs: torch.Tensor, size: int | None = None) -> torch.Tensor:
+        """(..., V) log-probabilities -> (...) confidence in [0, 1]; `size`: the V of the formulas where it is not
+        the distribution's own size (TDT's duration confidence)."""
         x = torch.nan_to_num(log_probs)
-        v, a = log_probs.shape[-1], float(self.alpha)
+        v, a = log_probs.shape[-1] if size is None else size, float(self.alpha)
         if self.name == "max_prob":
             best = x.max(dim=-1).values
             return ((best * a).exp() * v**a - 1) / (v**a - 1)
@@ -95,6 +105,22 @@ class ConfidenceMethod:
         if self.entropy_norm == "lin":  # renyi
             return 1 + power_sum.log2() / (a - 1) / math.log2(v)
         return (power_sum.pow(1 / (a - 1)) * v - 1) / (v - 1)
+
+    def step_confidence(self, token_logp: torch.Tensor, duration_logp: torch.Tensor | None = None) -> torch.Tensor:
+        """The confidence of the token a step emits: (..., V) token and (..., D) duration log-probabilities of
+        the step (None: RNN-T) -> (...). The token measure, or with `tdt_include_duration` and durations the
+        `aggregation` of the token and the duration measure (normalised with V, as NeMo's)."""
+        token = self(token_logp)
+        if duration_logp is None or not self.tdt_include_duration:
+            return token
+        pair = torch.stack((token, self(duration_logp, size=token_logp.shape[-1])), dim=-1)  # (..., 2)
+        if self.aggregation == "mean":
+            return pair.mean(-1)
+        if self.aggregation == "min":
+            return pair.amin(-1)
+        if self.aggregation == "max":
+            return pair.amax(-1)
+        return pair.prod(-1)
 
     def aggregate(self, values: Sequence[float]) -> float:
         """One value from a non-empty sequence, by `aggregation`."""

@@ -16,7 +16,8 @@ Conventions every scorer keeps (the searches rely on them):
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, runtime_checkable
+import math
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -52,3 +53,96 @@ class WeightedScorer(NamedTuple):
 
     scorer: TokenScorer
     weight: float
+
+
+Fusion = Sequence[WeightedScorer]
+ScorerStates = tuple[torch.Tensor, ...]  # one int64 tensor of states per scorer, in the fusion's order
+
+
+def check_fusion(fusion: Fusion, vocab_size: int, blank_id: int) -> tuple[WeightedScorer, ...]:
+    """The fusion as a tuple, after TypeError/ValueError naming the scorer unless each is a `WeightedScorer` of a
+    `TokenScorer` over the model's V tokens and blank, with a finite weight."""
+    checked = tuple(fusion)
+    for i, item in enumerate(checked):
+        if not isinstance(item, WeightedScorer) or not isinstance(item.scorer, TokenScorer):
+            raise TypeError(f"fusion[{i}] must be a WeightedScorer(TokenScorer, weight), got {type(item).__name__}")
+        if not isinstance(item.weight, (int, float)) or not math.isfinite(item.weight):
+            raise ValueError(f"fusion[{i}] ({type(item.scorer).__name__}) has weight {item.weight!r}: not finite")
+        if item.scorer.vocab_size != vocab_size or item.scorer.blank_id != blank_id:
+            raise ValueError(
+                f"fusion[{i}] ({type(item.scorer).__name__}) scores V={item.scorer.vocab_size} tokens with blank "
+                f"{item.scorer.blank_id}; the model has V={vocab_size}, blank {blank_id}"
+            )
+    return checked
+
+
+def initial_scorer_states(fusion: Fusion, shape: tuple[int, ...], device: torch.device) -> ScorerStates:
+    """Each scorer's start state for hypotheses of `shape` (e.g. (B,) or (B, K))."""
+    num = math.prod(shape)
+    return tuple(item.scorer.initial_states(num, device).reshape(shape) for item in fusion)
+
+
+class FusionStep(NamedTuple):
+    """What the scorers say about the next token of hypotheses in given states.
+
+    Attributes:
+        bonus: (..., V) float32 the weighted sum of the scorers' scores of each next token (None: no fusion).
+        next_states: each scorer's (..., V) state after each token.
+    """
+
+    bonus: torch.Tensor | None
+    next_states: ScorerStates
+
+
+def fusion_step(fusion: Fusion, states: ScorerStates) -> FusionStep:
+    """Every scorer advanced once from its (...) states (a greedy search reuses it for every frame it reads until
+    the next token: the states do not change on a blank)."""
+    bonus = None
+    next_states = []
+    for item, state in zip(fusion, states):
+        scores, after = item.scorer.advance(state.reshape(-1))  # (N, V) each
+        weighted = item.weight * scores.reshape(*state.shape, -1)
+        bonus = weighted if bonus is None else bonus + weighted
+        next_states.append(after.reshape(*state.shape, -1))
+    return FusionStep(bonus, tuple(next_states))
+
+
+def fused_scores(token_logp: torch.Tensor, step: FusionStep, blank_id: int) -> torch.Tensor:
+    """The one combiner every search uses: (..., V) the joint's token log-probabilities plus the step's bonus over
+    the non-blank tokens; the blank's column is the joint's alone. Without fusion the log-probabilities come back
+    as they are (the searches' results are then exactly those without fusion)."""
+    if step.bonus is None:
+        return token_logp
+    fused = token_logp + step.bonus.to(token_logp.dtype)
+    fused[..., blank_id] = token_logp[..., blank_id]
+    return fused
+
+
+def fused_token_scores(
+    token_logp: torch.Tensor, fusion: Fusion, states: ScorerStates, blank_id: int
+) -> tuple[torch.Tensor, ScorerStates]:
+    """`fused_scores` of the scorers advanced from their (...) states (`fusion_step`), and each scorer's (..., V)
+    state after each token."""
+    step = fusion_step(fusion, states)
+    return fused_scores(token_logp, step, blank_id), step.next_states
+
+
+def chosen_states(next_states: ScorerStates, token: torch.Tensor) -> ScorerStates:
+    """Each scorer's state after the chosen (...) tokens, from its (..., V) states after every token."""
+    return tuple(after.gather(-1, token[..., None]).squeeze(-1) for after in next_states)
+
+
+def where_states(condition: torch.Tensor, chosen: ScorerStates, other: ScorerStates) -> ScorerStates:
+    """Each scorer's states from `chosen` where `condition` holds, from `other` elsewhere."""
+    return tuple(torch.where(condition, a, b) for a, b in zip(chosen, other))
+
+
+def final_scores(fusion: Fusion, states: ScorerStates) -> torch.Tensor | None:
+    """(...) float64 the weighted sum of every scorer's score of ending in its (...) states; None without fusion."""
+    if not fusion:
+        return None
+    total = None
+    for item, state in zip(fusion, states):
+        score = item.weight * item.scorer.final(state.reshape(-1)).double().reshape(state.shape)
+        total = score if total is None else total + score
+    return total

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from asr_plugin.decoding.confidence import ConfidenceMethod
+from asr_plugin.decoding.fusion import Fusion
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
 from asr_plugin.decoding.interface import DecoderJoint
 from asr_plugin.decoding.streaming_greedy import StreamingGreedyDecoder
@@ -20,6 +21,7 @@ def greedy_search(
     max_symbols_per_frame: int = 10,
     tokenizer: TokenDecoder | None = None,
     confidence: ConfidenceMethod | None = None,
+    fusion: Fusion = (),
 ) -> list[Hypothesis]:
     """Best-first decoding of a batch, emitting up to `max_symbols_per_frame` tokens per frame, by the greedy
     step of the model's lattice (`asr_plugin.decoding.greedy_steps`), label-looping as NeMo's ``greedy_batch``:
@@ -42,6 +44,10 @@ def greedy_search(
     moves on by one (no blank is scored). Score: the sum over the chosen steps of log softmax(tokens)[token] +
     log softmax(durations)[duration] (the duration taken: 1 for a blank whose best was 0).
 
+    Shallow fusion (`fusion`): every argmax is over the joint's token log-probabilities plus the weighted scores of
+    the scorers (`asr_plugin.decoding.fusion.fused_token_scores`; blank and durations untouched), the score sums
+    the fused values and adds the scorers' final scores at the end.
+
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 
     Args:
@@ -51,10 +57,11 @@ def greedy_search(
         max_symbols_per_frame: >= 1, cap on tokens emitted at one frame.
         tokenizer: when given, each hypothesis' `.text` is ``tokenizer.decode(tokens)``.
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
+        fusion: shallow-fusion scorers and their weights (an n-gram LM, phrase boosting); empty: none.
     Returns:
         B hypotheses in batch order.
     """
     check_encoder_output(encoder_out, encoder_lengths)
-    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame, confidence)
+    decoder = StreamingGreedyDecoder(model, max_symbols_per_frame, confidence, fusion)
     state = decoder.initial_state(encoder_out.shape[0], encoder_out.device)
     return decoder.hypotheses(decoder.step(encoder_out, encoder_lengths, state), tokenizer)

@@ -1,7 +1,10 @@
 """The greedy step of each lattice: what the search does with the joint's output at one (frame, predictor state).
 
-A step reads the joint's raw scores of a batch of hypotheses and returns the best token, how many frames the
-search moves on, and the step's log-probability. `asr_plugin.decoding.streaming_greedy` runs the one search loop
+A step reads the joint's raw scores of a batch of hypotheses (and what its shallow-fusion scorers say about the
+next token, a `FusionStep`) and returns the best token, how many frames the search moves on, the step's score and
+the scorers' states after it. With fusion (`asr_plugin.decoding.fusion`) the token is chosen by, and scored with,
+the joint's token log-probabilities plus the weighted scorer scores (`fused_scores`; the blank and TDT's
+durations are the joint's alone). `asr_plugin.decoding.streaming_greedy` runs the one search loop
 over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step
 (and its durations to `asr_plugin.decoding.interface.lattice_durations`).
 """
@@ -12,6 +15,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
+from asr_plugin.decoding.fusion import FusionStep, ScorerStates, chosen_states, fused_scores
 from asr_plugin.decoding.interface import DecoderJoint
 
 
@@ -21,57 +25,73 @@ class GreedyChoice(NamedTuple):
     Attributes:
         token: int64 best token id (blank included).
         advance: int64 frames the search moves on after this step (0: the next step reads the same frame).
-        score: float64 log-probability of the choice.
-        token_logp: (B, V) float the log-probabilities of the V tokens the choice was made from (confidence).
+        score: float64 log-probability of the choice, plus its weighted fusion scores.
+        token_logp: (B, V) float the joint's log-probabilities of the V tokens (confidence: without fusion).
+        scorer_states: each fusion scorer's (B,) states after the choice (a blank keeps them).
+        duration_logp: (B, D) float TDT's duration log-probabilities at the step (duration confidence); None
+            for RNN-T.
     """
 
     token: torch.Tensor
     advance: torch.Tensor
     score: torch.Tensor
     token_logp: torch.Tensor
+    scorer_states: ScorerStates
+    duration_logp: torch.Tensor | None = None
+
+
+NO_FUSION = FusionStep(None, ())
 
 
 class GreedyStep(Protocol):
-    """(B, V + D) raw joint scores -> the greedy choice of each row."""
+    """(B, V + D) raw joint scores and the fusion scorers' step -> the greedy choice of each row."""
 
-    def __call__(self, logits: torch.Tensor) -> GreedyChoice: ...
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice: ...
 
 
 class RnntGreedyStep:
-    """RNN-T: the argmax of the V token scores; a blank moves to the next frame, a token stays at its frame.
-    The score is the chosen symbol's log-probability."""
+    """RNN-T: the argmax of the V (fused) token scores; a blank moves to the next frame, a token stays at its
+    frame. The score is the chosen symbol's (fused) log-probability."""
 
     def __init__(self, decoder: DecoderJoint) -> None:
         self.blank = decoder.blank_id
 
-    def __call__(self, logits: torch.Tensor) -> GreedyChoice:
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice:
         token_logp = logits.float().log_softmax(dim=-1)  # (B, V)
-        score, token = token_logp.max(dim=-1)  # (B,), (B,)
-        return GreedyChoice(token, (token == self.blank).long(), score.double(), token_logp)
+        score, token = fused_scores(token_logp, fusion, self.blank).max(dim=-1)  # (B,), (B,)
+        advance = (token == self.blank).long()
+        return GreedyChoice(token, advance, score.double(), token_logp, chosen_states(fusion.next_states, token))
 
 
 class TdtGreedyStep:
-    """TDT, as NeMo's TDT ``greedy_batch``: the best token (argmax of the V token scores) and the best duration d
-    (argmax of the D duration scores); the search moves on d frames, except that a blank whose best duration is 0
-    moves on 1 and is scored with duration 1's log-probability. Score: log softmax(tokens)[token] +
-    log softmax(durations)[duration taken]."""
+    """TDT, as NeMo's TDT ``greedy_batch``: the best token (argmax of the V (fused) token scores) and the best
+    duration d (argmax of the D duration scores); the search moves on d frames, except that a blank whose best
+    duration is 0 moves on 1 and is scored with duration 1's log-probability. Score: (fused) log
+    softmax(tokens)[token] + log softmax(durations)[duration taken]."""
 
     def __init__(self, decoder: DecoderJoint) -> None:
         self.blank = decoder.blank_id
         self.vocab = decoder.vocab_size
         self.durations = decoder.durations  # contain 0 and 1 (the lattice checks it)
 
-    def __call__(self, logits: torch.Tensor) -> GreedyChoice:
+    def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice:
         durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
         logits = logits.float()
         all_token_logp = logits[:, : self.vocab].log_softmax(-1)  # (B, V)
-        token_logp, token = all_token_logp.max(-1)  # (B,), (B,)
+        token_logp, token = fused_scores(all_token_logp, fusion, self.blank).max(-1)  # (B,), (B,)
         duration_logp = logits[:, self.vocab :].log_softmax(-1)  # (B, D)
         index = duration_logp.argmax(-1)
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
-        return GreedyChoice(token, durations[index], score.double(), all_token_logp)
+        return GreedyChoice(
+            token,
+            durations[index],
+            score.double(),
+            all_token_logp,
+            chosen_states(fusion.next_states, token),
+            duration_logp,
+        )
 
 
 def greedy_step(decoder: DecoderJoint) -> GreedyStep:

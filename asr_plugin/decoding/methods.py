@@ -6,6 +6,7 @@ import torch
 
 from asr_plugin.decoding.beam_search import beam_search
 from asr_plugin.decoding.confidence import ConfidenceMethod
+from asr_plugin.decoding.fusion import Fusion
 from asr_plugin.decoding.greedy import greedy_search
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
 from asr_plugin.decoding.interface import DecoderJoint
@@ -23,6 +24,7 @@ def decode(
     beam: int = 4,
     max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
+    fusion: Fusion = (),
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
 
@@ -30,9 +32,12 @@ def decode(
         method: "greedy" (`greedy_search` with `max_symbols_per_frame`) or "beam"
             (`beam_search` with `beam` and `max_symbols_per_frame`); both decode RNN-T and TDT models.
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
+        fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`), for either method.
     """
     if method == "greedy":
-        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence)
+        return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence, fusion)
     if method == "beam":
-        return beam_search(model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence)
+        return beam_search(
+            model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence, fusion
+        )
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

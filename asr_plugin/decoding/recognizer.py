@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import torch
 
 from asr_plugin.decoding.endpointing import Endpointing
+from asr_plugin.decoding.fusion import Fusion
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder
 from asr_plugin.decoding.streaming_greedy import GreedyState, StreamingGreedyDecoder
 from asr_plugin.models import Transducer
@@ -109,6 +110,8 @@ class StreamingRecognizer:
         max_streams: the most streams `initial_state` takes (None: any number). Each stream's state stays in
             memory while it lives: a cache-aware encoder's caches, num_layers x (left context + conv cache) x
             d_model floats, the predictor's state and its feature history (docs/streaming.md, "Memory per stream").
+        fusion: shallow-fusion scorers and their weights (phrase boosting, an n-gram LM) of this recogniser's
+            streams; each stream keeps its own scorer states and an endpoint starts them afresh.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class StreamingRecognizer:
         endpointing: Endpointing | None = None,
         tokenizer: TokenDecoder | None = None,
         max_streams: int | None = None,
+        fusion: Fusion = (),
     ) -> None:
         if features is not None:
             feature_dim = features.num_mel_bins if feature_dim is None else feature_dim
@@ -131,7 +135,7 @@ class StreamingRecognizer:
         self.encoder = encoder
         self.features = features
         self.feature_dim = feature_dim
-        self.decoder = StreamingGreedyDecoder(model, max_symbols_per_frame)
+        self.decoder = StreamingGreedyDecoder(model, max_symbols_per_frame, fusion=fusion)
         self.endpointing = endpointing
         self.tokenizer = tokenizer
         self.max_streams = max_streams

@@ -14,6 +14,11 @@ TDT duration jumped into the next chunk) and the per-frame token count. Each ste
 t, so decoding the frames in chunks of any sizes gives exactly the offline search's tokens, timestamps and
 scores, and `asr_plugin.decoding.greedy_search` is this decoder run over one chunk.
 
+With shallow fusion (`asr_plugin.decoding.fusion`: an n-gram LM, phrase boosting) every step chooses by the
+joint's token log-probabilities plus the weighted scorer scores; each stream keeps its scorers' states, a token
+advances them, a blank keeps them, `reset` starts them afresh, and a hypothesis' score adds the scorers' `final`
+score of where it stands (the partial result as if the stream ended there).
+
 Frame indices (timestamps, ``frames_done``, ``segment_start``) count from the stream's first frame; an
 endpoint (`reset`) starts a new segment without moving them.
 """
@@ -26,6 +31,16 @@ from typing import Sequence
 import torch
 
 from asr_plugin.decoding.confidence import ConfidenceMethod
+from asr_plugin.decoding.fusion import (
+    Fusion,
+    FusionStep,
+    ScorerStates,
+    check_fusion,
+    final_scores,
+    fusion_step,
+    initial_scorer_states,
+    where_states,
+)
 from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, where_state
@@ -50,7 +65,8 @@ class GreedyState:
         silence_start: (B,) int64 frame where the current run of blanks began: the frame pointer after the
             segment's last token, or ``segment_start``; ``frames_done - silence_start`` frames are trailing
             blanks (`trailing_blank_frames`).
-        scores: (B,) float64 log-probability of each segment's hypothesis.
+        scores: (B,) float64 log-probability of each segment's hypothesis (with its weighted fusion scores).
+        scorer_states: each fusion scorer's (B,) int64 states after each stream's last token (empty without fusion).
         tokens, timestamps, durations, confidences: each stream's emitted token ids, their frames, the frames
             they cover (`Hypothesis.durations`) and their confidence (empty unless the decoder has a
             confidence method), in this segment.
@@ -66,6 +82,7 @@ class GreedyState:
     segment_start: torch.Tensor
     silence_start: torch.Tensor
     scores: torch.Tensor
+    scorer_states: ScorerStates
     tokens: tuple[tuple[int, ...], ...]
     timestamps: tuple[tuple[int, ...], ...]
     durations: tuple[tuple[int, ...], ...]
@@ -98,7 +115,10 @@ class _Search:
 
     Attributes:
         frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
-        time, last_token, last_token_frame, tokens_at_frame, silence_start, scores: as in `GreedyState`.
+        rows: (B,) 0 .. B-1; last_local: (B,) each stream's last valid local frame (0 for none): what every
+            read of the chunk indexes with (made once per chunk, not once per read).
+        time, last_token, last_token_frame, tokens_at_frame, silence_start, scores, scorer_states: as in
+            `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
         emitted: per label step, the (B,) tokens found (blank: none), the (B,) frames they were found at, the
             (B,) frames they cover and their (B,) confidence (0 without a confidence method).
@@ -107,12 +127,15 @@ class _Search:
     frames: torch.Tensor
     start: torch.Tensor
     end: torch.Tensor
+    rows: torch.Tensor
+    last_local: torch.Tensor
     time: torch.Tensor
     last_token: torch.Tensor
     last_token_frame: torch.Tensor
     tokens_at_frame: torch.Tensor
     silence_start: torch.Tensor
     scores: torch.Tensor
+    scorer_states: ScorerStates
     predictor_proj: torch.Tensor
     predictor_state: PredictorState
     emitted: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -136,6 +159,8 @@ class StreamingGreedyDecoder:
             its lattice picks the greedy step.
         max_symbols_per_frame: >= 1, cap on consecutive tokens emitted at one frame.
         confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`).
+        fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion.WeightedScorer`), every
+            stream with its own states; empty: the joint alone.
     """
 
     def __init__(
@@ -143,11 +168,13 @@ class StreamingGreedyDecoder:
         model: Transducer | DecoderJoint,
         max_symbols_per_frame: int = 10,
         confidence: ConfidenceMethod | None = None,
+        fusion: Fusion = (),
     ) -> None:
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         self.decoder = decoder_joint(model)
         self.max_symbols_per_frame = max_symbols_per_frame
         self.confidence = confidence
+        self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
         self.greedy_step = greedy_step(self.decoder)
 
     @torch.no_grad()
@@ -172,6 +199,7 @@ class StreamingGreedyDecoder:
             segment_start=zeros,
             silence_start=zeros,
             scores=torch.zeros(batch_size, dtype=torch.float64, device=device),
+            scorer_states=initial_scorer_states(self.fusion, (batch_size,), device),
             tokens=((),) * batch_size,
             timestamps=((),) * batch_size,
             durations=((),) * batch_size,
@@ -196,8 +224,7 @@ class StreamingGreedyDecoder:
             return replace(state, frames_done=end)
         search = self.begin_chunk(encoder_frames, end, state)
         while bool(search.active().any()):
-            token, found_at, covers, confidence = self.find_tokens(search)
-            self.emit_tokens(search, token, found_at, covers, confidence)
+            self.emit_tokens(search, *self.find_tokens(search))
         return self.end_chunk(search, state)
 
     def check_chunk(self, encoder_frames: torch.Tensor, frame_lengths: torch.Tensor, state: GreedyState) -> None:
@@ -218,53 +245,66 @@ class StreamingGreedyDecoder:
             frames=self.decoder.project_frames(encoder_frames.to(state.time.device)),
             start=state.frames_done,
             end=end,
+            rows=torch.arange(state.batch_size, device=state.time.device),
+            last_local=(end - state.frames_done - 1).clamp(min=0),
             time=state.time,
             last_token=state.last_token,
             last_token_frame=state.last_token_frame,
             tokens_at_frame=state.tokens_at_frame,
             silence_start=state.silence_start,
             scores=state.scores,
+            scorer_states=state.scorer_states,
             predictor_proj=state.predictor_proj,
             predictor_state=state.predictor_state,
             emitted=[],
         )
 
-    def read(self, search: _Search, at: torch.Tensor) -> GreedyChoice:
-        """(B,) global frames -> the greedy choice there (rows past their frames read a valid dummy frame)."""
-        last_local = (search.end - search.start - 1).clamp(min=0)
-        local = torch.minimum((at - search.start).clamp(min=0), last_local)
-        rows = torch.arange(search.frames.shape[0], device=at.device)
-        return self.greedy_step(self.decoder.joint(search.frames[rows, local], search.predictor_proj))
+    def read(self, search: _Search, at: torch.Tensor, fusion: FusionStep) -> GreedyChoice:
+        """(B,) global frames -> the greedy choice there with the scorers' `fusion` step (rows past their frames
+        read a valid dummy frame)."""
+        local = torch.minimum((at - search.start).clamp(min=0), search.last_local)
+        logits = self.decoder.joint(search.frames[search.rows, local], search.predictor_proj)
+        return self.greedy_step(logits, fusion)
 
-    def find_tokens(self, search: _Search) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def find_tokens(
+        self, search: _Search
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, ScorerStates]:
         """One label step: every active stream reads at its frame pointer, and after a blank keeps reading the
         frames it lands on (same predictor state) until a token comes or the chunk ends. Moves the frame
         pointers and adds the steps' scores; returns (B,) the token found (blank: none), its frame, the
-        frames it covers (RNN-T 1, TDT its duration) and its confidence."""
+        frames it covers (RNN-T 1, TDT its duration), its confidence and the fusion scorers' states after it. The
+        scorers are advanced once per label step: their states do not change until the token."""
         active = search.active()
         found_at = search.time
-        token, advance, score, token_logp = self.read(search, search.time)
-        confidence = self.token_confidence(token_logp)
+        fusion = fusion_step(self.fusion, search.scorer_states)
+        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time, fusion)
+        confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
         looking = active & (token == self.decoder.blank_id) & search.active()
         while bool(looking.any()):
             found_at = torch.where(looking, search.time, found_at)
-            more_token, more_advance, more_score, more_logp = self.read(search, search.time)
-            token = torch.where(looking, more_token, token)
-            confidence = torch.where(looking, self.token_confidence(more_logp), confidence)
-            search.scores = search.scores + torch.where(looking, more_score, 0.0)
-            advance = torch.where(looking, more_advance, advance)
-            search.time = torch.where(looking, search.time + more_advance, search.time)
+            more = self.read(search, search.time, fusion)
+            token = torch.where(looking, more.token, token)
+            after = where_states(looking, more.scorer_states, after)
+            if self.confidence is not None:
+                more_confidence = self.token_confidence(more.token_logp, more.duration_logp)
+                confidence = torch.where(looking, more_confidence, confidence)
+            search.scores = search.scores + torch.where(looking, more.score, 0.0)
+            advance = torch.where(looking, more.advance, advance)
+            search.time = search.time + more.advance * looking
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
-        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence
+        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
 
-    def token_confidence(self, token_logp: torch.Tensor) -> torch.Tensor:
-        """(B, V) log-probabilities -> (B,) float64 confidence by the decoder's method (zeros without one)."""
+    def token_confidence(self, token_logp: torch.Tensor, duration_logp: torch.Tensor | None) -> torch.Tensor:
+        """(B, V) token and (B, D) duration log-probabilities (None: RNN-T) -> (B,) float64 confidence by the
+        decoder's method (`ConfidenceMethod.step_confidence`; zeros without one)."""
         if self.confidence is None:
             return torch.zeros(token_logp.shape[0], dtype=torch.float64, device=token_logp.device)
-        return self.confidence(token_logp.double())
+        return self.confidence.step_confidence(
+            token_logp.double(), None if duration_logp is None else duration_logp.double()
+        )
 
     def emit_tokens(
         self,
@@ -273,11 +313,14 @@ class StreamingGreedyDecoder:
         found_at: torch.Tensor,
         covers: torch.Tensor,
         confidence: torch.Tensor,
+        scorer_states: ScorerStates,
     ) -> None:
-        """Appends the found tokens, advances their streams' predictors on them (the others keep theirs) and
-        moves a frame pointer on by one where `max_symbols_per_frame` tokens came from its frame."""
+        """Appends the found tokens, advances their streams' predictors and fusion scorers on them (the others
+        keep theirs) and moves a frame pointer on by one where `max_symbols_per_frame` tokens came from its
+        frame."""
         found = token != self.decoder.blank_id
         search.emitted.append((token, found_at, covers, confidence))
+        search.scorer_states = where_states(found, scorer_states, search.scorer_states)
         proj, predictor_state = self.decoder.predict(
             torch.where(found, token, search.last_token), search.predictor_state
         )
@@ -324,6 +367,7 @@ class StreamingGreedyDecoder:
             tokens_at_frame=search.tokens_at_frame,
             silence_start=search.silence_start,
             scores=search.scores,
+            scorer_states=search.scorer_states,
             tokens=_extended(state.tokens, new_tokens),
             timestamps=_extended(state.timestamps, new_stamps),
             durations=_extended(state.durations, new_durations),
@@ -331,7 +375,10 @@ class StreamingGreedyDecoder:
         )
 
     def hypotheses(self, state: GreedyState, tokenizer: TokenDecoder | None = None) -> list[Hypothesis]:
-        """Each stream's hypothesis of its current segment (partial until its last chunk, then final)."""
+        """Each stream's hypothesis of its current segment (partial until its last chunk, then final); its score
+        adds the fusion scorers' final scores where the stream stands."""
+        final = final_scores(self.fusion, state.scorer_states)
+        scores = state.scores if final is None else state.scores + final
         return attach_text(
             [
                 Hypothesis(
@@ -342,7 +389,7 @@ class StreamingGreedyDecoder:
                     token_confidence=list(confidences),
                 )
                 for tokens, stamps, durations, confidences, score in zip(
-                    state.tokens, state.timestamps, state.durations, state.confidences, state.scores.tolist()
+                    state.tokens, state.timestamps, state.durations, state.confidences, scores.tolist()
                 )
             ],
             tokenizer,
@@ -351,7 +398,7 @@ class StreamingGreedyDecoder:
     def reset(self, state: GreedyState, streams: torch.Tensor) -> GreedyState:
         """Starts a new segment for the streams where `streams` ((B,) bool) is True, as sherpa-onnx does at an
         endpoint for NeMo transducers: tokens, timestamps and score emptied, predictor back to the start symbol
-        (its state reset, not carried over), frames counted on. The frame pointer is kept, so a TDT duration that
+        (its state reset, not carried over) and fusion scorers to their start states, frames counted on. The frame pointer is kept, so a TDT duration that
         jumped past the endpoint still skips its frames. Other streams are unchanged."""
         if streams.shape != (state.batch_size,) or streams.dtype != torch.bool:
             raise ValueError(
@@ -373,6 +420,9 @@ class StreamingGreedyDecoder:
             segment_start=torch.where(keep, state.segment_start, state.frames_done),
             silence_start=torch.where(keep, state.silence_start, state.time),
             scores=torch.where(keep, state.scores, 0.0),
+            scorer_states=where_states(
+                keep, state.scorer_states, initial_scorer_states(self.fusion, (state.batch_size,), state.time.device)
+            ),
             tokens=tuple(() if reset else tokens for reset, tokens in zip(chosen, state.tokens)),
             timestamps=tuple(() if reset else stamps for reset, stamps in zip(chosen, state.timestamps)),
             durations=tuple(() if reset else covers for reset, covers in zip(chosen, state.durations)),

@@ -17,6 +17,7 @@ import torch
 
 from asr_plugin.data.loading.batch import Batch
 from asr_plugin.decoding import METHODS, decode, subsampling_factor
+from asr_plugin.decoding.fusion import Fusion
 from asr_plugin.decoding.timestamps import PieceTokenizer, attach_timing
 from asr_plugin.evaluation.scoring import Recognition, score, write_errs, write_recogs
 from asr_plugin.files import write_text_atomic
@@ -64,6 +65,7 @@ def decode_batches(
     max_symbols_per_frame: int = 10,
     att_context_size: tuple[int, int] | None = None,
     timestamps: bool = False,
+    fusion: Fusion = (),
 ) -> dict[str, SetResult]:
     """Encodes every batch once and decodes it with each method; returns {method: SetResult}.
 
@@ -71,6 +73,7 @@ def decode_batches(
         frame_shift: seconds per feature frame (audio duration = feature frames * frame_shift).
         att_context_size: the encoder's attention context, one of the model's (None: its default).
         timestamps: also time every hypothesis' tokens, words and segments (`asr_plugin.decoding.timestamps`).
+        fusion: shallow-fusion scorers of every method (`asr_plugin.decoding.fusion`; phrase boosting).
     """
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
@@ -86,7 +89,9 @@ def decode_batches(
         audio = float(batch.feature_lengths.sum()) * frame_shift
         for method in methods:
             start = time.perf_counter()
-            hyps = decode(model, encoder_out, encoder_lengths, method, tokenizer, beam, max_symbols_per_frame)
+            hyps = decode(
+                model, encoder_out, encoder_lengths, method, tokenizer, beam, max_symbols_per_frame, fusion=fusion
+            )
             result = results[method]
             result.decode_seconds += encode_seconds + time.perf_counter() - start
             result.audio_seconds += audio

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, ListConfig
 
 from asr_plugin.evaluation.decode_sets import decode_batches, write_set_results, write_summary
 from asr_plugin.evaluation.decoding_settings import decoding_settings
+from asr_plugin.evaluation.fusion_spec import FusionSpec
 from asr_plugin.evaluation.streaming_eval import (
     STREAM_BATCH_SIZE,
     describe_run,
@@ -63,7 +64,9 @@ def evaluate_streaming(
     rows and what the summary's JSON records of the runs."""
     stream = cfg.get("stream") or {}
     runs = eval_runs(cfg.streaming, cfg.get("att_context_size"), stream, loaded)
-    built = sessions(runs, loaded, max_symbols, device)
+    fusion = FusionSpec.from_config(cfg.decoding)
+    built = sessions(runs, loaded, max_symbols, device, fusion)
+    offline_fusion = fusion.scorers(datamodule.tokenizer) if any(session is None for session in built) else []
     if list(cfg.decoding.methods) != ["greedy"]:
         log.warning(
             "streaming evaluation decodes with greedy search only (decoding.methods=%s)", list(cfg.decoding.methods)
@@ -87,6 +90,7 @@ def evaluate_streaming(
                         device,
                         max_symbols_per_frame=max_symbols,
                         att_context_size=run.att_context_size,
+                        fusion=offline_fusion,
                     )["greedy"]
                 }
             else:
@@ -107,7 +111,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     transcripts are. A checkpoint written before checkpoints carried them is decoded with the data config's
     tokenizer and features, with a warning. The greedy and beam searches' ``max_symbols_per_frame`` is the
     file's (its validation's) unless ``decoding`` sets one (logged as an override). ``cfg.streaming`` true or
-    ``buffered`` streams the sets' audio instead (`evaluate_streaming`).
+    ``buffered`` streams the sets' audio instead (`evaluate_streaming`). ``decoding.hotwords`` (a sherpa-onnx
+    hotwords file) boosts its phrases in every search, each token by ``decoding.hotwords_score`` or the
+    phrase's own score (`asr_plugin.evaluation.fusion_spec`).
 
     Returns ``{"rows": summary rows, "checkpoints": [...], "weights": ..., "output_dir": ...}``.
     """
@@ -141,6 +147,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     max_symbols = decoding_settings(
         loaded, {"max_symbols_per_frame": decoding.get("max_symbols_per_frame")}, "decoding."
     )["max_symbols_per_frame"]
+    fusion = FusionSpec.from_config(decoding)
     out_dir = Path(cfg.output_dir)
     sets = _eval_sets(cfg.get("manifests"), datamodule)
     extra: dict[str, Any] = {}
@@ -148,6 +155,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if streaming is False:
         if cfg.get("att_context_size") is not None:
             raise ValueError("att_context_size: the context of streaming evaluation; set streaming=true with it")
+        scorers = fusion.scorers(tokenizer)  # a bad hotwords file is refused before anything is decoded
         rows = []
         for name, manifest in sets.items():
             log.info(
@@ -166,6 +174,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 beam=int(decoding.beam),
                 max_symbols_per_frame=max_symbols,
                 timestamps=bool(decoding.get("timestamps", False)),
+                fusion=scorers,
             )
             rows += write_set_results(results, name, out_dir)
             log.info(
@@ -184,6 +193,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             "weights": weights,
             "beam": int(decoding.beam),
             "max_symbols_per_frame": max_symbols,
+            **fusion.record(),
             **extra,
         },
     )

@@ -20,6 +20,7 @@ import torch
 
 from asr_plugin.data.sources.manifest import ManifestEntry
 from asr_plugin.evaluation.decode_sets import SetResult
+from asr_plugin.evaluation.fusion_spec import NO_FUSION, FusionSpec
 from asr_plugin.evaluation.scoring import Recognition
 from asr_plugin.evaluation.streaming_session import (
     BufferedWindows,
@@ -146,10 +147,15 @@ def stream_set(
 
 
 def sessions(
-    runs: Sequence[EvalRun], loaded: LoadedModel, max_symbols_per_frame: int, device: torch.device | str
+    runs: Sequence[EvalRun],
+    loaded: LoadedModel,
+    max_symbols_per_frame: int,
+    device: torch.device | str,
+    fusion: FusionSpec = NO_FUSION,
 ) -> list[StreamingSession | None]:
-    """Each run's session (None for an offline run), all built before any set is decoded, so that a mode the model
-    cannot stream in is refused before anything runs."""
+    """Each run's session (None for an offline run) with `fusion`, all built before any set is decoded, so that a
+    mode the model cannot stream in is refused before anything runs."""
     return [
-        None if run.mode is None else build_session(loaded, run.mode, max_symbols_per_frame, device) for run in runs
+        None if run.mode is None else build_session(loaded, run.mode, max_symbols_per_frame, device, fusion)
+        for run in runs
     ]

@@ -29,6 +29,7 @@ from asr_plugin.decoding import (
     subsampling_factor,
 )
 from asr_plugin.evaluation.decoding_settings import model_tokenizer
+from asr_plugin.evaluation.fusion_spec import NO_FUSION, FusionSpec
 from asr_plugin.formats import LoadedModel
 from asr_plugin.frontend.online.extractors import buffered_extractor, streaming_extractor
 
@@ -160,10 +161,15 @@ def _frames(name: str, milliseconds: float, frame_ms: float, multiple: int) -> i
 
 
 def build_session(
-    loaded: LoadedModel, mode: StreamingMode, max_symbols_per_frame: int, device: torch.device | str = "cpu"
+    loaded: LoadedModel,
+    mode: StreamingMode,
+    max_symbols_per_frame: int,
+    device: torch.device | str = "cpu",
+    fusion: FusionSpec = NO_FUSION,
 ) -> StreamingSession:
-    """The streaming session of `loaded` in `mode` on `device`, decoding with `loaded`'s tokenizer; ValueError
-    naming the problem when the model or its front end cannot stream that way (see `cache_aware_encoder`)."""
+    """The streaming session of `loaded` in `mode` on `device`, decoding with `loaded`'s tokenizer and `fusion`'s
+    scorers (the recogniser's own: every stream keeps its states); ValueError naming the problem when the model
+    or its front end cannot stream that way (see `cache_aware_encoder`)."""
     model, tokenizer, spec = loaded.model, model_tokenizer(loaded), loaded.require_frontend_spec()
     if mode.kind == "cache_aware":
         encoder = cache_aware_encoder(loaded, mode.att_context_size)
@@ -208,6 +214,7 @@ def build_session(
         max_symbols_per_frame=max_symbols_per_frame,
         endpointing=endpointing,
         tokenizer=tokenizer,
+        fusion=fusion.scorers(tokenizer),
     )
     latency = StreamingLatency(
         chunk_ms=chunk_frames * frame_ms,

@@ -22,6 +22,7 @@ from asr_plugin.decoding import RecognizerState, StreamingRecognizer, encoder_fr
 from asr_plugin.decoding.hypothesis import Timing
 from asr_plugin.decoding.timestamps import hypothesis_timing, joined_timing
 from asr_plugin.evaluation.decoding_settings import decoding_settings
+from asr_plugin.evaluation.fusion_spec import NO_FUSION, FusionSpec
 from asr_plugin.evaluation.streaming_session import StreamingMode, StreamingSession, build_session
 from asr_plugin.formats import read_model
 from asr_plugin.frontend.spec import build_frontend
@@ -91,6 +92,7 @@ class StreamingTranscriber:
         piece_ms: the audio fed to the session at a time.
         segment_pause: `transcribe_timed`'s segments also end at a pause between words longer than this many
             seconds (None: only at ``.?!``; `asr_plugin.decoding.timestamps`).
+        fusion: what to fuse into the search (`FusionSpec`: phrase boosting), every stream with its own states.
     """
 
     def __init__(
@@ -101,10 +103,11 @@ class StreamingTranscriber:
         device: str = "cpu",
         piece_ms: float = PIECE_MS,
         segment_pause: float | None = None,
+        fusion: FusionSpec = NO_FUSION,
     ) -> None:
         loaded = read_model(list(checkpoints), device=device)
         max_symbols = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
-        self.session = build_session(loaded, mode, max_symbols["max_symbols_per_frame"], device)
+        self.session = build_session(loaded, mode, max_symbols["max_symbols_per_frame"], device, fusion)
         self.piece = piece_samples(piece_ms, self.session.sample_rate)
         self.device = device
         self.segment_pause = segment_pause

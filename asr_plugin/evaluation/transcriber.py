@@ -17,6 +17,7 @@ from asr_plugin.decoding.hypothesis import Timing
 from asr_plugin.decoding.timestamps import hypothesis_timing, joined_timing
 from asr_plugin.evaluation.chunking import stream_chunks
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
+from asr_plugin.evaluation.fusion_spec import NO_FUSION, FusionSpec
 from asr_plugin.formats import read_model
 from asr_plugin.frontend.spec import build_frontend
 from asr_plugin.progress import Progress
@@ -47,6 +48,7 @@ class Transcriber:
         chunks_per_batch: chunks encoded together.
         segment_pause: `transcribe_timed`'s segments also end at a pause between words longer than this many
             seconds (None: only at ``.?!``; `asr_plugin.decoding.timestamps`).
+        fusion: what to fuse into the search (`FusionSpec`: phrase boosting), spelt with the file's tokenizer.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class Transcriber:
         chunk_seconds: float = 30.0,
         chunks_per_batch: int = 4,
         segment_pause: float | None = None,
+        fusion: FusionSpec = NO_FUSION,
     ) -> None:
         if chunk_seconds <= 0 or chunks_per_batch < 1:
             raise ValueError(
@@ -68,7 +71,7 @@ class Transcriber:
         self.model, self.tokenizer = loaded.model, model_tokenizer(loaded)
         self.frontend = build_frontend(loaded.require_frontend_spec()).eval().to(device)  # eval: no dither
         decoding = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
-        self.options = {"method": method, "beam": beam, **decoding}
+        self.options = {"method": method, "beam": beam, **decoding, "fusion": fusion.scorers(self.tokenizer)}
         self.chunk_seconds, self.chunks_per_batch = chunk_seconds, chunks_per_batch
         self.device = device
         self.segment_pause = segment_pause

@@ -37,12 +37,25 @@ def validate_first(
     return {key: float(value) for result in results for key, value in result.items()}
 
 
+def ranking_checkpoint(trainer: L.Trainer) -> ModelCheckpoint | None:
+    """The first checkpoint callback that monitors a metric (None without one): the one that says which is best."""
+    return next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
+
+
 def best_model_path(trainer: L.Trainer) -> str:
-    """The best checkpoint of the first checkpoint callback that monitors a metric ("" without one)."""
-    checkpoint = next(
-        (cb for cb in trainer.checkpoint_callbacks if isinstance(cb, ModelCheckpoint) and cb.monitor), None
-    )
+    """The best checkpoint of `ranking_checkpoint` ("" without one)."""
+    checkpoint = ranking_checkpoint(trainer)
     return checkpoint.best_model_path if checkpoint else ""
+
+
+def best_score(trainer: L.Trainer) -> tuple[str, float | None]:
+    """(the metric `ranking_checkpoint` ranks by, its best value so far: None before the first validation);
+    ("", None) without such a callback."""
+    checkpoint = ranking_checkpoint(trainer)
+    if checkpoint is None:
+        return "", None
+    score = checkpoint.best_model_score
+    return checkpoint.monitor, None if score is None else float(score)
 
 
 def last_checkpoint_path(trainer: L.Trainer) -> str:
@@ -84,12 +97,15 @@ def run_report(
 ) -> dict[str, Any]:
     """The summary ``train(cfg)`` returns (see there); draws the learning curves from the CSV logger's metrics."""
     last = last_checkpoint_path(trainer)
+    monitor, score = best_score(trainer)
     curves = learning_curves_of(trainer, Path(cfg.paths.output_dir) / "learning_curves.png")
     return {
         "learning_curves": str(curves) if curves else "",
         "metrics": metrics,
         "start_metrics": start_metrics,
         "best_model_path": best_model_path(trainer),
+        "monitor": monitor,
+        "best_model_score": score,
         "last_model_path": last,
         "test_weights": test_weights,
         "output_dir": str(cfg.paths.output_dir),

@@ -34,6 +34,10 @@ from asr_plugin.training.lightning_module import TransducerModule
 from asr_plugin.training.signal_stop import PREPARATION, stop_on_signal
 
 log = logging.getLogger(__name__)
+# The record of a checkpoint holding its longest training utterance in seconds, absent when the data module did not
+# read its training set ahead (a streamed Shar set) and in checkpoints written before it was recorded; the default
+# chunk length of transcribing a long file (`asr_plugin.evaluation.chunk_length`).
+LONGEST_UTTERANCE_RECORD = "longest_training_utterance_s"
 
 
 @dataclass
@@ -118,7 +122,8 @@ def build_datamodule(cfg: DictConfig, start: RunStart) -> Any:
 
 def build_module(cfg: DictConfig, datamodule: Any, start: RunStart) -> TransducerModule:
     """The Lightning module of `cfg` for `datamodule`'s tokenizer (``model.vocab_size``), its data records set
-    (saved in every checkpoint: eval, transcription and export read them, resuming compares them) and, unless
+    (saved in every checkpoint: eval, transcription and export read them, resuming compares the tokenizer and the
+    front end; `LONGEST_UTTERANCE_RECORD` too when the data module knows it) and, unless
     the resumed checkpoint records a fine-tuning already, the fine-tuning source's weights (``cfg.finetune``)."""
     with open_dict(cfg):
         cfg.model.vocab_size = datamodule.tokenizer.vocab_size
@@ -132,7 +137,9 @@ def build_module(cfg: DictConfig, datamodule: Any, start: RunStart) -> Transduce
         att_context_seed=cfg.get("seed") or 0,  # a multi-lookahead model's context draw follows the run's seed
         **start.settings,
     )
-    module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec)
+    longest = datamodule.longest_training_utterance
+    durations = {} if longest is None else {LONGEST_UTTERANCE_RECORD: round(float(longest), 3)}
+    module.set_records(tokenizer=datamodule.tokenizer.record(), frontend=datamodule.frontend_spec, **durations)
     if finetune and not (start.resumed and "pretrained" in checkpoint_records(start.resumed)):
         module.mark_pretrained(apply_finetune(module.model, finetune, module.ctc))  # else the checkpoint has them
     return module

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from asr_plugin.training.ckpt_path import resolve_ckpt_path
 from asr_plugin.training.config_check import check_config, checked_seed
 from asr_plugin.training.run_report import logged_metrics, run_report, test_best, validate_first
+from asr_plugin.training.run_result import write_run_result
 from asr_plugin.training.run_start import RunStart, build_datamodule, build_module
 from asr_plugin.training.signal_stop import fit_or_stop
 from asr_plugin.training.trainer_setup import build_trainer
@@ -26,11 +27,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     (``prepare_data`` on rank 0, ``setup("fit")`` on all: the tokenizer's vocabulary size must be known) ->
     model, loss and fine-tuning (``cfg.finetune``; not when resuming a checkpoint that records it) ->
     validation before the first step (``validate_first``) -> fit -> test with the best checkpoint (else the last
-    weights) when ``cfg.test``.
+    weights) when ``cfg.test`` -> the summary below written as ``<output_dir>/result.json`` by rank 0
+    (`asr_plugin.training.run_result`: what a multirun's summary reads).
 
     Returns:
         ``metrics`` (float of every logged epoch metric, test metrics included), ``start_metrics`` (of the
-        validation before training, {} without one), ``best_model_path``, ``last_model_path``,
+        validation before training, {} without one), ``best_model_path``, ``monitor`` and ``best_model_score``
+        (the metric the checkpoints are ranked by and its best value, None before a validation), ``last_model_path``,
         ``test_weights`` ("best", "last", or "" without a test), ``output_dir``, ``global_step``,
         ``learning_curves`` (the PNG drawn from the CSV logger's metrics, "" without a CSV logger or on ranks
         other than 0), ``stop`` (None, or when a SIGTERM stopped the run: ``signal``, ``exit_status`` (143),
@@ -54,4 +57,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     test_weights = ""
     if cfg.get("test") and stop is None:
         test_weights, stop = test_best(trainer, module, datamodule, metrics)
-    return run_report(cfg, trainer, metrics, start_metrics, test_weights, stop)
+    result = run_report(cfg, trainer, metrics, start_metrics, test_weights, stop)
+    if trainer.is_global_zero:
+        write_run_result(result)
+    return result

@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from asr_plugin.audio import load_audio
-from asr_plugin.decoding import CacheAwareEncoder, StreamingRecognizer, greedy_search
+from asr_plugin.decoding import CacheAwareEncoder, Hypothesis, Segment, StreamingRecognizer, greedy_search
 from asr_plugin.formats import LoadedModel
 from asr_plugin.frontend.spec import build_frontend
 
@@ -161,17 +161,18 @@ def _features(
 
 
 @torch.no_grad()
-def our_streaming_transcripts(
+def our_streaming_hypotheses(
     loaded: LoadedModel,
     audio_paths: Sequence[str | os.PathLike],
     att_context_size: Sequence[int] | None = None,
     frames: Sequence[int] | None = None,
     piece_frames: int = PIECE_FRAMES,
-) -> Transcripts:
-    """This project's cache-aware streaming of all the files as one batch of streams (see the module docstring)
-    and its whole-utterance decoding; `att_context_size`: one of the model's contexts, None its default;
-    `frames`: each utterance's first ``frames[b]`` feature frames instead of its valid ones, zero past its end
-    (what NeMo's buffer feeds: `NemoTranscripts.fed`)."""
+) -> tuple[list[list[Segment]], list[Hypothesis]]:
+    """This project's cache-aware streaming of all the files as one batch of streams (see the module docstring),
+    each stream's final segments (no endpoints: one, none without a token), and its whole-utterance greedy
+    hypotheses; `att_context_size`: one of the model's contexts, None its default; `frames`: each utterance's first
+    ``frames[b]`` feature frames instead of its valid ones, zero past its end (what NeMo's buffer feeds:
+    `NemoTranscripts.fed`)."""
     model, tokenizer = loaded.model.eval(), loaded.require_tokenizer()
     features, lengths = _features(loaded, audio_paths, frames)  # (B, T, F), (B,)
     session = StreamingRecognizer(
@@ -187,9 +188,20 @@ def our_streaming_transcripts(
             features[:, start : start + piece_frames], (lengths - start).clamp(0, piece_frames), state
         )
     state = session.finish(state)
-    streaming = [" ".join(segment.hypothesis.text for segment in segments) for segments in session.segments(state)]
     encoded, encoded_lengths = model.encode(features, lengths, att_context_size)
-    offline = greedy_search(model, encoded, encoded_lengths, MAX_SYMBOLS, tokenizer)
+    return session.segments(state), greedy_search(model, encoded, encoded_lengths, MAX_SYMBOLS, tokenizer)
+
+
+def our_streaming_transcripts(
+    loaded: LoadedModel,
+    audio_paths: Sequence[str | os.PathLike],
+    att_context_size: Sequence[int] | None = None,
+    frames: Sequence[int] | None = None,
+    piece_frames: int = PIECE_FRAMES,
+) -> Transcripts:
+    """The texts of `our_streaming_hypotheses` (the same arguments): streamed and whole-utterance."""
+    segments, offline = our_streaming_hypotheses(loaded, audio_paths, att_context_size, frames, piece_frames)
+    streaming = [" ".join(segment.hypothesis.text for segment in stream) for stream in segments]
     return Transcripts(streaming, [h.text for h in offline])
 
 

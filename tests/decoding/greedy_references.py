@@ -3,21 +3,37 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from tiny_models import tiny_transducer
 
 DURATIONS = [0, 1, 2, 3, 4]
 
+TokenBonus = Callable[[list[int]], torch.Tensor]  # tokens so far -> (V,) float64 added to the token log-probs
 
-def reference_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple[list[int], list[int], float]:
-    """Unbatched textbook greedy search of one utterance: (T, H_e) -> tokens, timestamps, score."""
+
+def _plus(logp: torch.Tensor, bonus: TokenBonus | None, tokens: list[int], blank: int) -> torch.Tensor:
+    """The token log-probs plus a shallow-fusion bonus over the non-blank tokens (none: unchanged)."""
+    if bonus is None:
+        return logp
+    fused = logp.double() + bonus(tokens)
+    fused[blank] = logp[blank]
+    return fused
+
+
+def reference_greedy(
+    model, frames: torch.Tensor, max_symbols: int, bonus: TokenBonus | None = None
+) -> tuple[list[int], list[int], float]:
+    """Unbatched textbook greedy search of one utterance: (T, H_e) -> tokens, timestamps, score; with `bonus`,
+    choosing and scoring by the token log-probs plus it (shallow fusion)."""
     tokens, stamps, score = [], [], 0.0
     last = torch.tensor([model.blank_id])
     out, state = model.predictor.step(last)
     for t in range(frames.shape[0]):
         for _ in range(max_symbols):
             logits = model.joint(frames[t][None, None], out[:, None])[0, 0, 0]  # (V,)
-            logp = logits.log_softmax(-1)
+            logp = _plus(logits.log_softmax(-1), bonus, tokens, model.blank_id)
             k = int(logp.argmax())
             score += float(logp[k])
             if k == model.blank_id:
@@ -38,8 +54,11 @@ def tdt_model(seed: int):
 
 
 @torch.no_grad()
-def reference_tdt_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple[list[int], list[int], float]:
-    """One utterance, one step at a time, as NeMo's TDT greedy_batch does: (T, H_e) -> tokens, timestamps, score.
+def reference_tdt_greedy(
+    model, frames: torch.Tensor, max_symbols: int, bonus: TokenBonus | None = None
+) -> tuple[list[int], list[int], float]:
+    """One utterance, one step at a time, as NeMo's TDT greedy_batch does: (T, H_e) -> tokens, timestamps, score
+    (with `bonus`: the best token by the token log-probs plus it, as shallow fusion).
 
     At frame t the best token k and best duration d (a blank with d = 0 takes 1); t += d; after a blank,
     read again at the new frame with the same predictor state until a token or the end; a token is emitted
@@ -53,6 +72,7 @@ def reference_tdt_greedy(model, frames: torch.Tensor, max_symbols: int) -> tuple
     def read(t: int) -> tuple[int, int, float]:
         logits = model.joint(frames[t][None, None], out[:, None])[0, 0, 0].double()  # (V + D,)
         token_logp, duration_logp = logits[:vocab].log_softmax(-1), logits[vocab:].log_softmax(-1)
+        token_logp = _plus(token_logp, bonus, tokens, blank)
         k, i = int(token_logp.argmax()), int(duration_logp.argmax())
         if k == blank and DURATIONS[i] == 0:
             i = DURATIONS.index(1)

@@ -23,9 +23,10 @@ from asr_plugin.decoding import (
 )
 
 
-def reference(method: ConfidenceMethod, p: np.ndarray) -> float:
-    """One distribution p (V,) in float64: the measure as the literature writes it (H: the entropy)."""
-    v, a = len(p), method.alpha
+def reference(method: ConfidenceMethod, p: np.ndarray, v: int | None = None) -> float:
+    """One distribution p in float64: the measure as the literature writes it (H: the entropy), normalised for
+    `v` symbols (default: p's own size)."""
+    v, a = len(p) if v is None else v, method.alpha
     if method.name == "max_prob":
         return (p.max() ** a * v**a - 1) / (v**a - 1)
     logp = np.log(p)
@@ -77,11 +78,23 @@ def test_measures_equal_the_float64_reference(method: ConfidenceMethod) -> None:
         assert all(-1e-12 <= value <= 1 + 1e-12 for value in want)
 
 
-def chosen_distribution(model, frames: torch.Tensor, prefix: list[int], frame: int) -> np.ndarray:
-    """The V token probabilities at (frame, predictor after `prefix`), float64."""
+def step_distributions(model, frames: torch.Tensor, prefix: list[int], frame: int) -> tuple[np.ndarray, np.ndarray]:
+    """The V token and the D duration probabilities (none for RNN-T) at (frame, predictor after `prefix`),
+    float64."""
     context = model.predictor(torch.tensor([prefix], dtype=torch.long))[:, -1:]
     logits = model.joint(frames[frame][None, None], context)[0, 0, 0].double()
-    return logits[: model.vocab_size].softmax(-1).numpy()
+    return logits[: model.vocab_size].softmax(-1).numpy(), logits[model.vocab_size :].softmax(-1).numpy()
+
+
+def assert_token_confidence(model, encoder_out: torch.Tensor, hyps, expected) -> None:
+    """Each token's confidence is `expected`(token, duration probabilities) of the step that emitted it."""
+    assert sum(len(h.tokens) for h in hyps) > 5
+    with torch.no_grad():
+        for b, hyp in enumerate(hyps):
+            assert len(hyp.token_confidence) == len(hyp.tokens)
+            for i, (frame, value) in enumerate(zip(hyp.timestamps, hyp.token_confidence)):
+                distributions = step_distributions(model, encoder_out[b], hyp.tokens[:i], frame)
+                assert value == pytest.approx(expected(*distributions), abs=1e-5)
 
 
 @pytest.mark.parametrize("lattice", ["rnnt", "tdt"])
@@ -91,19 +104,48 @@ def test_searches_give_each_token_the_measure_of_its_distribution(lattice: str, 
     encoder_out, lengths = random_encoder_out(model, batch=3, frames=8, seed=2)
     method = ConfidenceMethod("entropy", "renyi", 0.5, "lin")
     hyps = decode(model, encoder_out, lengths, search, beam=3, max_symbols_per_frame=2, confidence=method)
-    assert sum(len(h.tokens) for h in hyps) > 5
-    with torch.no_grad():
-        for b, hyp in enumerate(hyps):
-            assert len(hyp.token_confidence) == len(hyp.tokens)
-            for i, (frame, value) in enumerate(zip(hyp.timestamps, hyp.token_confidence)):
-                p = chosen_distribution(model, encoder_out[b], hyp.tokens[:i], frame)
-                assert value == pytest.approx(reference(method, p), abs=1e-5)
+    assert_token_confidence(model, encoder_out, hyps, lambda tokens, _: reference(method, tokens))
     plain = (
         greedy_search(model, encoder_out, lengths, 2)
         if search == "greedy"
         else beam_search(model, encoder_out, lengths, 3, None, 2)
     )
     assert [h.tokens for h in plain] == [h.tokens for h in hyps] and all(not h.token_confidence for h in plain)
+
+
+AGGREGATE = {"mean": np.mean, "min": min, "max": max, "prod": math.prod}
+
+
+@pytest.mark.parametrize(
+    "search, aggregation", [("greedy", "mean"), ("greedy", "prod"), ("beam", "min"), ("streaming", "max")]
+)
+def test_tdt_duration_confidence_aggregates_the_token_and_the_duration_measure(search: str, aggregation: str) -> None:
+    """NeMo's tdt_include_duration: a TDT token's confidence is the aggregation of the measure of its step's token
+    distribution and that of the step's duration distribution (normalised with the V tokens, as NeMo does); an
+    RNN-T model ignores the setting."""
+    model = tdt_model(4)
+    encoder_out, lengths = random_encoder_out(model, batch=3, frames=9, seed=4)
+    method = ConfidenceMethod("entropy", "tsallis", 0.5, "exp", aggregation, tdt_include_duration=True)
+    if search == "streaming":
+        decoder = StreamingGreedyDecoder(model, 2, method)
+        state = decoder.step(encoder_out, lengths, decoder.initial_state(3))
+        hyps = decoder.hypotheses(state)
+    else:
+        hyps = decode(model, encoder_out, lengths, search, beam=3, max_symbols_per_frame=2, confidence=method)
+    assert_token_confidence(
+        model,
+        encoder_out,
+        hyps,
+        lambda tokens, durations: AGGREGATE[aggregation](
+            [reference(method, tokens), reference(method, durations, v=len(tokens))]
+        ),
+    )
+    rnnt = tiny_transducer(seed=4)
+    rnnt_out, rnnt_lengths = random_encoder_out(rnnt, batch=3, frames=9, seed=4)
+    without = ConfidenceMethod("entropy", "tsallis", 0.5, "exp", aggregation)
+    assert [h.token_confidence for h in greedy_search(rnnt, rnnt_out, rnnt_lengths, 2, confidence=method)] == [
+        h.token_confidence for h in greedy_search(rnnt, rnnt_out, rnnt_lengths, 2, confidence=without)
+    ]
 
 
 class Pieces:
@@ -120,7 +162,7 @@ class Pieces:
 def test_word_confidence_aggregates_the_tokens_of_each_word(aggregation: str) -> None:
     values = [0.9, 0.5, 0.8, 0.4, 0.7, 0.6]
     hyp = Hypothesis(tokens=[1, 2, 3, 4, 5, 6], token_confidence=values)
-    combine = {"mean": np.mean, "min": min, "max": max, "prod": math.prod}[aggregation]
+    combine = AGGREGATE[aggregation]
     got = word_confidence(hyp, Pieces(), ConfidenceMethod(aggregation=aggregation))
     assert got == pytest.approx([combine(values[:2]), combine(values[2:5]), combine(values[5:])])
     with pytest.raises(ValueError, match="no token confidence"):
@@ -129,6 +171,8 @@ def test_word_confidence_aggregates_the_tokens_of_each_word(aggregation: str) ->
         ConfidenceMethod(aggregation="median")
     with pytest.raises(ValueError, match="alpha"):
         ConfidenceMethod(alpha=0)
+    with pytest.raises(TypeError, match="tdt_include_duration"):
+        ConfidenceMethod(tdt_include_duration="yes")
 
 
 def test_streamed_confidence_equals_offline() -> None:

@@ -1,7 +1,7 @@
 """Our decoding against NeMo's own on the same encoder output of the same .nemo (RNN-T and TDT FastConformers that
 NeMo builds from its example configs, random weights sharpened so that they emit tokens; skipped without NeMo):
 greedy_batch (label looping) transcripts, word offsets (``compute_timestamps``) and token and word confidence for
-each of NeMo's measures, and malsd_batch beam search at beam 4 against ours."""
+each of NeMo's measures (TDT also with its duration confidence), and malsd_batch beam search at beam 4 against ours."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("nemo.collections.asr")
 pytestmark = [pytest.mark.nemo, pytest.mark.slow]
 
-from omegaconf import OmegaConf, open_dict  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from asr_plugin.decoding import (  # noqa: E402
     ConfidenceMethod,
@@ -22,8 +22,10 @@ from asr_plugin.decoding import (  # noqa: E402
     hypothesis_timing,
     word_confidence,
 )
+from asr_plugin.decoding.interface import lattice_durations  # noqa: E402
 from asr_plugin.formats.nemo.importer import import_nemo  # noqa: E402
 from benchmarks.nemo_compare import SHARPEN, speech_like_audio  # noqa: E402
+from benchmarks.nemo_decoding import nemo_encode, nemo_hypotheses, set_strategy  # noqa: E402
 from benchmarks.nemo_examples import save_example_model  # noqa: E402
 
 MAX_SYMBOLS = 10
@@ -42,7 +44,7 @@ class Case(NamedTuple):
 
 @pytest.fixture(scope="module", params=["fast_conformer_transducer", "fast_conformer_tdt"])
 def models(request, tmp_path_factory):
-    """The `Case` of 24 utterances (`nemo_hypotheses` starts from the decoding config as saved every time)."""
+    """The `Case` of 24 utterances (`nemo_hypotheses_of` starts from the decoding config as saved every time)."""
     from nemo.collections.asr.models import ASRModel
 
     path = save_example_model(request.param, tmp_path_factory.mktemp("nemo"))
@@ -54,27 +56,15 @@ def models(request, tmp_path_factory):
         ours.model.joint.output.weight.mul_(SHARPEN)
         lengths = [8000 + 1400 * i for i in range(UTTERANCES)]
         audio, audio_lengths = speech_like_audio(lengths, seed=3)
-        features, feature_lengths = nemo.preprocessor(input_signal=audio, length=audio_lengths)
-        encoded, encoded_lengths = nemo.encoder(audio_signal=features, length=feature_lengths)
+        encoded, encoded_lengths = nemo_encode(nemo, audio, audio_lengths)
     return Case(nemo, decoding, ours, encoded, encoded_lengths)
 
 
-def nemo_hypotheses(case: Case, strategy: str, **options):
-    """NeMo's hypotheses of the batch with the decoding config changed as `options` say."""
-    config = OmegaConf.create(case.decoding)  # change_decoding_strategy rewrites nemo.cfg.decoding
-    with open_dict(config):
-        config.strategy = strategy
-        cap = "max_symbols" if "max_symbols" in config.greedy else "max_symbols_per_step"  # the config's own key
-        config.greedy[cap] = MAX_SYMBOLS
-        config.beam = {**config.get("beam", {}), "beam_size": 4, "max_symbols_per_step": MAX_SYMBOLS}
-        config.beam.score_norm = False  # ours has no length normalisation
-        for key, value in options.items():
-            OmegaConf.update(config, key, value, force_add=True)
-    case.nemo.change_decoding_strategy(config, verbose=False)
-    with torch.no_grad():
-        hyps = case.nemo.decoding.rnnt_decoder_predictions_tensor(case.encoded, case.lengths, return_hypotheses=True)
-    hyps = hyps[0] if isinstance(hyps, tuple) else hyps
-    return [h[0] if isinstance(h, list) else h for h in hyps]
+def nemo_hypotheses_of(case: Case, strategy: str, **options):
+    """NeMo's hypotheses of the batch by `strategy` (beam 4, no length normalisation: ours has none), the decoding
+    config also changed as `options` say."""
+    set_strategy(case.nemo, case.decoding, strategy, MAX_SYMBOLS, 4, **{"beam.score_norm": False, **options})
+    return nemo_hypotheses(case.nemo, case.encoded, case.lengths)
 
 
 def ours_frames(encoded: torch.Tensor) -> torch.Tensor:
@@ -83,7 +73,7 @@ def ours_frames(encoded: torch.Tensor) -> torch.Tensor:
 
 def test_greedy_equals_nemo_greedy_batch(models) -> None:
     ours, encoded, lengths = models.ours, models.encoded, models.lengths
-    theirs = nemo_hypotheses(models, "greedy_batch")
+    theirs = nemo_hypotheses_of(models, "greedy_batch")
     mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer)
     same = sum([t - 1 for t in m.tokens] == [int(t) for t in h.y_sequence] for m, h in zip(mine, theirs))
     assert sum(len(m.tokens) for m in mine) > 3 * UTTERANCES
@@ -92,7 +82,7 @@ def test_greedy_equals_nemo_greedy_batch(models) -> None:
 
 def test_word_timestamps_equal_nemo_within_one_frame(models) -> None:
     ours, encoded, lengths = models.ours, models.encoded, models.lengths
-    theirs = nemo_hypotheses(models, "greedy_batch", compute_timestamps=True)
+    theirs = nemo_hypotheses_of(models, "greedy_batch", compute_timestamps=True)
     mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer)
     counts = {"char": [0, 0], "word": [0, 0]}  # [within one frame, all]
     for m, h in zip(mine, theirs):
@@ -119,14 +109,15 @@ MEASURES = [ConfidenceMethod("max_prob", alpha=a) for a in (1.0, 0.5)] + [
 ]
 
 
-@pytest.mark.parametrize("method", MEASURES, ids=repr)
-def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
-    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+def assert_confidence_equals_nemo(case: Case, method: ConfidenceMethod) -> None:
+    """Token and word confidence of our greedy search within 1e-4 of NeMo's greedy_batch with the same method."""
+    ours, encoded, lengths = case.ours, case.encoded, case.lengths
     confidence = {
         "preserve_token_confidence": True,
         "preserve_word_confidence": True,
         "exclude_blank": True,
         "aggregation": method.aggregation,
+        "tdt_include_duration": method.tdt_include_duration,
         "method_cfg": {
             "name": method.name,
             "entropy_type": method.entropy_type,
@@ -134,8 +125,9 @@ def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
             "entropy_norm": method.entropy_norm,
         },
     }
-    theirs = nemo_hypotheses(models, "greedy_batch", confidence_cfg=confidence)
+    theirs = nemo_hypotheses_of(case, "greedy_batch", confidence_cfg=confidence)
     mine = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS, ours.tokenizer, method)
+    compared = 0
     for m, h in zip(mine, theirs):
         if [t - 1 for t in m.tokens] != [int(t) for t in h.y_sequence]:
             continue  # a different transcript has other confidences (at most 0.5 %: the greedy test)
@@ -143,6 +135,28 @@ def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
         assert word_confidence(m, ours.tokenizer, method) == pytest.approx(
             [float(c) for c in h.word_confidence], abs=1e-4
         )
+        compared += len(m.tokens)
+    assert compared > 3 * UTTERANCES
+
+
+@pytest.mark.parametrize("method", MEASURES, ids=repr)
+def test_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
+    assert_confidence_equals_nemo(models, method)
+
+
+DURATION_MEASURES = [
+    ConfidenceMethod("max_prob", alpha=0.5, aggregation="mean", tdt_include_duration=True),
+    ConfidenceMethod("entropy", "tsallis", 0.33, "exp", "min", tdt_include_duration=True),
+    ConfidenceMethod("entropy", "renyi", 1.0, "lin", "prod", tdt_include_duration=True),
+]
+
+
+@pytest.mark.parametrize("method", DURATION_MEASURES, ids=repr)
+def test_tdt_duration_confidence_equals_nemo(models, method: ConfidenceMethod) -> None:
+    """NeMo's ``tdt_include_duration``: a TDT token's confidence aggregates its token and duration measures."""
+    if lattice_durations(models.ours.model.lattice) is None:
+        pytest.skip("an RNN-T model has no durations")
+    assert_confidence_equals_nemo(models, method)
 
 
 def test_beam_four_finds_hypotheses_at_least_as_likely_as_nemo_malsd(models) -> None:
@@ -150,7 +164,7 @@ def test_beam_four_finds_hypotheses_at_least_as_likely_as_nemo_malsd(models) -> 
     surviving alignments' summed probability (NeMo's without length normalisation here): on the same model, ours
     finds one at least as likely as NeMo's on nearly every utterance."""
     ours, encoded, lengths = models.ours, models.encoded, models.lengths
-    theirs = nemo_hypotheses(models, "malsd_batch")
+    theirs = nemo_hypotheses_of(models, "malsd_batch")
     mine = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS)
     greedy = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS)
     assert all(m.score >= g.score - 1e-4 for m, g in zip(mine, greedy))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from built_once import built_once, copy_of
 from onnx_fixtures import LetterPieces
 from tiny_models import tiny_transducer
 
@@ -21,6 +22,26 @@ from asr_plugin.export import export_onnx, export_transducer
 from asr_plugin.export.export_dir import RECORD_NAME, export_directory, file_sha256, model_sha256, read_record
 
 NEMO = {"kind": "nemo", "options": {"num_mel_bins": 16}}
+OLD_SOURCE = "/runs/old.ckpt"
+
+
+@pytest.fixture(scope="module")
+def old_export(tmp_path_factory) -> Path:
+    """The export (float and int8, of `OLD_SOURCE`) of `tiny_transducer(seed=1)` that the tests replace, made once
+    per test run (an ONNX export is seconds of CPU): tests take a copy (`_old_export_in`)."""
+    built = built_once(
+        tmp_path_factory,
+        "export_of_tiny_transducer_1",
+        lambda directory: export_onnx(
+            tiny_transducer(seed=1), NEMO, LetterPieces(7), directory / "sherpa", int8=True, source=OLD_SOURCE
+        ),
+    )
+    return built / "sherpa"
+
+
+def _old_export_in(tmp_path: Path, old_export: Path) -> tuple[Path, torch.nn.Module]:
+    """A private copy of `old_export` at tmp_path/sherpa, with `tiny_transducer(seed=1)`, the model it is of."""
+    return copy_of(old_export, tmp_path / "sherpa"), tiny_transducer(seed=1)
 
 
 def _files(directory: Path) -> dict[str, str]:
@@ -34,10 +55,9 @@ def _check_record(directory: Path, model: torch.nn.Module) -> None:
     assert record["files"] == {name: digest for name, digest in files.items() if name != RECORD_NAME}
 
 
-def test_an_overwrite_without_int8_leaves_no_int8_file_of_the_old_model(tmp_path):
-    old, new = tiny_transducer(seed=1), tiny_transducer(seed=2)
-    out = tmp_path / "sherpa"
-    export_onnx(old, NEMO, LetterPieces(7), out, int8=True, source="/runs/old.ckpt")
+def test_an_overwrite_without_int8_leaves_no_int8_file_of_the_old_model(tmp_path, old_export):
+    (out, old), new = _old_export_in(tmp_path, old_export), tiny_transducer(seed=2)
+    assert read_record(out)["source"] == OLD_SOURCE
     assert {name for name in _files(out)} >= {"encoder.int8.onnx", "decoder.int8.onnx", "joiner.int8.onnx"}
     _check_record(out, old)
     with pytest.raises(FileExistsError, match="overwrite"):
@@ -50,12 +70,10 @@ def test_an_overwrite_without_int8_leaves_no_int8_file_of_the_old_model(tmp_path
     assert not list(tmp_path.glob(".sherpa.*"))  # no staging or replaced directory left
 
 
-def test_a_failure_half_way_through_an_overwrite_leaves_the_old_export_whole(tmp_path, monkeypatch):
+def test_a_failure_half_way_through_an_overwrite_leaves_the_old_export_whole(tmp_path, monkeypatch, old_export):
     from asr_plugin.export import onnx_export
 
-    old, new = tiny_transducer(seed=1), tiny_transducer(seed=2)
-    out = tmp_path / "sherpa"
-    export_onnx(old, NEMO, LetterPieces(7), out)
+    (out, old), new = _old_export_in(tmp_path, old_export), tiny_transducer(seed=2)
     before = _files(out)
     written = []
 
@@ -90,10 +108,8 @@ onnx_export.export_onnx(tiny_transducer(seed=2), {"kind": "nemo", "options": {"n
 """
 
 
-def test_a_kill_during_an_overwrite_leaves_the_old_export_and_the_next_export_cleans_up(tmp_path):
-    old = tiny_transducer(seed=1)
-    out = tmp_path / "sherpa"
-    export_onnx(old, NEMO, LetterPieces(7), out)
+def test_a_kill_during_an_overwrite_leaves_the_old_export_and_the_next_export_cleans_up(tmp_path, old_export):
+    out, _ = _old_export_in(tmp_path, old_export)
     before = _files(out)
     tests = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests / "export"), *sys.path])}
@@ -116,7 +132,7 @@ def test_a_kill_during_an_overwrite_leaves_the_old_export_and_the_next_export_cl
     assert not leftover.exists()
 
 
-def test_files_no_export_wrote_are_refused_by_name_and_kept(tmp_path):
+def test_files_no_export_wrote_are_refused_by_name_and_kept(tmp_path, old_export):
     model = tiny_transducer(seed=1)
     out = tmp_path / "mine"
     out.mkdir()
@@ -125,15 +141,15 @@ def test_files_no_export_wrote_are_refused_by_name_and_kept(tmp_path):
         with pytest.raises(ValueError, match=r"holds \['notes.txt'\], which no export wrote"):
             export_onnx(model, NEMO, LetterPieces(7), out, overwrite=overwrite)
     assert (out / "notes.txt").read_text() == "my notes" and sorted(_files(out)) == ["notes.txt"]
-    export_onnx(model, NEMO, LetterPieces(7), tmp_path / "sherpa")
+    _old_export_in(tmp_path, old_export)
     (tmp_path / "sherpa" / "README").write_text("added later")
     with pytest.raises(ValueError, match=r"\['README'\]"):
         export_onnx(model, NEMO, LetterPieces(7), tmp_path / "sherpa", overwrite=True)
 
 
-def test_an_export_made_before_records_is_replaced_whole(tmp_path):
-    out = tmp_path / "sherpa"
-    export_onnx(tiny_transducer(seed=1), NEMO, LetterPieces(7), out, int8=True)
+def test_an_export_made_before_records_is_replaced_whole(tmp_path, old_export):
+    out, _ = _old_export_in(tmp_path, old_export)
+    assert list(out.glob("*.int8.onnx"))
     (out / RECORD_NAME).unlink()  # as an older version wrote it
     new = tiny_transducer(seed=2)
     export_onnx(new, NEMO, LetterPieces(7), out, overwrite=True)

@@ -9,20 +9,34 @@ from pathlib import Path
 
 import pytest
 import torch
+from built_once import built_once, copy_of
 from tiny_models import TINY_SIZES, tiny_transducer
 
 from asr_plugin.decoding import beam_search, greedy_search
 from asr_plugin.export import ExportedTransducer, export_transducer
+from asr_plugin.export.export_dir import RECORD_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def bare_export(tmp_path_factory) -> Path:
+    """The export of the bare model `tiny_transducer(seed=3)` (no decoding settings), made once per test run (a
+    torch.export of the three pieces is seconds of CPU); shared: tests copy it before changing it."""
+    built = built_once(
+        tmp_path_factory,
+        "torch_export_of_tiny_transducer_3",
+        lambda directory: export_transducer(tiny_transducer(seed=3), directory / "export", feature_dim=16),
+    )
+    return built / "export"
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_exported_pieces_decode_like_the_eager_model(tmp_path) -> None:
+def test_exported_pieces_decode_like_the_eager_model(tmp_path, bare_export) -> None:
     model = tiny_transducer(seed=3)
-    paths = export_transducer(model, tmp_path / "export", feature_dim=16)
-    assert sorted(p.name for p in paths.values()) == ["encoder.pt2", "joint.pt2", "predictor.pt2", "transducer.json"]
-    exported = ExportedTransducer.load(tmp_path / "export")
+    pieces = ["encoder.pt2", "joint.pt2", "predictor.pt2", "transducer.json"]
+    assert sorted(p.name for p in bare_export.iterdir()) == sorted([*pieces, RECORD_NAME])
+    exported = ExportedTransducer.load(copy_of(bare_export, tmp_path / "export"))
     torch.manual_seed(1)
     # Shapes unlike the export example (batch 2, 64 frames): the axes really are dynamic.
     features, lengths = torch.randn(5, 90, 16), torch.tensor([90, 71, 40, 17, 88])
@@ -65,7 +79,7 @@ def save_training_checkpoint(path: Path, model, **hyper_parameters) -> Path:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_export_model_records_the_checkpoints_max_symbols_per_frame(tmp_path) -> None:
+def test_export_model_records_the_checkpoints_max_symbols_per_frame(tmp_path, bare_export) -> None:
     export_model = runpy.run_path(str(REPO_ROOT / "scripts" / "export_model.py"))["main"]
     model = tiny_transducer(seed=3)
     checkpoint = save_training_checkpoint(tmp_path / "run.ckpt", model, max_symbols_per_frame=7)
@@ -78,18 +92,17 @@ def test_export_model_records_the_checkpoints_max_symbols_per_frame(tmp_path) ->
     assert export_model(["--checkpoint", str(older), "--out", str(tmp_path / "older")]) == 0
     assert ExportedTransducer.load(tmp_path / "older").max_symbols_per_frame == 10
     # a bare model has no decoding settings: nothing is recorded
-    export_transducer(model, tmp_path / "bare", feature_dim=16)
-    assert ExportedTransducer.load(tmp_path / "bare").max_symbols_per_frame is None
+    assert ExportedTransducer.load(bare_export).max_symbols_per_frame is None
 
 
-def test_exports_without_the_record_load_and_a_bad_value_is_refused_naming_the_file(tmp_path) -> None:
+def test_exports_without_the_record_load_and_a_bad_value_is_refused_naming_the_file(tmp_path, bare_export) -> None:
     model = tiny_transducer(seed=3)
-    paths = export_transducer(model, tmp_path / "export", feature_dim=16, max_symbols_per_frame=2)
-    record = json.loads(paths["metadata"].read_text(encoding="utf-8"))
+    metadata = copy_of(bare_export, tmp_path / "export") / "transducer.json"
+    record = json.loads(metadata.read_text(encoding="utf-8"))
     del record["max_symbols_per_frame"]  # as exports written before it was recorded
-    paths["metadata"].write_text(json.dumps(record), encoding="utf-8")
+    metadata.write_text(json.dumps(record), encoding="utf-8")
     assert ExportedTransducer.load(tmp_path / "export").max_symbols_per_frame is None
-    paths["metadata"].write_text(json.dumps({**record, "max_symbols_per_frame": 0}), encoding="utf-8")
+    metadata.write_text(json.dumps({**record, "max_symbols_per_frame": 0}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"transducer\.json: malformed export metadata .*max_symbols_per_frame"):
         ExportedTransducer.load(tmp_path / "export")
     with pytest.raises(ValueError, match="max_symbols_per_frame"):

@@ -217,6 +217,12 @@ class TransducerDataModule(L.LightningDataModule):
         """The front end in evaluation mode (no dither), e.g. for its `hop_length` and `sample_rate`."""
         return build_frontend(self.frontend_spec).eval()
 
+    @property
+    def longest_training_utterance(self) -> float | None:
+        """Seconds of the longest training utterance `setup("fit")` read (None before it, or for a streamed Shar
+        training set, whose cuts are not read ahead)."""
+        return max((entry.duration for entry in self._train_entries or ()), default=None)
+
     # ---- preparation (the pipeline's) and what is missing ----------------------------------------------
     def split_manifest(self, split: str) -> Path:
         """Manifest path of a split name."""

@@ -1,0 +1,53 @@
+"""Phrase boosting's gains and cost on one model file (docs/decoding.md, "Phrase boosting"; `benchmarks.hotwords`
+says what is measured): the recall of the dev set's most often missed words and the WER of every manifest without
+and with boosting them, then greedy search's time with 10,000 random phrases over without, as a ratio.
+
+    python scripts/benchmark_hotwords.py <checkpoint> --dev <dev.jsonl> --manifest <test.jsonl> --words 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from benchmarks.hotwords import Decoder, cost_ratios, gains, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="a model file: .ckpt, a directory of them, or .nemo")
+    parser.add_argument("--dev", required=True, help="the manifest whose most often missed words are boosted")
+    parser.add_argument("--manifest", action="append", required=True, help="a manifest to score (repeatable)")
+    parser.add_argument("--words", type=int, default=30, help="words boosted (default 30)")
+    parser.add_argument("--hotwords-score", type=float, default=1.5, help="per-token score (default 1.5)")
+    parser.add_argument("--phrases", type=int, default=10_000, help="random phrases of the cost (default 10000)")
+    parser.add_argument("--batch-size", type=int, default=16, help="utterances decoded together (default 16)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings of the cost, alternated (default 5)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N utterances of each manifest")
+    args = parser.parse_args(argv)
+    if min(args.words, args.phrases, args.batch_size, args.repeats, args.threads) < 1:
+        parser.error("--words, --phrases, --batch-size, --repeats and --threads must be >= 1")
+    torch.set_num_threads(args.threads)
+    try:
+        decoder = Decoder(args.model, args.batch_size)
+        boosted, rows = gains(decoder, args.dev, args.manifest, args.words, args.hotwords_score, args.limit)
+        count, build, ratios = cost_ratios(
+            decoder, args.manifest, args.phrases, args.hotwords_score, args.repeats, args.limit
+        )
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(str(err))
+    print(table(boosted, rows))
+    print(f"\n{count} random phrases: tokenised and built in {build:.2f} s")
+    for score, ratio in ratios.items():
+        print(
+            f"greedy search at batch {args.batch_size} with them at score {score:g}: {ratio:.2f} x its time without "
+            f"(median of {args.repeats})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""What phrase boosting buys and costs, on one model file and its manifests (docs/decoding.md, "Phrase boosting").
+
+Gains: the words the model most often misses on the dev manifest (a reference word counts as missed where the
+utterance's hypothesis has fewer of it than its reference) are boosted, each as a one-word phrase; for every
+manifest, their recall (the share of their reference occurrences that the hypotheses have, counted per
+utterance) and the WER without and with boosting, greedy search. Cost: greedy search at one batch size over the
+manifests' encoder output with and without a list of random phrases (1 to 3 words drawn from the manifests'
+references), decoding time only, the two timed alternately in one process; the ratio is the median of the
+repeats. It is measured twice: at the boosting score, where the boosted search also emits other tokens (more or
+fewer label steps), and at a score of 0.001, where it emits what the plain search does, so that the ratio is the
+scorer's own work.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from asr_plugin.data import read_manifest
+from asr_plugin.decoding import WeightedScorer, greedy_search
+from asr_plugin.decoding.phrase_boosting import PhraseBoosting, PhraseGraph
+from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
+from asr_plugin.evaluation.scoring import Recognition, score
+from asr_plugin.formats import read_model
+from asr_plugin.frontend.spec import build_frontend
+from benchmarks.decoding import Batches, batched, side_by_side
+
+
+@dataclass(frozen=True)
+class SetRow:
+    """One manifest's recall of the boosted words and WER, without and with boosting."""
+
+    name: str
+    occurrences: int
+    recall_before: float
+    recall_after: float
+    wer_before: float
+    wer_after: float
+
+
+def missed_words(refs: Sequence[str], hyps: Sequence[str]) -> Counter:
+    """Per reference word, how many of its occurrences the hypotheses miss (per utterance, by count)."""
+    missed: Counter = Counter()
+    for ref, hyp in zip(refs, hyps, strict=True):
+        missed.update(Counter(ref.split()) - Counter(hyp.split()))
+    return missed
+
+
+def recall(words: set[str], refs: Sequence[str], hyps: Sequence[str]) -> tuple[int, float]:
+    """(occurrences of `words` in the references, the share of them the hypotheses have, per utterance)."""
+    total = found = 0
+    for ref, hyp in zip(refs, hyps, strict=True):
+        wanted, got = Counter(w for w in ref.split() if w in words), Counter(hyp.split())
+        total += sum(wanted.values())
+        found += sum(min(n, got[w]) for w, n in wanted.items())
+    return total, found / total if total else 0.0
+
+
+class Decoder:
+    """A model file's greedy search over manifests, encoded once per manifest at `batch_size`."""
+
+    def __init__(self, path: str | os.PathLike, batch_size: int) -> None:
+        loaded = read_model(path)
+        self.model, self.tokenizer = loaded.model.eval(), model_tokenizer(loaded)
+        self.cap = decoding_settings(loaded, {})["max_symbols_per_frame"]
+        self.frontend = build_frontend(loaded.require_frontend_spec()).eval()
+        self.batch_size = batch_size
+
+    @torch.no_grad()
+    def encode(self, manifest: str | os.PathLike, limit: int | None = None) -> tuple[Batches, list[str]]:
+        """The manifest's encoder output in batches and its normalised references."""
+        entries = read_manifest(manifest)[:limit]
+        audio = [entry.load_audio(self.frontend.sample_rate) for entry in entries]
+        batches = []
+        for group in batched([a.shape[0] for a in audio], self.batch_size):
+            lengths = torch.tensor([audio[i].shape[0] for i in group])
+            padded = torch.nn.utils.rnn.pad_sequence([audio[i] for i in group], batch_first=True)
+            batches.append((group, *self.model.encode(*self.frontend(padded, lengths))))
+        return batches, [self.tokenizer.normalize(entry.text) for entry in entries]
+
+    def texts(self, batches: Batches, count: int, fusion: Sequence[WeightedScorer] = ()) -> tuple[list[str], float]:
+        """(greedy texts in manifest order, decoding seconds)."""
+
+        def decode(encoded, lengths):
+            return [
+                h.text or ""
+                for h in greedy_search(self.model, encoded, lengths, self.cap, self.tokenizer, fusion=fusion)
+            ]
+
+        return side_by_side([(batches, decode)], count, repeats=1)[0]
+
+
+def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    return score([Recognition(str(i), r, h) for i, (r, h) in enumerate(zip(refs, hyps))]).wer
+
+
+def gains(decoder: Decoder, dev: str, manifests: Sequence[str], words: int, hotwords_score: float, limit=None):
+    """(the boosted words, one `SetRow` per manifest)."""
+    batches, refs = decoder.encode(dev, limit)
+    hyps, _ = decoder.texts(batches, len(refs))
+    boosted = [word for word, _ in missed_words(refs, hyps).most_common(words)]
+    fusion = [WeightedScorer(PhraseBoosting.from_phrases(boosted, decoder.tokenizer, hotwords_score), 1.0)]
+    rows = []
+    for manifest in manifests:
+        batches, refs = decoder.encode(manifest, limit)
+        before, _ = decoder.texts(batches, len(refs))
+        after, _ = decoder.texts(batches, len(refs), fusion)
+        count, recall_before = recall(set(boosted), refs, before)
+        _, recall_after = recall(set(boosted), refs, after)
+        name = Path(manifest).stem
+        rows.append(SetRow(name, count, recall_before, recall_after, wer(refs, before), wer(refs, after)))
+    return boosted, rows
+
+
+def random_phrases(words: Sequence[str], count: int, seed: int = 0) -> list[str]:
+    """`count` distinct phrases of 1 to 3 words drawn from `words` (fewer when the words cannot make so many)."""
+    rng = random.Random(seed)
+    phrases: dict[str, None] = {}
+    for _ in range(20 * count):
+        phrases[" ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))] = None
+        if len(phrases) == count:
+            break
+    return list(phrases)
+
+
+def cost_ratios(
+    decoder: Decoder, manifests: Sequence[str], phrases: int, hotwords_score: float, repeats: int, limit=None
+) -> tuple[int, float, dict[float, float]]:
+    """(phrases, graph build seconds, {score: median ratio of greedy decoding time with the phrases to without})
+    at `hotwords_score` and at 0.001."""
+    encoded = [decoder.encode(m, limit) for m in manifests]
+    words = sorted({word for _, refs in encoded for ref in refs for word in ref.split()})
+    texts = random_phrases(words, phrases)
+    start = time.perf_counter()
+    tokens = [(tuple(decoder.tokenizer.encode(text)), 1.0) for text in texts]
+    graph = PhraseGraph.build(tokens, decoder.tokenizer.vocab_size)
+    build_seconds = time.perf_counter() - start
+    ratios = {}
+    for weight in (hotwords_score, 0.001):
+        fusion = [WeightedScorer(PhraseBoosting(graph, decoder.tokenizer.blank_id), weight)]
+        measured = []
+        for _ in range(repeats):
+            plain = sum(decoder.texts(batches, len(refs))[1] for batches, refs in encoded)
+            boosted = sum(decoder.texts(batches, len(refs), fusion)[1] for batches, refs in encoded)
+            measured.append(boosted / plain)
+        ratios[weight] = statistics.median(measured)
+    return len(texts), build_seconds, ratios
+
+
+def table(boosted: Sequence[str], rows: Sequence[SetRow]) -> str:
+    """The Markdown table of the gains."""
+    lines = [
+        f"boosted words ({len(boosted)}): {' '.join(boosted)}",
+        "",
+        "| set | occurrences | recall before % | recall after % | WER before % | WER after % |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r.name} | {r.occurrences} | {100 * r.recall_before:.1f} | {100 * r.recall_after:.1f} | "
+        f"{r.wer_before:.2f} | {r.wer_after:.2f} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
