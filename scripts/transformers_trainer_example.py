@@ -22,12 +22,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-dev", type=int, default=40, help="dev utterances of the corpus made")
     parser.add_argument("--kinds", default="rnnt,tdt", help="ParakeetForRNNT and/or ParakeetForTDT")
     parser.add_argument("--seeds", default="0,1", help="the runs' seeds (initial weights, data order, dropout)")
+    parser.add_argument("--losses", default="transformers,samplewise", help="transformers' own, the sample-wise")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps of 8 utterances")
     parser.add_argument("--pieces", type=int, default=64, help="SentencePiece pieces (the blank comes on top)")
     args = parser.parse_args(argv)
     make_mini_librispeech(args.corpus, n_train=args.n_train, n_dev=args.n_dev, n_test=1, progress=False)
     results = run_example(
-        args.corpus, args.kinds.split(","), [int(s) for s in args.seeds.split(",")], args.steps, args.pieces
+        args.corpus,
+        args.kinds.split(","),
+        [int(s) for s in args.seeds.split(",")],
+        args.steps,
+        args.pieces,
+        args.losses.split(","),
     )
     print(f"\n{'kind':<5} {'loss':<13} {'seed':>4} {'dev WER before':>15} {'after':>8}  training losses (every tenth)")
     for r in results:

@@ -14,6 +14,7 @@ from pathlib import Path
 import soundfile as sf
 
 SIZES = dict(hidden_size=96, num_hidden_layers=2, num_attention_heads=4, intermediate_size=192)
+LOSSES = ("transformers", "samplewise")
 ENCODER = dict(**SIZES, subsampling_factor=4, subsampling_conv_channels=32, num_mel_bins=80, conv_kernel_size=9)
 
 
@@ -125,8 +126,8 @@ def fine_tune(kind: str, loss: str, seed: int, train, dev, processor, steps: int
     return {"before": before, "after": dev_wer(model, processor, dev), "losses": losses}
 
 
-def run_example(corpus: Path, kinds, seeds, steps: int, pieces: int) -> list[dict]:
-    """Every (kind, loss, seed): its before/after dev WER and training losses."""
+def run_example(corpus: Path, kinds, seeds, steps: int, pieces: int, losses=LOSSES) -> list[dict]:
+    """Every (kind, seed, loss of `losses`): its before/after dev WER and training losses."""
     train, dev = read_split(corpus, "train"), read_split(corpus, "dev")
     random.Random(0).shuffle(train)
     results = []
@@ -138,7 +139,7 @@ def run_example(corpus: Path, kinds, seeds, steps: int, pieces: int) -> list[dic
             raise RuntimeError("the processor's decoder_input_ids are not [blank] + labels")
         for kind in kinds:
             for seed in seeds:
-                for loss in ("transformers", "samplewise"):
+                for loss in losses:
                     result = fine_tune(kind, loss, seed, train, dev, processor, steps, Path(work) / "out")
                     results.append(dict(kind=kind, loss=loss, seed=seed, **result))
                     print(results[-1], flush=True)
