@@ -3,6 +3,10 @@ says what is measured): the recall of the dev set's most often missed words and 
 and with boosting them, then greedy search's time with 10,000 random phrases over without, as a ratio.
 
     python scripts/benchmark_hotwords.py <checkpoint> --dev <dev.jsonl> --manifest <test.jsonl> --words 30
+
+--sherpa-onnx DIR also exports the model there and compares its transcripts of the first manifest with
+sherpa-onnx's (greedy, modified_beam_search, and that with the boosted words as its hotwords file;
+`benchmarks.hotwords_sherpa`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 import torch
 
 from benchmarks.hotwords import Decoder, cost_ratios, gains, table
+from benchmarks.hotwords_sherpa import sherpa_agreement
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timings of the cost, alternated (default 5)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances of each manifest")
+    parser.add_argument("--beam", type=int, default=4, help="--sherpa-onnx: the beam of both (default 4)")
+    parser.add_argument("--sherpa-onnx", default=None, metavar="DIR", help="export here and compare with sherpa-onnx")
     args = parser.parse_args(argv)
     if min(args.words, args.phrases, args.batch_size, args.repeats, args.threads) < 1:
         parser.error("--words, --phrases, --batch-size, --repeats and --threads must be >= 1")
@@ -37,9 +44,16 @@ def main(argv: list[str] | None = None) -> int:
         count, build, ratios = cost_ratios(
             decoder, args.manifest, args.phrases, args.hotwords_score, args.repeats, args.limit
         )
+        agreed = {}
+        if args.sherpa_onnx is not None:
+            agreed = sherpa_agreement(
+                args.model, args.manifest[0], boosted, args.hotwords_score, args.beam, args.sherpa_onnx, args.limit
+            )
     except (FileNotFoundError, ValueError) as err:
         parser.error(str(err))
     print(table(boosted, rows))
+    for name, share in agreed.items():
+        print(f"sherpa-onnx and ours agree ({name}, beam {args.beam}): {100 * share:.1f} % of the utterances")
     print(f"\n{count} random phrases: tokenised and built in {build:.2f} s")
     for score, ratio in ratios.items():
         print(

@@ -18,7 +18,8 @@ line is ``path<TAB>text`` on stdout either way (a path or text holding a tab or 
 
 --hotwords FILE boosts the phrases of a sherpa-onnx hotwords file (one phrase per line, optionally `` :score``)
 in the search, offline and streaming, each token of a phrase by its score or --hotwords-score (docs/decoding.md,
-"Phrase boosting").
+"Phrase boosting"). --lm FILE fuses an ARPA n-gram LM (scripts/build_ngram_lm.py) at --lm-weight
+(docs/decoding.md, "n-gram LM fusion").
 
 --timestamps DIR also writes each file's subtitles, DIR/<file stem>.srt and .vtt (one cue per segment: a
 sentence ending in .?!, or words up to a pause longer than --segment-pause seconds), and DIR/timestamps.jsonl,
@@ -31,6 +32,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from asr_plugin.decoding.ngram_lm import DEFAULT_LM_WEIGHT
 from asr_plugin.evaluation.chunk_length import default_chunk_seconds
 from asr_plugin.evaluation.fusion_spec import DEFAULT_HOTWORDS_SCORE, FusionSpec
 from asr_plugin.evaluation.streaming_session import BufferedWindows, StreamingMode, context_argument
@@ -72,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help=f"--hotwords: per-token score of a phrase without its own (default {DEFAULT_HOTWORDS_SCORE:g})",
+    )
+    parser.add_argument("--lm", default=None, metavar="FILE", help="fuse this ARPA n-gram LM into the search")
+    parser.add_argument(
+        "--lm-weight", type=float, default=None, help=f"--lm: its scores' weight (default {DEFAULT_LM_WEIGHT:g})"
     )
     parser.add_argument("--timestamps", default=None, metavar="DIR", help="write .srt, .vtt and timestamps.jsonl here")
     parser.add_argument(
@@ -122,14 +128,15 @@ def streaming_mode(args: argparse.Namespace) -> StreamingMode | None:
 
 
 def fusion_spec(args: argparse.Namespace) -> FusionSpec:
-    """The phrase boosting the arguments ask for; ValueError for --hotwords-score without --hotwords or a score
-    that is not finite and > 0."""
-    if args.hotwords is None:
-        if args.hotwords_score is not None:
-            raise ValueError("--hotwords-score needs --hotwords")
-        return FusionSpec()
+    """The phrase boosting and LM fusion the arguments ask for; ValueError for --hotwords-score without
+    --hotwords, --lm-weight without --lm, a score that is not finite and > 0 or a weight that is not finite."""
+    if args.hotwords is None and args.hotwords_score is not None:
+        raise ValueError("--hotwords-score needs --hotwords")
+    if args.lm is None and args.lm_weight is not None:
+        raise ValueError("--lm-weight needs --lm")
     score = DEFAULT_HOTWORDS_SCORE if args.hotwords_score is None else args.hotwords_score
-    return FusionSpec(args.hotwords, score)
+    weight = DEFAULT_LM_WEIGHT if args.lm_weight is None else args.lm_weight
+    return FusionSpec(args.hotwords, score, args.lm, weight, ("--lm", "--lm-weight"))
 
 
 def check_timestamp_options(args: argparse.Namespace) -> None:

@@ -21,7 +21,10 @@ those. A word that is neither is refused, naming up to 5.
 Special words: ``<s>`` starts every hypothesis (`initial_states`: the state of the history ``<s>``), ``</s>``
 ends it (`final`, back-offs included), ``<unk>`` (kenlm's log10 -100 when the file has none) scores every token
 the file does not list, as kenlm scores an unknown word: as the word ``<unk>``, in any n-gram that holds it. The
-blank column scores 0 and keeps the state (`asr_plugin.decoding.fusion`). Scores are natural-log (ARPA's
+blank column scores 0 and keeps the state (`asr_plugin.decoding.fusion`). NeMo's NGPU-LM differs for tokens the
+file lacks: its default ``normalize_unk=True`` divides ``<unk>``'s probability among them, and it sends them to
+the empty history, which equals kenlm's only when ``<unk>`` has no back-off weight or n-grams of its own (as in
+IRSTLM's files; tests/decoding/test_ngram_lm_nemo.py compares with ``normalize_unk=False``). Scores are natural-log (ARPA's
 log10 times ln 10).
 """
 
@@ -44,6 +47,8 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 SPECIAL_WORDS = (BOS, EOS, UNK)
 KENLM_MISSING_UNK_LOG10 = -100.0
 DEFAULT_DENSE_LIMIT = 1 << 22  # (state, token) pairs kept dense: 4 Mi pairs = 48 MiB
+LM_OPTIONS = ("decoding.lm.path", "decoding.lm.weight")  # eval.py's; transcribe.py's are --lm, --lm-weight
+DEFAULT_LM_WEIGHT = 0.3
 _LN10 = math.log(10.0)
 
 
@@ -165,22 +170,28 @@ class NgramLM:
         }
 
 
+def check_lm_options(path: str | os.PathLike | None, weight: float, names: tuple[str, str] = LM_OPTIONS) -> None:
+    """ValueError naming the weight's option unless it is a finite number; FileNotFoundError naming the path's
+    unless it is None or a file."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        raise ValueError(f"{names[1]}={weight!r}: a finite number (the LM's natural-log scores are multiplied by it)")
+    if path is not None and not Path(path).is_file():
+        raise FileNotFoundError(f"{names[0]}={path}: no such ARPA file")
+
+
 def lm_fusion(
     path: str | os.PathLike | None,
     weight: float,
     tokenizer,
     device: torch.device | str = "cpu",
-    names: tuple[str, str] = ("decoding.lm.path", "decoding.lm.weight"),
+    names: tuple[str, str] = LM_OPTIONS,
 ) -> list[WeightedScorer]:
     """The fusion entry of an LM's two options (`names`: the path's, the weight's): none without a path, else the
     ARPA file's `NgramLM` for `tokenizer`'s pieces (``vocab_size``, ``blank_id``, ``id_to_piece``) on `device` with
     `weight`; a weight that is not a finite number, or a missing file, is refused naming its option."""
     if path is None:
         return []
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-        raise ValueError(f"{names[1]}={weight!r}: a finite number (the LM's natural-log scores are multiplied by it)")
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{names[0]}={path}: no such ARPA file")
+    check_lm_options(path, weight, names)
     pieces = [tokenizer.id_to_piece(k) for k in range(tokenizer.vocab_size)]
     return [WeightedScorer(NgramLM.from_arpa(path, pieces, tokenizer.blank_id).to(device), float(weight))]
 

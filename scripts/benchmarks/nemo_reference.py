@@ -649,23 +649,32 @@ def recipe_overrides(
 
 
 @torch.no_grad()
-def imported_transcripts(path: str | os.PathLike, manifest: Path, batch_size: int = 8) -> list[str]:
+def imported_transcripts(
+    path: str | os.PathLike,
+    manifest: Path,
+    batch_size: int = 8,
+    lm: str | os.PathLike | None = None,
+    lm_weight: float = 0.0,
+) -> list[str]:
     """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
-    ``max_symbols``) on a manifest's audio, in order."""
+    ``max_symbols``, fused with the ARPA file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
     from asr_plugin.decoding import greedy_search
+    from asr_plugin.decoding.ngram_lm import lm_fusion
     from asr_plugin.formats.nemo import import_nemo, nemo_training_options
 
     imported = import_nemo(path)
     max_symbols = nemo_training_options(imported.config)["max_symbols_per_frame"]
     entries = read_nemo_manifest(manifest)
+    fusion = lm_fusion(lm, lm_weight, imported.tokenizer, names=("lm", "lm_weight"))
     texts = []
     for start in range(0, len(entries), batch_size):
         waves = [load_audio(entry["audio_filepath"]) for entry in entries[start : start + batch_size]]
         features = imported.frontend(
             nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
         )
-        hyps = greedy_search(imported.model, *imported.model.encode(*features), max_symbols, imported.tokenizer)
+        encoded = imported.model.encode(*features)
+        hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
         texts += [hyp.text for hyp in hyps]
     return texts
 

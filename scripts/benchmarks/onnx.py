@@ -163,6 +163,12 @@ def benchmark_onnx_streaming(
     contexts = (
         [model.encoder.checked_context(att_context_size)] if att_context_size else model.encoder.streaming_contexts
     )
+    if not contexts:  # before any work, rather than an empty table at its end
+        raise ValueError(
+            f"{source}: the model's contexts {[list(c) for c in model.encoder.att_context_sizes]} are all full "
+            "context, nothing streams: --streaming needs a model trained with a limited attention context "
+            "(experiment=mini_streaming, docs/streaming.md); without --streaming it is benchmarked offline"
+        )
     references, waveforms, seconds = _test_set(manifest, limit, tokenizer.normalize, pause_after)
     torch.set_num_threads(num_threads)
     frontend = build_frontend(spec).eval()

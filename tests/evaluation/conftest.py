@@ -1,4 +1,4 @@
-"""The evaluation tests' tiny mini corpus, prepared once per session."""
+"""The evaluation tests' tiny mini corpus, prepared once per session, and an untrained model of it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from built_once import copy_of
 from eval_setup import eval_cfg
 from hydra.utils import instantiate
+from test_evaluation_recipe import save_module_checkpoint
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +20,12 @@ def corpus(tiny_corpus, tmp_path_factory):
     datamodule.prepare_data()
     datamodule.setup("test")
     return root, datamodule
+
+
+@pytest.fixture(scope="session")
+def checkpoint(corpus, tmp_path_factory):
+    """An untrained model of the corpus, saved as training saves it (the fusion tests' model)."""
+    _, datamodule = corpus
+    path = tmp_path_factory.mktemp("untrained") / "model.ckpt"
+    save_module_checkpoint(path, datamodule, seed=0, epoch=0, step=1)
+    return path

@@ -8,21 +8,12 @@ import json
 
 import pytest
 from eval_setup import eval_cfg
-from test_evaluation_recipe import save_module_checkpoint
 
 from asr_plugin.evaluation import evaluate
 
 
 def recog_texts(path) -> list[str]:
     return [line.split("\t")[2] if line.count("\t") >= 2 else "" for line in path.read_text().splitlines()[1:]]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(corpus, tmp_path_factory):
-    _, datamodule = corpus
-    path = tmp_path_factory.mktemp("boost") / "model.ckpt"
-    save_module_checkpoint(path, datamodule, seed=0, epoch=0, step=1)
-    return path
 
 
 def test_eval_boosts_the_hotwords_in_both_methods(corpus, checkpoint, tmp_path) -> None:
