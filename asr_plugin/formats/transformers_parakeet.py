@@ -24,7 +24,8 @@ The tokenizer: ``tokenizer.json`` (a `tokenizers` model) as the SentencePiece mo
 
 Written (``write``, `write_parakeet_directory`): config.json and model.safetensors of our Transducer where
 transformers' Parakeet expresses its architecture (rel_pos attention, dw_striding, no streaming options, one
-predictor/joint size), with the generation settings and processor's files copied from the directory it was read from.
+predictor/joint size), with the generation settings and processor's files copied from the directory it was read from
+(or the one a run fine-tuned, `processor_from`, after the model's tokenizer and features were found to be its own).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ For a model file (a checkpoint, or a ``.nemo``, which NeMo restores too): the ut
 `batch_size` at a time) are encoded once, by our front end and encoder for our searches and by NeMo's
 preprocessor and encoder for NeMo's, and only the decoding of those encoder outputs is timed: our `greedy_search`
 and `beam_search` at beams 1, 4 and 8 (the model's own ``max_symbols_per_frame``), NeMo's ``greedy_batch`` (label
-looping) and ``malsd_batch`` at the same beams and cap (``score_norm`` off: ours has no length normalisation).
+looping) and ``malsd_batch`` at the same beams and cap (``score_norm`` off, as ours has no length normalisation,
+unless `nemo_score_norm`: NeMo's default, the final choice by score / (tokens + 1)).
 Each method runs `repeats` times; within a repeat every batch is decoded by ours, then by NeMo, so that the
 machine's load falls on both alike, and a side's speed is its fastest repeat. WER is against the manifest's
 transcripts, both sides normalised by the model's tokenizer. The manifest is ours (JSON lines with ``path``) or
@@ -60,6 +61,16 @@ def batched(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def manifests_utterances(paths: Sequence[str | os.PathLike], sample_rate: int) -> tuple[list[torch.Tensor], list[str]]:
+    """`manifest_utterances` of several manifests, one after the other."""
+    audio: list[torch.Tensor] = []
+    texts: list[str] = []
+    for path in paths:
+        more_audio, more_texts = manifest_utterances(path, sample_rate)
+        audio, texts = audio + more_audio, texts + more_texts
+    return audio, texts
+
+
 def manifest_utterances(path: str | os.PathLike, sample_rate: int) -> tuple[list[torch.Tensor], list[str]]:
     """(the (N,) audio at `sample_rate`, the transcript) of every utterance of our or NeMo's manifest, in order."""
     path = Path(path)
@@ -99,20 +110,22 @@ def side_by_side(sides: Sequence[tuple[Batches, Decode]], count: int, repeats: i
 @torch.no_grad()
 def benchmark_model(
     path: str | os.PathLike,
-    manifest: str | os.PathLike,
+    manifests: Sequence[str | os.PathLike],
     batch_size: int = 16,
     limit: int | None = None,
     nemo: bool = False,
     repeats: int = 3,
+    nemo_score_norm: bool = False,
 ) -> list[Row]:
-    """The rows of one model file (module docstring); `nemo`: NeMo's too (the file must be a ``.nemo``)."""
+    """The rows of one model file on the utterances of `manifests` (module docstring); `nemo`: NeMo's too (the
+    file must be a ``.nemo``)."""
     if nemo and not str(path).endswith(".nemo"):
         raise ValueError(f"{path}: the comparison with NeMo needs a .nemo file")
     loaded = read_model(path)
     model, tokenizer = loaded.model.eval(), model_tokenizer(loaded)
     cap = decoding_settings(loaded, {})["max_symbols_per_frame"]
     frontend = build_frontend(loaded.require_frontend_spec()).eval()
-    audio, texts = manifest_utterances(manifest, frontend.sample_rate)
+    audio, texts = manifests_utterances(manifests, frontend.sample_rate)
     audio, refs = audio[:limit], [tokenizer.normalize(text) for text in texts[:limit]]
     groups = batched([a.shape[0] for a in audio], batch_size)
 
@@ -128,7 +141,7 @@ def benchmark_model(
             for k in BEAMS
         },
     }
-    nemo_side = NemoSide(path, groups, padded, cap) if nemo else None
+    nemo_side = NemoSide(path, groups, padded, cap, nemo_score_norm) if nemo else None
     lattice = "tdt" if model.lattice.num_extra_outputs else "rnnt"
     rows = []
     for method in METHODS:
@@ -150,7 +163,7 @@ def word_error_rate(texts: Sequence[str], refs: Sequence[str], tokenizer) -> flo
 class NemoSide:
     """NeMo's restore of the ``.nemo`` file, its encoder output of the same batches, and its decoding per method."""
 
-    def __init__(self, path, groups: list[list[int]], padded, cap: int) -> None:
+    def __init__(self, path, groups: list[list[int]], padded, cap: int, score_norm: bool = False) -> None:
         from nemo.collections.asr.models import ASRModel
         from omegaconf import OmegaConf
 
@@ -158,7 +171,7 @@ class NemoSide:
 
         self.nemo = ASRModel.restore_from(str(path), map_location="cpu").eval()
         self.saved = OmegaConf.to_container(self.nemo.cfg.decoding, resolve=True)
-        self.cap = cap
+        self.cap, self.score_norm = cap, score_norm
         self.batches: Batches = [(g, *nemo_encode(self.nemo, *padded(g))) for g in groups]
 
     def method(self, method: str) -> tuple[Batches, Decode]:
@@ -167,7 +180,7 @@ class NemoSide:
 
         beam = int(method.split()[1]) if method.startswith("beam") else 1
         strategy = "greedy_batch" if method == "greedy" else "malsd_batch"
-        set_strategy(self.nemo, self.saved, strategy, self.cap, beam, **{"beam.score_norm": False})
+        set_strategy(self.nemo, self.saved, strategy, self.cap, beam, **{"beam.score_norm": self.score_norm})
         return self.batches, lambda e, n: [h.text for h in nemo_hypotheses(self.nemo, e, n)]
 
 

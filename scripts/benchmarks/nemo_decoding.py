@@ -1,10 +1,13 @@
 """NeMo 3.0's own transducer decoding of encoder outputs, the side of NeMo in the comparisons with ours
 (`benchmarks.decoding`, tests/decoding): a restored model's decoding config as saved, changed to one strategy
 (``greedy_batch``, label looping; ``malsd_batch``, batched beam search) with the cap on tokens per frame ours
-uses, and NeMo's hypotheses of a batch (needs NeMo)."""
+uses, NeMo's hypotheses of a batch, and a sharpened random example model for a lattice without a NeMo-trained
+reference (needs NeMo)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,3 +43,22 @@ def nemo_hypotheses(nemo, encoded: torch.Tensor, lengths: torch.Tensor) -> list:
     hyps = nemo.decoding.rnnt_decoder_predictions_tensor(encoded, lengths, return_hypotheses=True)
     hyps = hyps[0] if isinstance(hyps, tuple) else hyps
     return [h[0] if isinstance(h, list) else h for h in hyps]
+
+
+def save_sharpened_example(name: str, out_dir: str | os.PathLike) -> Path:
+    """NeMo's example model `name` (`benchmarks.nemo_examples`: random weights) with its joint's output weights
+    times `SHARPEN`, so that it emits tokens, saved by NeMo as ``<out_dir>/<name>.nemo``: a model of a lattice no
+    NeMo-trained reference has (TDT), for speed only (its WER means nothing)."""
+    import tempfile
+
+    from benchmarks.nemo_compare import SHARPEN
+    from benchmarks.nemo_examples import build_example_model, save_nemo_atomic, train_nemo_style_tokenizer
+
+    path = Path(out_dir) / f"{name}.nemo"
+    if path.exists():
+        raise FileExistsError(f"{path} exists; choose another directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_example_model(name, train_nemo_style_tokenizer(Path(tmp) / "tokenizer"))
+        with torch.no_grad():
+            model.joint.joint_net[-1].weight.mul_(SHARPEN)
+        return save_nemo_atomic(model, path)
