@@ -18,18 +18,23 @@ sequence, predictor state and score; all B * beam of them advance together, one 
 
 Scores: a candidate adds the natural-log probability of its symbol, log softmax(token scores)[k] (TDT: plus
 log softmax(duration scores)[d]); a hypothesis' score is the log of the summed probability of the alignments
-of its token sequence that survived the beam. ``beam=1`` is greedy search with the same `max_symbols_per_frame`
-(same tokens, timestamps and score: RNN-T always; TDT wherever greedy's best choice is a candidate, i.e. it never
-meets a blank whose best duration is 0, which greedy moves on by 1); with a beam too large to prune anything,
-the result is the token sequence of the highest total probability under this topology. No length
-normalisation.
+of its token sequence that survived the beam. Without fusion ``beam=1`` is greedy search with the same
+`max_symbols_per_frame` (same tokens, timestamps and score: RNN-T always; TDT wherever greedy's best choice is a
+candidate, i.e. it never meets a blank whose best duration is 0, which greedy moves on by 1); with a beam too
+large to prune anything, the result is the token sequence of the highest total probability under this topology.
+No length normalisation.
 
 Shallow fusion (`fusion`: an n-gram LM, phrase boosting; `asr_plugin.decoding.fusion`): a token candidate adds
 the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: blank and TDT's
 durations untouched); each hypothesis keeps its scorers' states, gathered with it, and two hypotheses merge only
 when their scorer states are equal too (with equal tokens they always are: a scorer is a deterministic
 automaton). The scorers' final scores are added when the best hypothesis is chosen, so with an unpruned beam the
-result maximises log P(tokens) + sum of weight x (token scores + final score).
+result maximises log P(tokens) + sum of weight x (token scores + final score). The blank competes with the fused
+tokens here, as in NeMo's ``malsd_batch`` with ``blank_lm_score_mode=no_score`` and ``pruning_mode=late``; NeMo's
+default for ``malsd_batch`` with an LM, ``lm_weighted_full``, instead scores the blank by (1 + weight) x its
+log-probability and adds weight x log(1 - P(blank)) to every token, which this search does not do. So with
+fusion ``beam=1`` is not `greedy_search` (which keeps NeMo's greedy rule: the joint alone decides blank or
+token) but the greedy search whose argmax is over the fused scores, blank included.
 """
 
 from __future__ import annotations

@@ -44,9 +44,10 @@ def greedy_search(
     moves on by one (no blank is scored). Score: the sum over the chosen steps of log softmax(tokens)[token] +
     log softmax(durations)[duration] (the duration taken: 1 for a blank whose best was 0).
 
-    Shallow fusion (`fusion`): every argmax is over the joint's token log-probabilities plus the weighted scores of
-    the scorers (`asr_plugin.decoding.fusion.fused_token_scores`; blank and durations untouched), the score sums
-    the fused values and adds the scorers' final scores at the end.
+    Shallow fusion (`fusion`), NeMo's rule (`asr_plugin.decoding.greedy_steps.fused_greedy_token`): the joint's
+    argmax alone decides blank or token; for a token, the argmax over the non-blank tokens of the joint's token
+    log-probabilities plus the weighted scores of the scorers (blank and durations untouched). The score sums the
+    chosen values (fused for tokens) and adds the scorers' final scores at the end.
 
     Call ``model.eval()`` first: predictor and joint dropout would otherwise randomise the result.
 

@@ -2,15 +2,19 @@
 
 A step reads the joint's raw scores of a batch of hypotheses (and what its shallow-fusion scorers say about the
 next token, a `FusionStep`) and returns the best token, how many frames the search moves on, the step's score and
-the scorers' states after it. With fusion (`asr_plugin.decoding.fusion`) the token is chosen by, and scored with,
-the joint's token log-probabilities plus the weighted scorer scores (`fused_scores`; the blank and TDT's
-durations are the joint's alone). `asr_plugin.decoding.streaming_greedy` runs the one search loop
-over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds only its step
-(and its durations to `asr_plugin.decoding.interface.lattice_durations`).
+the scorers' states after it. With fusion (`asr_plugin.decoding.fusion`) the step keeps NeMo's rule of its
+label-looping greedy searches with an NGPU-LM or boosting tree ("preserve blank / non-blank category"): the joint
+alone decides blank or token (its argmax), and where it says token, the token is the argmax over the non-blank
+tokens of the joint's log-probabilities plus the weighted scorer scores (`fused_scores`) and is scored with that
+fused value; the blank's score and TDT's durations are the joint's alone. So an LM's negative scores never turn
+a token into a blank, nor a boosting bonus a blank into a token. `asr_plugin.decoding.streaming_greedy` runs the
+one search loop over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds
+only its step (and its durations to `asr_plugin.decoding.interface.lattice_durations`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Protocol
 
 import torch
@@ -49,24 +53,40 @@ class GreedyStep(Protocol):
     def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice: ...
 
 
+def fused_greedy_token(token_logp: torch.Tensor, fusion: FusionStep, blank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, V) the joint's token log-probabilities -> (B,) score, (B,) token by NeMo's rule: the blank where the
+    joint's argmax is the blank (its log-probability), else the best non-blank token by the fused scores (its
+    fused score). Without fusion: the joint's argmax."""
+    score, token = token_logp.max(dim=-1)
+    if fusion.bonus is None:
+        return score, token
+    fused = fused_scores(token_logp, fusion, blank)
+    fused[:, blank] = -math.inf
+    fused_score, fused_token = fused.max(dim=-1)
+    is_blank = token == blank
+    return torch.where(is_blank, score, fused_score), torch.where(is_blank, token, fused_token)
+
+
 class RnntGreedyStep:
-    """RNN-T: the argmax of the V (fused) token scores; a blank moves to the next frame, a token stays at its
-    frame. The score is the chosen symbol's (fused) log-probability."""
+    """RNN-T: the argmax of the V token scores (with fusion `fused_greedy_token`); a blank moves to the next
+    frame, a token stays at its frame. The score is the chosen symbol's (for a token with fusion: fused)
+    log-probability."""
 
     def __init__(self, decoder: DecoderJoint) -> None:
         self.blank = decoder.blank_id
 
     def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice:
         token_logp = logits.float().log_softmax(dim=-1)  # (B, V)
-        score, token = fused_scores(token_logp, fusion, self.blank).max(dim=-1)  # (B,), (B,)
+        score, token = fused_greedy_token(token_logp, fusion, self.blank)  # (B,), (B,)
         advance = (token == self.blank).long()
         return GreedyChoice(token, advance, score.double(), token_logp, chosen_states(fusion.next_states, token))
 
 
 class TdtGreedyStep:
-    """TDT, as NeMo's TDT ``greedy_batch``: the best token (argmax of the V (fused) token scores) and the best
+    """TDT, as NeMo's TDT ``greedy_batch``: the best token (argmax of the V token scores; with fusion
+    `fused_greedy_token`, as NeMo's tdt_label_looping, the durations untouched) and the best
     duration d (argmax of the D duration scores); the search moves on d frames, except that a blank whose best
-    duration is 0 moves on 1 and is scored with duration 1's log-probability. Score: (fused) log
+    duration is 0 moves on 1 and is scored with duration 1's log-probability. Score: (a fused token: fused) log
     softmax(tokens)[token] + log softmax(durations)[duration taken]."""
 
     def __init__(self, decoder: DecoderJoint) -> None:
@@ -78,7 +98,7 @@ class TdtGreedyStep:
         durations = torch.tensor(self.durations, dtype=torch.long, device=logits.device)  # (D,)
         logits = logits.float()
         all_token_logp = logits[:, : self.vocab].log_softmax(-1)  # (B, V)
-        token_logp, token = fused_scores(all_token_logp, fusion, self.blank).max(-1)  # (B,), (B,)
+        token_logp, token = fused_greedy_token(all_token_logp, fusion, self.blank)  # (B,), (B,)
         duration_logp = logits[:, self.vocab :].log_softmax(-1)  # (B, D)
         index = duration_logp.argmax(-1)
         stays = (token == self.blank) & (durations[index] == 0)

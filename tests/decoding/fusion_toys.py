@@ -37,6 +37,13 @@ def favouring_scorer(vocab: int, token: int, bonus: float = 1.5) -> TableScorer:
     return TableScorer(scores, next_states, torch.tensor([0.0, -0.3]))
 
 
+def penalty_scorer(vocab: int, cost: float) -> TableScorer:
+    """One state: every non-blank token costs `cost` (an LM's negative scores at their simplest)."""
+    scores = torch.full((1, vocab), -cost)
+    scores[:, 0] = 0.0
+    return TableScorer(scores, torch.zeros(1, vocab, dtype=torch.long), torch.zeros(1))
+
+
 def table_scorer_walk(scorer: TableScorer, tokens) -> tuple[float, int]:
     """The unweighted float64 score of a token sequence up to its last token and the state it ends in."""
     state, total = 0, 0.0

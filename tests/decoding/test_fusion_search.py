@@ -1,5 +1,7 @@
 """Shallow fusion in greedy and beam search, RNN-T and TDT, with a hand-written two-state scorer: against the plain
-float64 references with the scorer's bonus, enumeration of the fused score, zero weight changes nothing, errors."""
+float64 references with the scorer's bonus (greedy: NeMo's rule, the joint decides blank or token; a width-1
+beam: the blank competes with the fused tokens), enumeration of the fused score, zero weight changes nothing,
+errors."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import math
 
 import pytest
 import torch
-from fusion_toys import favouring_scorer, scorer_bonus, table_scorer_walk, weighted_final
+from fusion_toys import favouring_scorer, penalty_scorer, scorer_bonus, table_scorer_walk, weighted_final
 from greedy_references import reference_greedy, reference_tdt_greedy, tdt_model
 from test_beam_search import sequence_log_probs
 from test_tdt_beam_search import SMALL_DURATIONS, tdt_sequence_log_probs
@@ -82,15 +84,33 @@ def test_unpruned_fused_beam_finds_the_best_fused_sequence(lattice: str) -> None
     assert changed > 0  # the scorer changed the best sequence
 
 
-def test_fused_beam_one_equals_fused_greedy() -> None:
+@pytest.mark.parametrize("lattice", ["rnnt", "tdt"])
+def test_fused_greedy_leaves_blank_or_token_to_the_joint(lattice: str) -> None:
+    model = tiny_transducer(seed=2) if lattice == "rnnt" else tdt_model(2)
+    encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=2)
+    cost = 3.0  # the same for every token: it cannot change which token, only (blank competing) whether one
+    fusion = [WeightedScorer(penalty_scorer(model.vocab_size, cost), 1.0)]
+    plain = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=2)
+    fused = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=2, fusion=fusion)
+    for p, f in zip(plain, fused, strict=True):
+        assert (f.tokens, f.timestamps, f.durations) == (p.tokens, p.timestamps, p.durations)
+        assert f.score == pytest.approx(p.score - cost * len(p.tokens), abs=1e-4)
+
+
+def test_fused_beam_one_is_the_greedy_search_whose_blank_competes_with_the_fused_tokens() -> None:
     model = tiny_transducer(seed=2)
     encoder_out, lengths = random_encoder_out(model, batch=4, frames=10, seed=2)
-    fusion = [WeightedScorer(favouring_scorer(model.vocab_size, FAVOURED), 0.8)]
+    scorer, weight = penalty_scorer(model.vocab_size, 3.0), 1.0
+    fusion = [WeightedScorer(scorer, weight)]
     greedy = greedy_search(model, encoder_out, lengths, max_symbols_per_frame=2, fusion=fusion)
     beam = beam_search(model, encoder_out, lengths, beam=1, max_symbols_per_frame=2, fusion=fusion)
-    for g, b in zip(greedy, beam, strict=True):
-        assert (b.tokens, b.timestamps) == (g.tokens, g.timestamps)
-        assert b.score == pytest.approx(g.score, abs=1e-5)
+    bonus = scorer_bonus(scorer, weight)
+    for b, hyp in enumerate(beam):
+        with torch.no_grad():
+            tokens, stamps, score = reference_greedy(model, encoder_out[b, : lengths[b]], 2, bonus, True)
+        assert (hyp.tokens, hyp.timestamps) == (tokens, stamps)
+        assert hyp.score == pytest.approx(score, abs=1e-5)
+    assert sum(map(len, (h.tokens for h in beam))) < sum(map(len, (h.tokens for h in greedy)))  # blanks won
 
 
 def test_two_scorers_add_their_weighted_scores() -> None:

@@ -1,14 +1,7 @@
 """n-gram LM shallow fusion against NeMo's NGPU-LM on the NeMo-trained reference (the session's `nemo_reference`,
 tests/finetune/conftest.py): one token-level ARPA of its training transcripts in NeMo's words (IRSTLM), fused at
 the same weight into NeMo's ``greedy_batch`` and into our greedy search of the imported model; the dev
-transcripts are identical on at least 95 % of the utterances and the WERs within 0.2 points.
-
-Not yet: NeMo's ``greedy_batch`` takes the blank-or-token decision from the joint alone and lets the fused scores
-choose only among the tokens ("preserve blank / non-blank category", rnnt_label_looping.py), while our greedy
-step takes the argmax of the fused scores with the blank among them (`asr_plugin.decoding.greedy_steps`), so the
-LM's negative scores turn tokens into blanks: 9 of the 40 dev transcripts agree (2026-12-04). With NeMo's rule in
-the RNN-T greedy step the comparison passed on a scratch copy; the test is strict, so it fails once that lands
-and this mark has to go."""
+transcripts are identical on at least 95 % of the utterances and the WERs within 0.2 points."""
 
 from __future__ import annotations
 
@@ -44,7 +37,6 @@ def nemo_fused_transcripts(path, manifest, arpa, weight: float) -> list[str]:
     return nemo_transcripts(nemo, manifest)
 
 
-@pytest.mark.xfail(strict=True, reason="the greedy step's blank decision with fusion differs from NeMo's")
 @pytest.mark.skipif(not irstlm_installed(), reason="IRSTLM (Debian's irstlm) is not installed")
 def test_greedy_fusion_transcripts_match_nemo_greedy_batch(nemo_reference, tmp_path):
     model, dev = nemo_reference.models["rnnt"], nemo_reference.manifests["dev"]
