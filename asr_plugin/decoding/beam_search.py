@@ -28,8 +28,8 @@ Shallow fusion (`fusion`: an n-gram LM, phrase boosting; `asr_plugin.decoding.fu
 the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: TDT's durations
 untouched); each hypothesis keeps its scorers' states, gathered with it, and two hypotheses merge only when their
 scorer states are equal too (with equal tokens they always are: a scorer is a deterministic automaton). The
-scorers' final scores are added when the best hypothesis is chosen (NeMo's ``malsd_batch`` adds no end-of-sentence
-score). The blank is scored by `blank_lm_score_mode`, NeMo's option of the same name with ``pruning_mode=late``
+scorers' final scores are added when the best hypothesis is chosen; `lm_final` False leaves out the language
+models' (their end-of-sentence scores), as NeMo's ``malsd_batch`` does. The blank is scored by `blank_lm_score_mode`, NeMo's option of the same name with ``pruning_mode=late``
 (every symbol's fused score before the one ``topk``):
 
 - ``"lm_weighted_full"`` (the default, NeMo's with an LM): with language models of summed weight a among the
@@ -150,6 +150,7 @@ class BatchedBeamSearch:
         fusion: shallow-fusion scorers and their weights (the module docstring); empty: the joint alone.
         blank_lm_score_mode: "lm_weighted_full" or "no_score": how the blank is scored with a language model
             among the scorers (the module docstring).
+        lm_final: whether the language models' end-of-sentence scores count in choosing the best hypothesis.
     """
 
     def __init__(
@@ -160,6 +161,7 @@ class BatchedBeamSearch:
         confidence: ConfidenceMethod | None = None,
         fusion: Fusion = (),
         blank_lm_score_mode: str = "lm_weighted_full",
+        lm_final: bool = True,
     ) -> None:
         check_int("beam", beam, 1)
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
@@ -167,6 +169,7 @@ class BatchedBeamSearch:
         self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
         weighted = check_blank_lm_score_mode(blank_lm_score_mode) == "lm_weighted_full"
         self.blank_weight = language_model_weight(self.fusion) if weighted else 0.0  # a of lm_weighted_blank
+        self.lm_final = lm_final
         self.confidence = confidence
         self.beam = beam
         self.max_symbols_per_frame = max_symbols_per_frame
@@ -321,7 +324,7 @@ class BatchedBeamSearch:
 
     def best(self, beams: _Beams) -> list[Hypothesis]:
         """The highest-scoring hypothesis of each utterance, its score with the fusion scorers' final scores."""
-        final = final_scores(self.fusion, beams.scorer_states)
+        final = final_scores(self.fusion, beams.scorer_states, self.lm_final)
         totals = beams.scores if final is None else beams.scores + final  # (B, K)
         index = totals.argmax(1)  # (B,)
         rows = torch.arange(len(index), device=index.device)
@@ -350,6 +353,7 @@ def beam_search(
     confidence: ConfidenceMethod | None = None,
     fusion: Fusion = (),
     blank_lm_score_mode: str = "lm_weighted_full",
+    lm_final: bool = True,
 ) -> list[Hypothesis]:
     """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm
     and the score convention). Call ``model.eval()`` first.
@@ -364,8 +368,9 @@ def beam_search(
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
         fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`); empty: none.
         blank_lm_score_mode: "lm_weighted_full" (NeMo's default with an LM) or "no_score" (`BatchedBeamSearch`).
+        lm_final: False: the language models' end-of-sentence scores left out of the final choice (NeMo's way).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
-    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence, fusion, blank_lm_score_mode)
+    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence, fusion, blank_lm_score_mode, lm_final)
     return attach_text(search(encoder_out, encoder_lengths), tokenizer)

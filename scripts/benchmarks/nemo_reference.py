@@ -724,11 +724,14 @@ def imported_transcripts(
     batch_size: int = 8,
     lm: str | os.PathLike | None = None,
     lm_weight: float = 0.0,
+    beam: int | None = None,
+    lm_final: bool = True,
 ) -> list[str]:
-    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
-    ``max_symbols``, fused with the ARPA file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
+    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search`, or `beam_search`
+    with `beam` hypotheses and `lm_final` when given, with NeMo's ``max_symbols``, fused with the ARPA file `lm` at
+    `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
-    from asr_plugin.decoding import greedy_search
+    from asr_plugin.decoding import beam_search, greedy_search
     from asr_plugin.decoding.ngram_lm import lm_fusion
     from asr_plugin.formats.nemo import import_nemo, nemo_training_options
 
@@ -743,7 +746,12 @@ def imported_transcripts(
             nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
         )
         encoded = imported.model.encode(*features)
-        hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
+        if beam is None:
+            hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
+        else:
+            hyps = beam_search(
+                imported.model, *encoded, beam, imported.tokenizer, max_symbols, fusion=fusion, lm_final=lm_final
+            )
         texts += [hyp.text for hyp in hyps]
     return texts
 
