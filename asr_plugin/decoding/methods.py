@@ -41,6 +41,14 @@ def decode(
         return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence, fusion)
     if method == "beam":
         return beam_search(
-            model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence, fusion, score_norm
+            model,
+            encoder_out,
+            encoder_lengths,
+            beam,
+            tokenizer,
+            max_symbols_per_frame,
+            confidence,
+            fusion,
+            score_norm=score_norm,
         )
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")
