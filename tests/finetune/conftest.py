@@ -2,7 +2,7 @@
 full-context one of the fine-tuning tests and the cache-aware streaming one of the streaming comparison.
 
 Their ``.nemo`` files are committed (tests/nemo_references/, made by scripts/make_nemo_references.py), so no test
-run trains NeMo: the fixtures rebuild the corpus, manifests and NeMo's transcripts around them
+run trains NeMo: the fixtures rebuild the corpus (one for both), manifests and NeMo's transcripts around them
 (`benchmarks.nemo_reference.committed_reference`), and fail naming that script when the reference settings in
 the code are no longer those the committed models were trained with."""
 
@@ -13,11 +13,30 @@ from built_once import built_once
 
 
 def _committed(tmp_path_factory, name: str):
-    """Rebuilt once per test run, for every xdist worker (tests/built_once.py)."""
+    """Rebuilt once per test run, for every xdist worker (tests/built_once.py), around one mini corpus per corpus
+    setting: both references speak the same one, synthesised once (a minute of espeak-ng and Piper)."""
     pytest.importorskip("nemo.collections.asr")
-    from benchmarks.nemo_reference import committed_reference, load_reference
+    from benchmarks.nemo_reference import (
+        COMMITTED_REFERENCES,
+        committed_reference,
+        corpus_key,
+        load_reference,
+        reference_corpus,
+    )
 
-    return load_reference(built_once(tmp_path_factory, name, lambda directory: committed_reference(directory, name)))
+    settings = COMMITTED_REFERENCES[name]
+    shared = built_once(
+        tmp_path_factory,
+        f"nemo_reference_corpus_{corpus_key(settings)}",
+        lambda directory: reference_corpus(directory / "corpus", settings),
+    )
+    return load_reference(
+        built_once(
+            tmp_path_factory,
+            name,
+            lambda directory: committed_reference(directory, name, corpus=shared / "corpus"),
+        )
+    )
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,20 @@ the NeMo stage would. Needs no NeMo."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from benchmarks.nemo_reference import COMMITTED_REFERENCES, FORMS, REFERENCES_DIR, SETTINGS_NAME, committed_reference
+from benchmarks.nemo_reference import (
+    COMMITTED_REFERENCES,
+    FORMS,
+    REFERENCES_DIR,
+    SETTINGS_NAME,
+    StreamingReferenceSettings,
+    committed_reference,
+    corpus_key,
+)
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED_REFERENCES))
@@ -36,3 +45,13 @@ def test_a_reference_of_other_settings_is_refused_naming_the_script(tmp_path):
         committed_reference(tmp_path / "work", name, references_dir=tmp_path)
     with pytest.raises(ValueError, match=r"holds no committed NeMo reference.*make_nemo_references\.py"):
         committed_reference(tmp_path / "work", name, references_dir=tmp_path / "absent")
+
+
+def test_the_committed_references_speak_one_corpus_and_its_key_is_the_corpus_settings():
+    """The NeMo stage synthesises one corpus for both references (tests/finetune/conftest.py): a change that gives
+    them different corpora is a minute more of it in every run."""
+    assert len({corpus_key(settings) for settings in COMMITTED_REFERENCES.values()}) == 1
+    streaming = StreamingReferenceSettings()
+    assert corpus_key(dataclasses.replace(streaming, steps=1, silence_margin=0.0)) == corpus_key(streaming)
+    for change in ({"n_dev": 41}, {"corpus_seed": 1}, {"train_engines": ("espeak", "piper")}):
+        assert corpus_key(dataclasses.replace(streaming, **change)) != corpus_key(streaming), change
