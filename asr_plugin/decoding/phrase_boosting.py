@@ -12,9 +12,13 @@ any completed phrase; "strict" context graphs stay on the phrase and give the bo
 the score of a hypothesis after each token is exactly: the bonuses of the phrases completed so far + the bonus
 accumulated by the open match.
 
-Storage: goto arcs as one sorted array of keys state x V + token (looked up with ``searchsorted``), failure
-links, and per state the accumulated bonus and the score of landing there; no states x V table. A step follows
-failure links for at most the trie's depth, vectorised over the batch and the V tokens.
+Storage: the automaton's transitions with the failure links already followed, as the root's dense row of V
+targets plus, per state, the few tokens where its row differs from the root's (its own goto arcs and those of the
+states on its failure chain: compressed rows, `row_start` into `row_tokens`); each transition is stored as what a
+step needs of it, the score gained on arriving and the state landed in. No states x V table and no failure walk at
+decoding time: a step is the root's row broadcast over the batch, the bonus of each hypothesis' open match
+subtracted, and its state's few exceptions written over it (sherpa-onnx's and icefall's graphs instead follow
+failure links token by token).
 
 The hotwords file is sherpa-onnx's format: one phrase per line, its words separated by spaces, optionally
 followed by `` :score`` (the phrase's per-token score; without it, the default `hotwords_score`); blank lines are
@@ -126,31 +130,32 @@ def check_score(name: str, score: float) -> None:
 
 @dataclass(frozen=True)
 class PhraseGraph:
-    """An Aho-Corasick graph over token ids, state 0 the root, as tensors (S states, A arcs).
+    """An Aho-Corasick graph over token ids, state 0 the root, as tensors (S states, E row exceptions).
+
+    A transition of state s on token k arrives at the trie state of the longest suffix of s's path + k that is a
+    phrase prefix (the root when there is none) and then stands in that state's landing state: itself, or for a
+    completed phrase that no longer phrase continues, where its failure links lead.
 
     Attributes:
         vocab_size: V, the token ids' range.
-        arc_keys: (A,) int64 sorted keys state x V + token of the goto arcs.
-        arc_targets: (A,) int64 the state each arc leads to.
-        failure: (S,) int64 the state of the longest proper suffix that is a trie state (the root's: itself).
         bonus: (S,) float32 the bonus accumulated along the state's path (its prefix's token scores).
-        landing: (S,) int64 the state a search stands in after arriving here: the state itself, or for a
-            completed phrase that no longer phrase continues, where its failure links lead.
-        gain: (S,) float32 the bonus of the landing state plus every phrase completed on arriving here.
-        depth: (S,) int64 tokens from the root.
-        root_targets: (V,) int64 where each token leads from the root (the root where no phrase starts with it):
-            every failure walk ends there, so its row is kept whole.
+        root_gain: (V,) float32 the gain of each transition from the root: the bonus of the landing state plus
+            every phrase completed on arriving.
+        root_landing: (V,) int64 the state each transition from the root lands in.
+        row_start: (S + 1,) int64 state s's exceptions are ``row_start[s]:row_start[s + 1]`` (the root has none).
+        row_tokens: (E,) int64 the tokens where a state's transitions differ from the root's.
+        row_gain: (E,) float32 their gain, as ``root_gain``.
+        row_landing: (E,) int64 the state they land in.
     """
 
     vocab_size: int
-    arc_keys: torch.Tensor
-    arc_targets: torch.Tensor
-    failure: torch.Tensor
     bonus: torch.Tensor
-    landing: torch.Tensor
-    gain: torch.Tensor
-    depth: torch.Tensor
-    root_targets: torch.Tensor
+    root_gain: torch.Tensor
+    root_landing: torch.Tensor
+    row_start: torch.Tensor
+    row_tokens: torch.Tensor
+    row_gain: torch.Tensor
+    row_landing: torch.Tensor
 
     @classmethod
     def build(cls, phrases: Sequence[tuple[Sequence[int], float]], vocab_size: int) -> "PhraseGraph":
@@ -189,18 +194,18 @@ class PhraseGraph:
         token_of: list[int],
         vocab_size: int,
     ) -> "PhraseGraph":
-        """The failure links, bonuses and landing states of a trie (breadth-first: a state's failure is
-        shallower, so it is complete when the state is reached)."""
+        """The failure links, bonuses, landing states and resolved transitions of a trie (breadth-first: a
+        state's failure is shallower, so it is complete when the state is reached)."""
         num = len(children)
-        failure, bonus, depth = [0] * num, [0.0] * num, [0] * num
+        failure, bonus = [0] * num, [0.0] * num
         completed = [0.0] * num  # bonuses of the phrases that end on arriving at a state (itself and suffixes)
         landing = list(range(num))
+        exceptions: list[dict[int, int]] = [{} for _ in range(num)]  # where a state's row differs from the root's
         queue = deque(children[0].values())
         while queue:
             state = queue.popleft()
             up = parent[state]
             bonus[state] = bonus[up] + token_score[state]
-            depth[state] = depth[up] + 1
             if up != 0:
                 token = token_of[state]
                 fallback = failure[up]
@@ -210,54 +215,62 @@ class PhraseGraph:
             completed[state] = (bonus[state] if ends[state] else 0.0) + completed[failure[state]]
             if ends[state] and not children[state]:
                 landing[state] = landing[failure[state]]
+            exceptions[state] = {**exceptions[failure[state]], **children[state]}
             queue.extend(children[state].values())
-        keys = sorted(
-            (state * vocab_size + token, child) for state in range(num) for token, child in children[state].items()
-        )
         gain = [bonus[landing[s]] + completed[s] for s in range(num)]
         root_targets = [0] * vocab_size
         for token, child in children[0].items():
             root_targets[token] = child
+        row_start, row_tokens, row_targets = [0] * (num + 1), [], []
+        for state in range(num):
+            row = sorted(exceptions[state].items())
+            row_tokens += [token for token, _ in row]
+            row_targets += [target for _, target in row]
+            row_start[state + 1] = len(row_tokens)
+        targets = torch.tensor(row_targets, dtype=torch.long)
+        gains, landings = torch.tensor(gain, dtype=torch.float32), torch.tensor(landing, dtype=torch.long)
+        root = torch.tensor(root_targets, dtype=torch.long)
         return cls(
             vocab_size=vocab_size,
-            arc_keys=torch.tensor([k for k, _ in keys], dtype=torch.long),
-            arc_targets=torch.tensor([c for _, c in keys], dtype=torch.long),
-            failure=torch.tensor(failure, dtype=torch.long),
             bonus=torch.tensor(bonus, dtype=torch.float32),
-            landing=torch.tensor(landing, dtype=torch.long),
-            gain=torch.tensor(gain, dtype=torch.float32),
-            depth=torch.tensor(depth, dtype=torch.long),
-            root_targets=torch.tensor(root_targets, dtype=torch.long),
+            root_gain=gains[root],
+            root_landing=landings[root],
+            row_start=torch.tensor(row_start, dtype=torch.long),
+            row_tokens=torch.tensor(row_tokens, dtype=torch.long),
+            row_gain=gains[targets],
+            row_landing=landings[targets],
         )
 
     @property
     def num_states(self) -> int:
-        return len(self.failure)
+        return len(self.bonus)
 
     def to(self, device: torch.device) -> "PhraseGraph":
         """The graph with its tensors on `device`."""
         moved = {name: getattr(self, name).to(device) for name in TENSOR_FIELDS}
         return PhraseGraph(vocab_size=self.vocab_size, **moved)
 
-    def goto(self, states: torch.Tensor) -> torch.Tensor:
-        """(N,) states -> (N, V) the trie state each token leads to (failure links followed down to the root's
-        row)."""
-        vocab = self.vocab_size
-        tokens = torch.arange(vocab, device=states.device)
-        current = states[:, None].expand(-1, vocab)  # (N, V)
-        target = self.root_targets.expand_as(current)
-        open_ = current != 0
-        for _ in range(int(self.depth[states].max()) if len(states) else 0):
-            keys = current * vocab + tokens
-            index = torch.searchsorted(self.arc_keys, keys).clamp(max=len(self.arc_keys) - 1)
-            found = open_ & (self.arc_keys[index] == keys)
-            target = torch.where(found, self.arc_targets[index], target)
-            current = self.failure[current]
-            open_ = open_ & ~found & (current != 0)
-        return target
+    def transitions(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N,) states -> (N, V) float32 the score of each next token (the gain on arriving minus the bonus of
+        the open match it leaves), (N, V) int64 the state it lands in."""
+        num, vocab = len(states), self.vocab_size
+        open_bonus = self.bonus[states]  # (N,)
+        scores = self.root_gain.expand(num, vocab) - open_bonus[:, None]
+        landing = self.root_landing.expand(num, vocab).clone()
+        start = self.row_start[states]
+        count = self.row_start[states + 1] - start  # (N,) exceptions of each state's row
+        rows = torch.repeat_interleave(torch.arange(num, device=states.device), count)  # (n,)
+        if len(rows):
+            # position of each exception in the stored rows: its row's start plus its rank within the row
+            first = (count.cumsum(0) - count)[rows]
+            at = start[rows] + torch.arange(len(rows), device=states.device) - first
+            tokens = self.row_tokens[at]
+            scores[rows, tokens] = self.row_gain[at] - open_bonus[rows]
+            landing[rows, tokens] = self.row_landing[at]
+        return scores, landing
 
 
-TENSOR_FIELDS = ("arc_keys", "arc_targets", "failure", "bonus", "landing", "gain", "depth", "root_targets")
+TENSOR_FIELDS = ("bonus", "root_gain", "root_landing", "row_start", "row_tokens", "row_gain", "row_landing")
 
 
 class PhraseBoosting:
@@ -304,10 +317,7 @@ class PhraseBoosting:
         return torch.zeros(num, dtype=torch.long, device=device)
 
     def advance(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        graph = self.on(states.device)
-        arrive = graph.goto(states)  # (N, V)
-        scores = graph.gain[arrive] - graph.bonus[states][:, None]
-        next_states = graph.landing[arrive]
+        scores, next_states = self.on(states.device).transitions(states)  # (N, V) each
         scores[:, self.blank_id] = 0.0
         next_states[:, self.blank_id] = states
         return scores, next_states

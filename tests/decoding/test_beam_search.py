@@ -1,5 +1,6 @@
 """RNN-T beam search with one symbol per frame (the topology of icefall's modified beam search): exhaustive beams
-find the exact best sequence, hand-built model, batching (beam-1 equals greedy: test_beam_symbols_per_frame.py)."""
+find the exact best sequence, with and without length normalisation, hand-built model, batching (beam-1 equals
+greedy: test_beam_symbols_per_frame.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import math
 
 import pytest
 import torch
+from beam_references import unpruned_choice
 from tiny_models import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import beam_search, greedy_search
 
 
-def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], float]:
-    """Exhaustive one-symbol-per-frame search of one utterance (T, H_e): token sequence -> log of summed prob."""
+def sequence_log_probs(model, frames: torch.Tensor, step_scores=None) -> dict[tuple[int, ...], float]:
+    """Exhaustive one-symbol-per-frame search of one utterance (T, H_e): token sequence -> log of summed prob.
+    `step_scores` (optional): (V,) float64 log-probabilities, tokens so far -> (V,) the scores the search adds
+    instead (a fused search's)."""
     vocab = model.vocab_size
     totals: dict[tuple[int, ...], float] = {}
     with torch.no_grad():
@@ -23,23 +27,40 @@ def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], flo
             logp = 0.0
             for t, symbol in enumerate(alignment):
                 context = model.predictor(torch.tensor([list(tokens)], dtype=torch.long))[:, -1:]  # (1, 1, H_p)
-                logp += float(model.joint(frames[t][None, None], context)[0, 0, 0].log_softmax(-1)[symbol])
+                step = model.joint(frames[t][None, None], context)[0, 0, 0].log_softmax(-1).double()
+                logp += float(step[symbol] if step_scores is None else step_scores(step, tokens)[symbol])
                 tokens += (symbol,) if symbol != model.blank_id else ()
             totals[tokens] = float(torch.logaddexp(torch.tensor(totals.get(tokens, -math.inf)), torch.tensor(logp)))
     return totals
 
 
+@pytest.mark.parametrize("score_norm", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_unpruned_beam_finds_the_exact_best_sequence(seed: int) -> None:
+def test_unpruned_beam_finds_the_exact_best_sequence(seed: int, score_norm: bool) -> None:
     model = tiny_transducer(vocab_size=3, seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=seed)
     # 1 + 2 + 4 + 8 + 16 prefixes: no pruning
-    hyps = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
+    hyps = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=score_norm)
     for b, hyp in enumerate(hyps):
         totals = sequence_log_probs(model, encoder_out[b, : lengths[b]])
-        best = max(totals, key=totals.get)
+        best = unpruned_choice(totals, score_norm)
         assert tuple(hyp.tokens) == best
-        assert hyp.score == pytest.approx(totals[best], abs=1e-5)
+        assert hyp.score == pytest.approx(totals[best], abs=1e-5)  # the raw log-probability, never normalised
+
+
+def test_score_norm_is_the_default_and_picks_a_longer_sequence_here() -> None:
+    # seed 1's first utterance: the most probable sequence is not the best per token (+1)
+    model = tiny_transducer(vocab_size=3, seed=1)
+    encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=1)
+    plain = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=False)
+    normalised = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
+    assert [h.tokens for h in normalised] == [
+        h.tokens for h in beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=True)
+    ]
+    changed = [(p, n) for p, n in zip(plain, normalised) if p.tokens != n.tokens]
+    assert changed and all(len(n.tokens) > len(p.tokens) and n.score < p.score for p, n in changed)
+    with pytest.raises(TypeError, match="score_norm"):
+        beam_search(model, encoder_out, lengths, score_norm="false")
 
 
 def table_model(table: dict[tuple[int, int], list[float]], frames: int, vocab: int):
