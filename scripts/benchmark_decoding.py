@@ -47,9 +47,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     parser.add_argument("--nemo", action="store_true", help="NeMo's greedy_batch and malsd_batch beside ours")
     parser.add_argument(
-        "--nemo-score-norm",
-        action="store_true",
-        help="NeMo's beam search with its default score_norm (the final choice by score / (tokens + 1)); ours has none",
+        "--score-norm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="beam search on both sides chooses by score / (tokens + 1), NeMo's and our default (default: on)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="runs of each method; the fastest counts (default 3)")
     args = parser.parse_args(argv)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.models:
             try:
                 rows += benchmark_model(
-                    path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats, args.nemo_score_norm
+                    path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats, args.score_norm
                 )
             except (FileNotFoundError, ValueError) as err:
                 args.error(str(err))

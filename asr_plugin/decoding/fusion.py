@@ -66,9 +66,14 @@ BLANK_LM_SCORE_MODES = ("lm_weighted_full", "no_score")
 NEMO_BLANK_CLAMP = 1.0 - 1e-2  # NeMo's cap on P(blank) in log(1 - P(blank)) (its guard for bf16), kept to match it
 
 
+def is_language_model(scorer: TokenScorer) -> bool:
+    """Whether the scorer's scores are a language model's (a true ``language_model`` attribute)."""
+    return bool(getattr(scorer, "language_model", False))
+
+
 def language_model_weight(fusion: Fusion) -> float:
     """The summed weight of the fusion's language models (scorers with a true ``language_model``)."""
-    return float(sum(item.weight for item in fusion if getattr(item.scorer, "language_model", False)))
+    return float(sum(item.weight for item in fusion if is_language_model(item.scorer)))
 
 
 def lm_weighted_blank(token_logp: torch.Tensor, weight: float, blank_id: int) -> torch.Tensor:
@@ -172,12 +177,15 @@ def where_states(condition: torch.Tensor, chosen: ScorerStates, other: ScorerSta
     return tuple(torch.where(condition, a, b) for a, b in zip(chosen, other))
 
 
-def final_scores(fusion: Fusion, states: ScorerStates) -> torch.Tensor | None:
-    """(...) float64 the weighted sum of every scorer's score of ending in its (...) states; None without fusion."""
+def final_scores(fusion: Fusion, states: ScorerStates, lm_final: bool = True) -> torch.Tensor | None:
+    """(...) float64 the weighted sum of every scorer's score of ending in its (...) states; None without fusion.
+    `lm_final` False leaves the language models' (their end-of-sentence scores) out."""
     if not fusion:
         return None
-    total = None
+    total = torch.zeros((), dtype=torch.float64)
     for item, state in zip(fusion, states):
+        if not lm_final and is_language_model(item.scorer):
+            continue
         score = item.weight * item.scorer.final(state.reshape(-1)).double().reshape(state.shape)
-        total = score if total is None else total + score
+        total = total + score
     return total

@@ -131,18 +131,24 @@ def random_phrases(words: Sequence[str], count: int, seed: int = 0) -> list[str]
     return list(phrases)
 
 
+def random_boosting(tokenizer, references: Sequence[str], count: int) -> tuple[int, float, PhraseGraph]:
+    """(phrases, seconds to tokenise and build them, the graph) of `count` random phrases of the references' words
+    (`random_phrases`), each of weight 1."""
+    texts = random_phrases(sorted({word for ref in references for word in ref.split()}), count)
+    start = time.perf_counter()
+    graph = PhraseGraph.build([(tuple(tokenizer.encode(text)), 1.0) for text in texts], tokenizer.vocab_size)
+    return len(texts), time.perf_counter() - start, graph
+
+
 def cost_ratios(
     decoder: Decoder, manifests: Sequence[str], phrases: int, hotwords_score: float, repeats: int, limit=None
 ) -> tuple[int, float, dict[float, float]]:
     """(phrases, graph build seconds, {score: median ratio of greedy decoding time with the phrases to without})
     at `hotwords_score` and at 0.001."""
     encoded = [decoder.encode(m, limit) for m in manifests]
-    words = sorted({word for _, refs in encoded for ref in refs for word in ref.split()})
-    texts = random_phrases(words, phrases)
-    start = time.perf_counter()
-    tokens = [(tuple(decoder.tokenizer.encode(text)), 1.0) for text in texts]
-    graph = PhraseGraph.build(tokens, decoder.tokenizer.vocab_size)
-    build_seconds = time.perf_counter() - start
+    count, build_seconds, graph = random_boosting(
+        decoder.tokenizer, [ref for _, refs in encoded for ref in refs], phrases
+    )
     ratios = {}
     for weight in (hotwords_score, 0.001):
         fusion = [WeightedScorer(PhraseBoosting(graph, decoder.tokenizer.blank_id), weight)]
@@ -152,7 +158,7 @@ def cost_ratios(
             boosted = sum(decoder.texts(batches, len(refs), fusion)[1] for batches, refs in encoded)
             measured.append(boosted / plain)
         ratios[weight] = statistics.median(measured)
-    return len(texts), build_seconds, ratios
+    return count, build_seconds, ratios
 
 
 def table(boosted: Sequence[str], rows: Sequence[SetRow]) -> str:

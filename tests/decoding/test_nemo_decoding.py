@@ -61,8 +61,8 @@ def models(request, tmp_path_factory):
 
 
 def nemo_hypotheses_of(case: Case, strategy: str, **options):
-    """NeMo's hypotheses of the batch by `strategy` (beam 4, no length normalisation: ours has none), the decoding
-    config also changed as `options` say."""
+    """NeMo's hypotheses of the batch by `strategy` (beam 4, no length normalisation unless `options` set
+    ``beam.score_norm``), the decoding config also changed as `options` say."""
     set_strategy(case.nemo, case.decoding, strategy, MAX_SYMBOLS, 4, **{"beam.score_norm": False, **options})
     return nemo_hypotheses(case.nemo, case.encoded, case.lengths)
 
@@ -161,12 +161,27 @@ def test_tdt_duration_confidence_equals_nemo(models, method: ConfidenceMethod) -
 
 def test_beam_four_finds_hypotheses_at_least_as_likely_as_nemo_malsd(models) -> None:
     """Both searches keep 4 hypotheses per utterance, label-synchronously, and score a hypothesis by the log of its
-    surviving alignments' summed probability (NeMo's without length normalisation here): on the same model, ours
+    surviving alignments' summed probability (both without length normalisation here): on the same model, ours
     finds one at least as likely as NeMo's on nearly every utterance."""
     ours, encoded, lengths = models.ours, models.encoded, models.lengths
     theirs = nemo_hypotheses_of(models, "malsd_batch")
-    mine = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS)
+    mine = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS, score_norm=False)
     greedy = greedy_search(ours.model, ours_frames(encoded), lengths, MAX_SYMBOLS)
     assert all(m.score >= g.score - 1e-4 for m, g in zip(mine, greedy))
     better = sum(m.score >= float(h.score) - 1e-3 for m, h in zip(mine, theirs))
     assert better >= 0.95 * UTTERANCES, f"ours at least as likely on {better} of {UTTERANCES} utterances"
+
+
+def test_beam_four_with_score_norm_chooses_as_well_as_nemo_malsd(models) -> None:
+    """NeMo's default ``score_norm=True`` on both sides: each returns its hypothesis of the highest log-probability
+    / (tokens + 1), with the raw log-probability as its score, and ours is at least as good by that measure on
+    nearly every utterance."""
+    ours, encoded, lengths = models.ours, models.encoded, models.lengths
+    theirs = nemo_hypotheses_of(models, "malsd_batch", **{"beam.score_norm": True})
+    mine = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS)
+    plain = beam_search(ours.model, ours_frames(encoded), lengths, 4, ours.tokenizer, MAX_SYMBOLS, score_norm=False)
+    assert all(m.score <= p.score + 1e-6 for m, p in zip(mine, plain))  # the raw score, the most probable's at most
+    mine_norm = [m.score / (len(m.tokens) + 1) for m in mine]
+    theirs_norm = [float(h.score) / (len(h.y_sequence) + 1) for h in theirs]
+    better = sum(m >= h - 1e-3 for m, h in zip(mine_norm, theirs_norm))
+    assert better >= 0.95 * UTTERANCES, f"ours at least as good on {better} of {UTTERANCES} utterances"

@@ -9,34 +9,14 @@ the code are no longer those the committed models were trained with."""
 from __future__ import annotations
 
 import pytest
-from built_once import built_once
+from built_once import committed_nemo_reference
 
 
 def _committed(tmp_path_factory, name: str):
     """Rebuilt once per test run, for every xdist worker (tests/built_once.py), around one mini corpus per corpus
     setting: both references speak the same one, synthesised once (a minute of espeak-ng and Piper)."""
     pytest.importorskip("nemo.collections.asr")
-    from benchmarks.nemo_reference import (
-        COMMITTED_REFERENCES,
-        committed_reference,
-        corpus_key,
-        load_reference,
-        reference_corpus,
-    )
-
-    settings = COMMITTED_REFERENCES[name]
-    shared = built_once(
-        tmp_path_factory,
-        f"nemo_reference_corpus_{corpus_key(settings)}",
-        lambda directory: reference_corpus(directory / "corpus", settings),
-    )
-    return load_reference(
-        built_once(
-            tmp_path_factory,
-            name,
-            lambda directory: committed_reference(directory, name, corpus=shared / "corpus"),
-        )
-    )
+    return committed_nemo_reference(tmp_path_factory, name)
 
 
 @pytest.fixture(scope="session")
