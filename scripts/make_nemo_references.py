@@ -1,12 +1,12 @@
 """Trains the NeMo-trained reference models of the tests marked nemo once, with NeMo itself, and writes their
 ``.nemo`` files into the repository (tests/nemo_references/<name>/), so that no test run trains NeMo again.
 
-    python scripts/make_nemo_references.py                 # both: full-context and cache-aware streaming
+    python scripts/make_nemo_references.py                 # all: full-context, cache-aware streaming, TDT
     python scripts/make_nemo_references.py --only streaming --work-dir /tmp/nemo_refs
 
 Needs NeMo (the nemo extra, in its own venv: docs/finetune.md). What it trains is `benchmarks.nemo_reference`'s
-`ReferenceSettings()` and `StreamingReferenceSettings()` (corpus, tokenizer, sizes, steps, seed); each folder
-also gets ``settings.json``, those settings with their key. The tests rebuild the rest from the settings (the
+`COMMITTED_REFERENCES` (`ReferenceSettings()`, `StreamingReferenceSettings()`, `TDTReferenceSettings()`: corpus,
+tokenizer, sizes, steps, seed); each folder also gets ``settings.json``, those settings with their key. The tests rebuild the rest from the settings (the
 corpus is a function of its seed, NeMo's transcripts are recomputed) and fail, naming this script, when the
 settings in the code are no longer those the committed models were trained with
 (`benchmarks.nemo_reference.committed_reference`). NeMo's CPU training is seeded but its float sums depend on the

@@ -45,3 +45,11 @@ def copy_of(source: Path, destination: Path) -> Path:
     """A private copy of a shared build (without its marker) at `destination`."""
     shutil.copytree(source, destination, ignore=shutil.ignore_patterns(DONE), dirs_exist_ok=True)
     return destination
+
+
+def committed_nemo_reference(tmp_path_factory, name: str):
+    """The committed NeMo-trained reference `name` (tests/nemo_references, `benchmarks.nemo_reference`) with its
+    corpus, manifests and NeMo's transcripts rebuilt once per test run (needs NeMo)."""
+    from benchmarks.nemo_reference import committed_reference, load_reference
+
+    return load_reference(built_once(tmp_path_factory, name, lambda directory: committed_reference(directory, name)))

@@ -33,16 +33,23 @@ large to prune anything, the result is the token sequence of the highest total p
 No length normalisation.
 
 Shallow fusion (`fusion`: an n-gram LM, phrase boosting; `asr_plugin.decoding.fusion`): a token candidate adds
-the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: blank and TDT's
-durations untouched); each hypothesis keeps its scorers' states, gathered with it, and two hypotheses merge only
-when their scorer states are equal too (with equal tokens they always are: a scorer is a deterministic
-automaton). The scorers' final scores are added when the best hypothesis is chosen, so with an unpruned beam the
-result maximises log P(tokens) + sum of weight x (token scores + final score). The blank competes with the fused
-tokens here, as in NeMo's ``malsd_batch`` with ``blank_lm_score_mode=no_score`` and ``pruning_mode=late``; NeMo's
-default for ``malsd_batch`` with an LM, ``lm_weighted_full``, instead scores the blank by (1 + weight) x its
-log-probability and adds weight x log(1 - P(blank)) to every token, which this search does not do. So with
-fusion ``beam=1`` is not `greedy_search` (which keeps NeMo's greedy rule: the joint alone decides blank or
-token) but the greedy search whose argmax is over the fused scores, blank included.
+the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: TDT's durations
+untouched); each hypothesis keeps its scorers' states, gathered with it, and two hypotheses merge only when their
+scorer states are equal too (with equal tokens they always are: a scorer is a deterministic automaton). The
+scorers' final scores are added when the best hypothesis is chosen; `lm_final` False leaves out the language
+models' (their end-of-sentence scores), as NeMo's ``malsd_batch`` does. The blank is scored by `blank_lm_score_mode`, NeMo's option of the same name with ``pruning_mode=late``
+(every symbol's fused score before the one ``topk``):
+
+- ``"lm_weighted_full"`` (the default, NeMo's with an LM): with language models of summed weight a among the
+  scorers (`language_model_weight`; phrase boosting does not count), the blank scores (1 + a) x log P(blank) and
+  every token adds a x log(1 - P(blank)) before its fused scores (`lm_weighted_blank`). NeMo sums the weights of
+  all its fusion models, its boosting tree's included: the same as ours with an LM alone.
+- ``"no_score"``: the blank's score is the joint's alone, and competes with the fused tokens.
+
+So with fusion ``beam=1`` is not `greedy_search` (which keeps NeMo's greedy rule: the joint alone decides blank or
+token) but the greedy search whose argmax is over these scores, blank included. With a beam too large to prune,
+the result maximises the log-sum over a sequence's alignments of these per-symbol scores, plus the scorers'
+weighted final scores.
 """
 
 from __future__ import annotations
@@ -55,11 +62,14 @@ from asr_plugin.decoding.confidence import ConfidenceMethod
 from asr_plugin.decoding.fusion import (
     Fusion,
     ScorerStates,
+    check_blank_lm_score_mode,
     check_fusion,
     chosen_states,
     final_scores,
     fused_token_scores,
     initial_scorer_states,
+    language_model_weight,
+    lm_weighted_blank,
     where_states,
 )
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
@@ -147,6 +157,9 @@ class BatchedBeamSearch:
         confidence: when given, every token's confidence by this method (`Hypothesis.token_confidence`): the
             measure of the distribution the token was chosen from.
         fusion: shallow-fusion scorers and their weights (the module docstring); empty: the joint alone.
+        blank_lm_score_mode: "lm_weighted_full" or "no_score": how the blank is scored with a language model
+            among the scorers (the module docstring).
+        lm_final: whether the language models' end-of-sentence scores count in choosing the best hypothesis.
         schedule: "label" (every unfinished hypothesis extends at every step) or "lowest_frame" (only those at
             their utterance's lowest frame; the module docstring).
         merge: whether hypotheses with identical futures are merged (`merge`).
@@ -159,6 +172,8 @@ class BatchedBeamSearch:
         max_symbols_per_frame: int = 10,
         confidence: ConfidenceMethod | None = None,
         fusion: Fusion = (),
+        blank_lm_score_mode: str = "lm_weighted_full",
+        lm_final: bool = True,
         schedule: str = "label",
         merge: bool = True,
     ) -> None:
@@ -171,6 +186,9 @@ class BatchedBeamSearch:
         self.schedule, self.merge_equal = schedule, merge
         self.decoder = decoder_joint(model)
         self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
+        weighted = check_blank_lm_score_mode(blank_lm_score_mode) == "lm_weighted_full"
+        self.blank_weight = language_model_weight(self.fusion) if weighted else 0.0  # a of lm_weighted_blank
+        self.lm_final = lm_final
         self.confidence = confidence
         self.beam = beam
         self.max_symbols_per_frame = max_symbols_per_frame
@@ -238,7 +256,8 @@ class BatchedBeamSearch:
             if self.confidence is None
             else self.confidence.step_confidence(token_logp, duration_logp)
         )
-        fused, next_states = fused_token_scores(token_logp, self.fusion, beams.scorer_states, blank)
+        search_logp = lm_weighted_blank(token_logp, self.blank_weight, blank)
+        fused, next_states = fused_token_scores(search_logp, self.fusion, beams.scorer_states, blank)
         if duration_logp is None:
             scores = beams.scores[..., None] + fused
             stay = blank
@@ -329,7 +348,7 @@ class BatchedBeamSearch:
 
     def best(self, beams: _Beams) -> list[Hypothesis]:
         """The highest-scoring hypothesis of each utterance, its score with the fusion scorers' final scores."""
-        final = final_scores(self.fusion, beams.scorer_states)
+        final = final_scores(self.fusion, beams.scorer_states, self.lm_final)
         totals = beams.scores if final is None else beams.scores + final  # (B, K)
         index = totals.argmax(1)  # (B,)
         rows = torch.arange(len(index), device=index.device)
@@ -357,6 +376,8 @@ def beam_search(
     max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
     fusion: Fusion = (),
+    blank_lm_score_mode: str = "lm_weighted_full",
+    lm_final: bool = True,
     schedule: str = "label",
     merge: bool = True,
 ) -> list[Hypothesis]:
@@ -372,10 +393,14 @@ def beam_search(
         max_symbols_per_frame: >= 1 cap on tokens emitted at one frame; the default is greedy search's.
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
         fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`); empty: none.
+        blank_lm_score_mode: "lm_weighted_full" (NeMo's default with an LM) or "no_score" (`BatchedBeamSearch`).
+        lm_final: False: the language models' end-of-sentence scores left out of the final choice (NeMo's way).
         schedule, merge: which hypotheses extend at a step and whether equal ones merge (`BatchedBeamSearch`;
             ``"lowest_frame"`` and ``False`` are sherpa-onnx's NeMo transducer search).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
-    search = BatchedBeamSearch(model, beam, max_symbols_per_frame, confidence, fusion, schedule, merge)
+    search = BatchedBeamSearch(
+        model, beam, max_symbols_per_frame, confidence, fusion, blank_lm_score_mode, lm_final, schedule, merge
+    )
     return attach_text(search(encoder_out, encoder_lengths), tokenizer)

@@ -12,6 +12,9 @@ Conventions every scorer keeps (the searches rely on them):
 - Scores are natural-log, unweighted; the search multiplies each scorer's by its weight.
 - ``final`` is added once when a hypothesis ends (an LM's end-of-sentence; a boosting graph takes back the bonus
   of a match that did not complete).
+- A scorer whose scores are a language model's log-probabilities of the next token says so with a true
+  ``language_model`` attribute (`NgramLM`; a boosting graph's bonuses are not probabilities and have none). The
+  beam search's blank scoring (`lm_weighted_blank`) is weighted by those scorers' weights alone.
 """
 
 from __future__ import annotations
@@ -57,6 +60,43 @@ class WeightedScorer(NamedTuple):
 
 Fusion = Sequence[WeightedScorer]
 ScorerStates = tuple[torch.Tensor, ...]  # one int64 tensor of states per scorer, in the fusion's order
+
+
+BLANK_LM_SCORE_MODES = ("lm_weighted_full", "no_score")
+NEMO_BLANK_CLAMP = 1.0 - 1e-2  # NeMo's cap on P(blank) in log(1 - P(blank)) (its guard for bf16), kept to match it
+
+
+def is_language_model(scorer: TokenScorer) -> bool:
+    """Whether the scorer's scores are a language model's (a true ``language_model`` attribute)."""
+    return bool(getattr(scorer, "language_model", False))
+
+
+def language_model_weight(fusion: Fusion) -> float:
+    """The summed weight of the fusion's language models (scorers with a true ``language_model``)."""
+    return float(sum(item.weight for item in fusion if is_language_model(item.scorer)))
+
+
+def lm_weighted_blank(token_logp: torch.Tensor, weight: float, blank_id: int) -> torch.Tensor:
+    """NeMo's ``blank_lm_score_mode=lm_weighted_full`` for an LM of summed `weight` a (`language_model_weight`):
+    (..., V) log-probabilities -> the blank's times (1 + a), every other token's plus a x log(1 - P(blank)),
+    P(blank) capped at 0.99 (`NEMO_BLANK_CLAMP`). Why: the LM's next-token distribution is spread over the
+    joint's non-blank mass, so the fused token scores log P(k) + a x log((1 - P(blank)) P_LM(k)) and the blank's
+    (1 + a) log P(blank) are on one scale, and the LM's negative scores no longer lose every token to the blank.
+    The fusion's scores are added on top (`fused_scores`); weight 0 returns `token_logp` itself."""
+    if weight == 0:
+        return token_logp
+    blank = token_logp[..., blank_id]
+    non_blank = torch.log1p(-blank.exp().clamp(max=NEMO_BLANK_CLAMP))  # (...)
+    weighted = token_logp + weight * non_blank[..., None]
+    weighted[..., blank_id] = (1.0 + weight) * blank
+    return weighted
+
+
+def check_blank_lm_score_mode(mode: str) -> str:
+    """`mode` after a ValueError naming it unless it is one of `BLANK_LM_SCORE_MODES`."""
+    if mode not in BLANK_LM_SCORE_MODES:
+        raise ValueError(f"blank_lm_score_mode={mode!r}: expected one of {BLANK_LM_SCORE_MODES}")
+    return mode
 
 
 def check_fusion(fusion: Fusion, vocab_size: int, blank_id: int) -> tuple[WeightedScorer, ...]:
@@ -137,12 +177,15 @@ def where_states(condition: torch.Tensor, chosen: ScorerStates, other: ScorerSta
     return tuple(torch.where(condition, a, b) for a, b in zip(chosen, other))
 
 
-def final_scores(fusion: Fusion, states: ScorerStates) -> torch.Tensor | None:
-    """(...) float64 the weighted sum of every scorer's score of ending in its (...) states; None without fusion."""
+def final_scores(fusion: Fusion, states: ScorerStates, lm_final: bool = True) -> torch.Tensor | None:
+    """(...) float64 the weighted sum of every scorer's score of ending in its (...) states; None without fusion.
+    `lm_final` False leaves the language models' (their end-of-sentence scores) out."""
     if not fusion:
         return None
-    total = None
+    total = torch.zeros((), dtype=torch.float64)
     for item, state in zip(fusion, states):
+        if not lm_final and is_language_model(item.scorer):
+            continue
         score = item.weight * item.scorer.final(state.reshape(-1)).double().reshape(state.shape)
-        total = score if total is None else total + score
+        total = total + score
     return total

@@ -61,7 +61,11 @@ class NgramLM:
         order: the n-gram order.
         num_states: the histories (automaton states).
         num_arcs: the n-grams that are arcs (all but those ending in ``</s>`` or ``<s>``).
+        language_model: True: its scores are next-token log-probabilities (the beam search's blank scoring,
+            `asr_plugin.decoding.fusion.lm_weighted_blank`, is weighted by its weight).
     """
+
+    language_model = True
 
     def __init__(self, tensors: dict[str, torch.Tensor], vocab_size: int, blank_id: int, order: int):
         self._t = tensors

@@ -15,6 +15,10 @@ One substitution: NeMo 3.0's RNN-T losses on CPU are Python loops over the latti
 path takes 6 s for a batch of 8 three-second utterances here; ``pytorch`` 3 s), so the training replaces the
 RNN-T loss function inside NeMo's ``RNNTLoss`` by ``torchaudio.functional.rnnt_loss`` (the same per-utterance
 loss, computed by torchaudio's C++ kernel); NeMo's reduction, joint, CTC loss and everything else are NeMo's.
+A TDT reference (`TDTReferenceSettings`) has no NeMo loss on CPU at all (``TDTLossNumba`` raises "TDT is not yet
+implemented for non CUDA computation", ``TDTLossPytorch`` moves its tensors to CUDA), so there the loss function
+is this project's TDT loss (`asr_plugin.losses`, the C++ CPU kernel; tests/losses/test_tdt_nemo.py compares it
+with NeMo's per utterance), with NeMo's durations and sigma.
 
 `cached_reference` keeps each result in ``<cache_dir>/nemo_reference_<key>``, the key a hash of the settings.
 """
@@ -134,6 +138,25 @@ class StreamingReferenceSettings(ReferenceSettings):
         return {"att_context_size": [list(context) for context in self.att_context_size]}
 
 
+@dataclass(frozen=True)
+class TDTReferenceSettings(ReferenceSettings):
+    """The reference as NeMo's TDT FastConformer (the example "fast_conformer_tdt": ``loss_name: tdt``, the joint's
+    duration outputs, ``decoding.model_type: tdt``, 96 mel features) at the sizes above, hybrid TDT-CTC as
+    Parakeet-TDT-CTC is: what the TDT comparisons with NeMo's decoding decode (tests/decoding/
+    test_nemo_trained_decoding.py). 100 dev and 100 test utterances: 200 to compare on.
+
+    Attributes:
+        tdt_durations: the frames a token or blank may advance, Parakeet-TDT's.
+        tdt_sigma: the loss' logit under-normalisation (NeMo's TDT configs' 0.02).
+    """
+
+    n_dev: int = 100
+    n_test: int = 100
+    tdt_durations: tuple[int, ...] = (0, 1, 2, 3, 4)
+    tdt_sigma: float = 0.02
+    example: ClassVar[str] = "fast_conformer_tdt"
+
+
 # The reference of docs/finetune.md's tables: a model NeMo trains well on this project's 2-core CPU (17 min 43 s
 # at OMP_NUM_THREADS=1 with the other core busy, 54 minutes on a machine shared with other jobs): the issue's size (2.0 M parameters, 4 FastConformer layers), 2500 steps of
 # 8 utterances (12.5 epochs) of 1600 training utterances, warmup a tenth of the run, NeMo's default dropout 0.1;
@@ -163,7 +186,7 @@ class NemoReference:
         models: the ``.nemo`` files per form ("hybrid", "rnnt").
         transcripts: NeMo's ``transcribe`` output per form and split (dev, test), in manifest order.
         wer: NeMo's WER (0-1) per form and split.
-        loss: NeMo's RNN-T loss per utterance (eval mode, mean over the split) per split.
+        loss: NeMo's transducer (RNN-T or TDT) loss per utterance (eval mode, mean over the split) per split.
         settings: the `ReferenceSettings` as a dict.
     """
 
@@ -179,6 +202,37 @@ class NemoReference:
     def references(self, split: str) -> list[str]:
         """The lower-case reference texts of `split`, in manifest order."""
         return manifest_texts(self.manifests[split])
+
+
+class ProjectTDTLoss(nn.Module):
+    """The per-utterance TDT loss with the call signature NeMo's ``RNNTLoss`` gives its inner loss (``acts``
+    (B, T, U+1, V + D): token then duration scores), computed by `asr_plugin.losses.transducer_loss`.
+
+    NeMo's CPU joint log-softmaxes token and duration scores together; the loss log-softmaxes each head, which a
+    shift common to both leaves unchanged: the loss of NeMo's raw scores, as ``TDTLossNumba`` computes it."""
+
+    def __init__(self, blank: int, durations: list[int], sigma: float) -> None:
+        super().__init__()
+        from asr_plugin.losses import TDT
+
+        self.blank, self.lattice = blank, TDT(list(durations), sigma=sigma)
+        self.reduction = None  # NeMo's RNNTLoss sets and restores it around the call, and reduces itself
+
+    def forward(
+        self, acts: torch.Tensor, labels: torch.Tensor, act_lens: torch.Tensor, label_lens: torch.Tensor
+    ) -> torch.Tensor:
+        from asr_plugin.losses import transducer_loss
+
+        frames, tokens = int(act_lens.max()), int(label_lens.max())
+        return transducer_loss(
+            acts[:, :frames, : tokens + 1].float(),
+            labels[:, :tokens],
+            act_lens,
+            label_lens,
+            self.lattice,
+            blank=self.blank,
+            reduction="none",
+        )
 
 
 class TorchaudioRNNTLoss(nn.Module):
@@ -299,6 +353,11 @@ def _model_config(settings: ReferenceSettings, tokenizer_dir: Path, manifests: d
     config["decoder"]["prednet"].update(pred_hidden=settings.hidden, dropout=settings.dropout)
     config["joint"]["jointnet"].update(joint_hidden=settings.hidden, dropout=settings.dropout)
     config["spec_augment"] = None  # a few hundred steps: masking would only slow the learning down
+    if isinstance(settings, TDTReferenceSettings):  # the example's interpolations carry these to the loss, decoding
+        config["model_defaults"].update(
+            tdt_durations=list(settings.tdt_durations), num_tdt_durations=len(settings.tdt_durations)
+        )
+        config["loss"]["tdt_kwargs"]["sigma"] = settings.tdt_sigma
     dataset = {
         "sample_rate": 16000,
         "batch_size": settings.batch_size,
@@ -350,9 +409,20 @@ def nemo_trainer(max_steps: int, gradient_clip_val: float = 1.0):
     )
 
 
+def cpu_loss(model) -> nn.Module:
+    """The loss function of NeMo's ``model`` that runs on CPU (module docstring): torchaudio's RNN-T loss, or this
+    project's TDT loss with the model's durations and sigma for a TDT model."""
+    blank = model.joint.num_classes_with_blank - 1 - model.joint.num_extra_outputs  # NeMo's blank: last token
+    if model.cfg.loss.get("loss_name") == "tdt":
+        kwargs = model.cfg.loss.tdt_kwargs
+        return ProjectTDTLoss(blank, list(kwargs.durations), float(kwargs.get("sigma", 0.0)))
+    return TorchaudioRNNTLoss(blank)
+
+
 def use_torchaudio_rnnt_loss(model) -> None:
-    """Replaces the RNN-T loss function inside NeMo's ``model.loss`` (module docstring: NeMo's CPU losses are slow)."""
-    model.loss._loss = TorchaudioRNNTLoss(blank=model.joint.num_classes_with_blank - 1)
+    """Replaces the loss function inside NeMo's ``model.loss`` by `cpu_loss` (module docstring: NeMo's CPU
+    losses are slow, and it has none for TDT)."""
+    model.loss._loss = cpu_loss(model)
 
 
 def _rnnt_form(hybrid) -> Any:
@@ -383,7 +453,7 @@ def nemo_transcripts(model, manifest: Path, batch_size: int = 16) -> list[str]:
 def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
     """NeMo's RNN-T loss per utterance on a manifest (eval mode: no dither, no dropout), mean over utterances.
 
-    NeMo's preprocessor, encoder, decoder and joint (log-probabilities, blank last), the loss by torchaudio.
+    NeMo's preprocessor, encoder, decoder and joint (log-probabilities, blank last), the loss by `cpu_loss`.
     """
     from asr_plugin.audio import load_audio
 
@@ -401,9 +471,7 @@ def nemo_mean_loss(model, manifest: Path, batch_size: int = 16) -> float:
         encoded, encoded_lengths = model.forward(input_signal=audio, input_signal_length=lengths)
         decoder_out, _, _ = model.decoder(targets=targets, target_length=target_lengths)
         log_probs = model.joint(encoder_outputs=encoded, decoder_outputs=decoder_out)  # (B, T, U+1, V)
-        losses = TorchaudioRNNTLoss(model.joint.num_classes_with_blank - 1)(
-            log_probs, targets, encoded_lengths, target_lengths
-        )
+        losses = cpu_loss(model)(log_probs, targets, encoded_lengths, target_lengths)
         total += float(losses.sum())
     return total / len(entries)
 
@@ -446,7 +514,8 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     if not all(path.is_file() for path in models.values()):  # written atomically: both there = trained
         pl.seed_everything(settings.seed, workers=True, verbose=False)
         trainer = nemo_trainer(settings.steps)
-        config = OmegaConf.create(_model_config(settings, tokenizer_dir, manifests))
+        # under a "model" root, as in NeMo's yaml files, so that the TDT example's ${model...} interpolations resolve
+        config = OmegaConf.create({"model": _model_config(settings, tokenizer_dir, manifests)}).model
         hybrid = EncDecHybridRNNTCTCBPEModel(cfg=config, trainer=trainer)
         use_torchaudio_rnnt_loss(hybrid)
         trainer.fit(hybrid)
@@ -655,11 +724,14 @@ def imported_transcripts(
     batch_size: int = 8,
     lm: str | os.PathLike | None = None,
     lm_weight: float = 0.0,
+    beam: int | None = None,
+    lm_final: bool = True,
 ) -> list[str]:
-    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search` with NeMo's
-    ``max_symbols``, fused with the ARPA file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
+    """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search`, or `beam_search`
+    with `beam` hypotheses and `lm_final` when given, with NeMo's ``max_symbols``, fused with the ARPA file `lm` at
+    `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
-    from asr_plugin.decoding import greedy_search
+    from asr_plugin.decoding import beam_search, greedy_search
     from asr_plugin.decoding.ngram_lm import lm_fusion
     from asr_plugin.formats.nemo import import_nemo, nemo_training_options
 
@@ -674,7 +746,12 @@ def imported_transcripts(
             nn.utils.rnn.pad_sequence(waves, batch_first=True), torch.tensor([len(w) for w in waves])
         )
         encoded = imported.model.encode(*features)
-        hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
+        if beam is None:
+            hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
+        else:
+            hyps = beam_search(
+                imported.model, *encoded, beam, imported.tokenizer, max_symbols, fusion=fusion, lm_final=lm_final
+            )
         texts += [hyp.text for hyp in hyps]
     return texts
 
@@ -742,6 +819,7 @@ def cached_reference(cache_dir: str | os.PathLike, settings: ReferenceSettings =
 COMMITTED_REFERENCES: dict[str, ReferenceSettings] = {
     "full_context": ReferenceSettings(),
     "streaming": StreamingReferenceSettings(),
+    "tdt": TDTReferenceSettings(),
 }
 REFERENCES_DIR = Path(__file__).resolve().parents[2] / "tests" / "nemo_references"
 SETTINGS_NAME = "settings.json"

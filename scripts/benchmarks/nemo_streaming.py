@@ -109,8 +109,11 @@ def nemo_streaming_transcripts(
     model.eval()
     config = model.encoder.streaming_cfg
     result = NemoTranscripts([], [], [], [], [], zero_padded=config.shift_size[0] < config.pre_encode_cache_size[1])
+    # one buffer, emptied before each file, as NeMo's `transcribe_simulate_cache_aware_streaming` does (making one
+    # copies the preprocessor's config: a fifth of this function's time on the reference's files)
+    buffer = CacheAwareStreamingAudioBuffer(model=model, online_normalization=False, pad_and_drop_preencoded=False)
     for path in audio_paths:
-        buffer = CacheAwareStreamingAudioBuffer(model=model, online_normalization=False, pad_and_drop_preencoded=False)
+        buffer.reset_buffer()
         buffer.append_audio_file(str(path), stream_id=-1)
         features, valid = buffer.preprocess_audio(get_samples(str(path)))  # (1, F, T), (1,) the valid frames
         for signal, lengths, texts in (

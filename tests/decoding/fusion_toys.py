@@ -8,11 +8,19 @@ import torch
 
 class TableScorer:
     """A finite automaton given by tables: (S, V) scores, (S, V) next states, (S,) final scores (a `TokenScorer`).
-    The blank's column must score 0 and keep the state."""
+    The blank's column must score 0 and keep the state. `language_model`: the scorer says its scores are an LM's
+    (the beam search's blank scoring counts its weight)."""
 
-    def __init__(self, scores: torch.Tensor, next_states: torch.Tensor, final: torch.Tensor, blank_id: int = 0):
+    def __init__(
+        self,
+        scores: torch.Tensor,
+        next_states: torch.Tensor,
+        final: torch.Tensor,
+        blank_id: int = 0,
+        language_model: bool = False,
+    ):
         self.scores, self.next_states, self.final_table = scores.float(), next_states.long(), final.float()
-        self.vocab_size, self.blank_id = scores.shape[1], blank_id
+        self.vocab_size, self.blank_id, self.language_model = scores.shape[1], blank_id, language_model
 
     def initial_states(self, num: int, device: torch.device) -> torch.Tensor:
         return torch.zeros(num, dtype=torch.long, device=device)
@@ -42,6 +50,20 @@ def penalty_scorer(vocab: int, cost: float) -> TableScorer:
     scores = torch.full((1, vocab), -cost)
     scores[:, 0] = 0.0
     return TableScorer(scores, torch.zeros(1, vocab, dtype=torch.long), torch.zeros(1))
+
+
+def bigram_scorer(vocab: int, seed: int) -> TableScorer:
+    """A random token bigram LM (a `language_model`): one state per last token (state 0: the start), each row a
+    log-softmax over the non-blank tokens, random final scores."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(vocab, vocab, generator=generator) * 2.0
+    scores[:, 0] = -torch.inf
+    scores = scores.log_softmax(-1)
+    scores[:, 0] = 0.0
+    next_states = torch.arange(vocab)[None].expand(vocab, -1).clone()
+    next_states[:, 0] = torch.arange(vocab)
+    final = -torch.rand(vocab, generator=generator) * 2.0
+    return TableScorer(scores, next_states, final, language_model=True)
 
 
 def table_scorer_walk(scorer: TableScorer, tokens) -> tuple[float, int]:

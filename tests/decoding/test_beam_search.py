@@ -13,8 +13,10 @@ from tiny_models import random_encoder_out, tiny_transducer
 from asr_plugin.decoding import beam_search, greedy_search
 
 
-def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], float]:
-    """Exhaustive one-symbol-per-frame search of one utterance (T, H_e): token sequence -> log of summed prob."""
+def sequence_log_probs(model, frames: torch.Tensor, step_scores=None) -> dict[tuple[int, ...], float]:
+    """Exhaustive one-symbol-per-frame search of one utterance (T, H_e): token sequence -> log of summed prob.
+    `step_scores` (optional): (V,) float64 log-probabilities, tokens so far -> (V,) the scores the search adds
+    instead (a fused search's)."""
     vocab = model.vocab_size
     totals: dict[tuple[int, ...], float] = {}
     with torch.no_grad():
@@ -23,7 +25,8 @@ def sequence_log_probs(model, frames: torch.Tensor) -> dict[tuple[int, ...], flo
             logp = 0.0
             for t, symbol in enumerate(alignment):
                 context = model.predictor(torch.tensor([list(tokens)], dtype=torch.long))[:, -1:]  # (1, 1, H_p)
-                logp += float(model.joint(frames[t][None, None], context)[0, 0, 0].log_softmax(-1)[symbol])
+                step = model.joint(frames[t][None, None], context)[0, 0, 0].log_softmax(-1).double()
+                logp += float(step[symbol] if step_scores is None else step_scores(step, tokens)[symbol])
                 tokens += (symbol,) if symbol != model.blank_id else ()
             totals[tokens] = float(torch.logaddexp(torch.tensor(totals.get(tokens, -math.inf)), torch.tensor(logp)))
     return totals

@@ -1,13 +1,14 @@
 """Our decoding against NeMo 3.0.0's own on models NeMo itself trained: the committed references
-(tests/nemo_references, `benchmarks.nemo_reference`), a full-context and a cache-aware streaming FastConformer,
-both RNN-T (no NeMo-trained TDT reference exists: NeMo's TDT loss has no fast CPU path to train one here).
+(tests/nemo_references, `benchmarks.nemo_reference`), a full-context RNN-T and TDT and a cache-aware streaming
+RNN-T FastConformer.
 
-On all 80 dev and test utterances of the full-context reference, the same ``.nemo`` read by both (our import
-with our front end and encoder; NeMo's restore with its preprocessor and encoder): greedy transcripts equal
-NeMo's ``greedy_batch`` on >= 99.5 %, beam 4's WER is no worse than NeMo's ``malsd_batch`` at beam 4, and word
-start and end equal NeMo's (``compute_timestamps``) within one encoder frame for >= 99 % of the words. On the
-streaming reference, cache-aware streaming (no endpoints) times every word as the offline search under the same
-context does, within one encoder frame."""
+On all dev and test utterances of the full-context references (80 of the RNN-T's, 200 of the TDT's), the same
+``.nemo`` read by both (our import with our front end and encoder; NeMo's restore with its preprocessor and
+encoder): greedy transcripts equal NeMo's ``greedy_batch`` on >= 99.5 %, beam 4's WER is no worse than NeMo's
+``malsd_batch`` at beam 4, and word start and end equal NeMo's (``compute_timestamps``) within one encoder frame
+for >= 99 % of the words. On the streaming reference, cache-aware streaming (no endpoints) times every word as the
+offline search under the same context does, within one encoder frame. (Confidence against NeMo's, on the same
+references: tests/decoding/test_nemo_decoding.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from built_once import built_once
+from built_once import committed_nemo_reference
 
 pytest.importorskip("nemo.collections.asr")
 pytestmark = pytest.mark.nemo
@@ -28,27 +29,18 @@ from asr_plugin.evaluation.decoding_settings import decoding_settings  # noqa: E
 from asr_plugin.formats import read_model  # noqa: E402
 from asr_plugin.frontend.spec import build_frontend  # noqa: E402
 from benchmarks.nemo_decoding import nemo_encode, nemo_hypotheses, set_strategy  # noqa: E402
-from benchmarks.nemo_reference import (  # noqa: E402
-    EVAL_SPLITS,
-    committed_reference,
-    load_reference,
-    read_nemo_manifest,
-    word_error_rate,
-)
+from benchmarks.nemo_reference import EVAL_SPLITS, read_nemo_manifest, word_error_rate  # noqa: E402
 from benchmarks.nemo_streaming import our_streaming_hypotheses  # noqa: E402
 
 BATCH = 16
-
-
-def reference(tmp_path_factory, name: str):
-    """The committed reference `name`, rebuilt once per test run (shared with tests/finetune's fixtures)."""
-    return load_reference(built_once(tmp_path_factory, name, lambda directory: committed_reference(directory, name)))
+UTTERANCES = {"full_context": 80, "tdt": 200}  # dev and test of each reference
 
 
 @dataclass
 class Decoded:
-    """Ours and NeMo's hypotheses of the full-context reference's dev and test utterances, in manifest order."""
+    """Ours and NeMo's hypotheses of a full-context reference's dev and test utterances, in manifest order."""
 
+    name: str
     texts: list[str]  # the manifests' transcripts
     tokenizer: object
     greedy: list
@@ -57,11 +49,11 @@ class Decoded:
     nemo_beam: list  # malsd_batch, beam 4, score_norm off (ours has no length normalisation)
 
 
-@pytest.fixture(scope="module")
-def decoded(tmp_path_factory) -> Decoded:
+@pytest.fixture(scope="module", params=["full_context", "tdt"])
+def decoded(request, tmp_path_factory) -> Decoded:
     from nemo.collections.asr.models import ASRModel
 
-    ref = reference(tmp_path_factory, "full_context")
+    ref = committed_nemo_reference(tmp_path_factory, request.param)
     entries = [entry for split in EVAL_SPLITS for entry in read_nemo_manifest(ref.manifests[split])]
     waves = [load_audio(entry["audio_filepath"]) for entry in entries]
     loaded = read_model(ref.models["rnnt"])
@@ -85,7 +77,8 @@ def decoded(tmp_path_factory) -> Decoded:
         nemo_greedy = [hyp for batch in theirs for hyp in nemo_hypotheses(nemo, *batch)]
         set_strategy(nemo, saved, "malsd_batch", cap, 4, **{"beam.score_norm": False})
         nemo_beam = [hyp for batch in theirs for hyp in nemo_hypotheses(nemo, *batch)]
-    return Decoded([entry["text"] for entry in entries], tokenizer, greedy, beam, nemo_greedy, nemo_beam)
+    texts = [entry["text"] for entry in entries]
+    return Decoded(request.param, texts, tokenizer, greedy, beam, nemo_greedy, nemo_beam)
 
 
 def same_tokens(mine, theirs) -> bool:
@@ -95,8 +88,8 @@ def same_tokens(mine, theirs) -> bool:
 def test_greedy_transcripts_equal_nemo_greedy_batch(decoded: Decoded) -> None:
     count = len(decoded.texts)
     same = sum(same_tokens(m, h) for m, h in zip(decoded.greedy, decoded.nemo_greedy, strict=True))
-    assert count == 80 and sum(len(h.tokens) for h in decoded.greedy) > 5 * count
-    print(f"{same} of {count} greedy transcripts equal NeMo's greedy_batch")
+    assert count == UTTERANCES[decoded.name] and sum(len(h.tokens) for h in decoded.greedy) > 5 * count
+    print(f"{decoded.name}: {same} of {count} greedy transcripts equal NeMo's greedy_batch")
     assert same >= 0.995 * count, f"{same} of {count} greedy transcripts equal NeMo's"
     assert [m.text for m in decoded.greedy] == [h.text for h in decoded.nemo_greedy]
 
@@ -105,7 +98,7 @@ def test_beam_four_wer_is_no_worse_than_nemo_malsd_batch(decoded: Decoded) -> No
     ours = word_error_rate([h.text for h in decoded.beam], decoded.texts)
     theirs = word_error_rate([h.text for h in decoded.nemo_beam], decoded.texts)
     greedy = word_error_rate([h.text for h in decoded.greedy], decoded.texts)
-    print(f"WER: greedy {greedy:.4f}, beam 4 ours {ours:.4f}, NeMo malsd_batch {theirs:.4f}")
+    print(f"{decoded.name} WER: greedy {greedy:.4f}, beam 4 ours {ours:.4f}, NeMo malsd_batch {theirs:.4f}")
     assert ours <= theirs + 1e-9, (ours, theirs)
     assert ours < greedy, (ours, greedy)
 
@@ -120,14 +113,14 @@ def test_word_timestamps_equal_nemo_within_one_encoder_frame(decoded: Decoded) -
         for word, their_word in zip(words, theirs.timestamp["word"]):
             near += abs(word.start - their_word["start_offset"]) <= 1 and abs(word.end - their_word["end_offset"]) <= 1
             total += 1
-    print(f"{near} of {total} words within one encoder frame of NeMo's")
+    print(f"{decoded.name}: {near} of {total} words within one encoder frame of NeMo's")
     assert total > 2 * len(decoded.texts)
     assert near >= 0.99 * total, f"{near} of {total} words within one encoder frame of NeMo's"
 
 
 @pytest.fixture(scope="module")
 def streaming_reference(tmp_path_factory):
-    return reference(tmp_path_factory, "streaming")
+    return committed_nemo_reference(tmp_path_factory, "streaming")
 
 
 def test_streamed_word_timestamps_equal_offline_on_the_streaming_reference(streaming_reference) -> None:

@@ -28,9 +28,13 @@ def test_beam_one_equals_tdt_greedy(seed: int, max_symbols: int, tokenizer) -> N
         assert b.score == pytest.approx(g.score, abs=1e-5)
 
 
-def tdt_sequence_log_probs(model, frames: torch.Tensor, max_symbols: int) -> dict[tuple[int, ...], float]:
+def tdt_sequence_log_probs(
+    model, frames: torch.Tensor, max_symbols: int, step_scores=None
+) -> dict[tuple[int, ...], float]:
     """Every alignment of one utterance (T, H_e) under TDT's topology, float64: (token, duration) steps, blank
-    never with duration 0, the cap moving on one frame without a blank -> token sequence -> log summed prob."""
+    never with duration 0, the cap moving on one frame without a blank -> token sequence -> log summed prob.
+    `step_scores` (optional): (V,) float64 token log-probabilities, tokens so far -> (V,) the token scores the
+    search adds instead (a fused search's; durations untouched)."""
     blank, vocab, num_frames = model.blank_id, model.vocab_size, frames.shape[0]
     totals: dict[tuple[int, ...], float] = {}
 
@@ -41,6 +45,8 @@ def tdt_sequence_log_probs(model, frames: torch.Tensor, max_symbols: int) -> dic
         context = model.predictor(torch.tensor([list(tokens)], dtype=torch.long))[:, -1:]  # (1, 1, H_p)
         logits = model.joint(frames[t][None, None], context)[0, 0, 0].double()
         token_logp, duration_logp = logits[:vocab].log_softmax(-1), logits[vocab:].log_softmax(-1)
+        if step_scores is not None:
+            token_logp = step_scores(token_logp, tokens)
         for d, duration in enumerate(SMALL_DURATIONS):
             step = float(duration_logp[d])
             if duration > 0:

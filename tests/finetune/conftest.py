@@ -9,15 +9,13 @@ the code are no longer those the committed models were trained with."""
 from __future__ import annotations
 
 import pytest
-from built_once import built_once
+from built_once import committed_nemo_reference
 
 
 def _committed(tmp_path_factory, name: str):
     """Rebuilt once per test run, for every xdist worker (tests/built_once.py)."""
     pytest.importorskip("nemo.collections.asr")
-    from benchmarks.nemo_reference import committed_reference, load_reference
-
-    return load_reference(built_once(tmp_path_factory, name, lambda directory: committed_reference(directory, name)))
+    return committed_nemo_reference(tmp_path_factory, name)
 
 
 @pytest.fixture(scope="session")
