@@ -24,6 +24,7 @@ from asr_plugin.files import write_text_atomic
 from asr_plugin.formats import read_model
 
 SHERPA_NEMO_MAX_SYMBOLS = 10  # sherpa-onnx's NeMo transducer searches' cap
+SEARCH_BATCH = 16  # utterances our searches decode together (each encoded alone; each row's search is its own)
 
 
 def recognizer(export_dir: Path, method: str, beam: int, hotwords: Path | None = None, score: float = 1.5):
@@ -93,7 +94,12 @@ def sherpa_and_ours(
     for waveform in waveforms:
         features = sherpa_features(waveform, adapter.sherpa_bins)
         lengths = torch.tensor([features.shape[0]])
-        encoded.append(model.encode(adapter(features.T[None], lengths), lengths))
+        frames, frame_lengths = model.encode(adapter(features.T[None], lengths), lengths)
+        encoded.append(frames[0, : int(frame_lengths[0])])  # (T, H_e) each, encoded alone as sherpa-onnx does
+    batches = [
+        (torch.nn.utils.rnn.pad_sequence(group, batch_first=True), torch.tensor([len(e) for e in group]))
+        for group in (encoded[i : i + SEARCH_BATCH] for i in range(0, len(encoded), SEARCH_BATCH))
+    ]
     boosting = {
         rule: [WeightedScorer(PhraseBoosting.from_phrases(list(words), tokenizer, score, sherpa_onnx=rule), 1.0)]
         for rule in (False, True)
@@ -105,17 +111,18 @@ def sherpa_and_ours(
             recognizer_ = recognizer(export_dir, method, beam, hotwords if with_hotwords else None, score)
             theirs[method, with_hotwords] = sherpa_transcribe(recognizer_, waveforms)
         if settings is None:
-            ours = [greedy_search(model, *e, SHERPA_NEMO_MAX_SYMBOLS, tokenizer)[0].text for e in encoded]
+            hyps = [h for b in batches for h in greedy_search(model, *b, SHERPA_NEMO_MAX_SYMBOLS, tokenizer)]
         else:
             schedule, merge, rule = settings
             fusion = boosting[rule] if with_hotwords else ()
-            ours = [
-                beam_search(
-                    model, *e, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS, fusion=fusion, schedule=schedule, merge=merge
-                )[0].text
-                for e in encoded
+            hyps = [
+                h
+                for b in batches
+                for h in beam_search(
+                    model, *b, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS, fusion=fusion, schedule=schedule, merge=merge
+                )
             ]
-        results[name] = (theirs[method, with_hotwords], [t or "" for t in ours])
+        results[name] = (theirs[method, with_hotwords], [h.text or "" for h in hyps])
     return results
 
 
