@@ -63,6 +63,24 @@ def write_bpe_vocab(tokenizer, path: Path) -> Path:
     return write_text_atomic(path, listing)
 
 
+def listing_spelling(listing: Path, word: str) -> list[str]:
+    """The pieces of the highest summed score that spell "▁" + `word` in a SentencePiece listing: how
+    sherpa-onnx's segmenter spells a hotword (as far as seen: with BPE's own scores CAT became ▁C AT)."""
+    scores = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        piece, score = line.split("\t")
+        scores[piece] = float(score)
+    text = "\u2581" + word
+    best: list[tuple[float, list[str]] | None] = [(0.0, [])] + [None] * len(text)
+    for end in range(1, len(text) + 1):
+        for start in range(end):
+            piece, before = text[start:end], best[start]
+            if piece in scores and before is not None:
+                if best[end] is None or before[0] + scores[piece] > best[end][0]:
+                    best[end] = (before[0] + scores[piece], before[1] + [piece])
+    return [] if best[-1] is None else best[-1][1]
+
+
 def agreement(a: Sequence[str], b: Sequence[str]) -> float:
     return sum(" ".join(x.split()) == " ".join(y.split()) for x, y in zip(a, b, strict=True)) / len(a)
 
@@ -91,9 +109,13 @@ def sherpa_and_ours(
 ) -> dict[str, tuple[list[str], list[str]]]:
     """Per search of `SEARCHES`, (sherpa-onnx's transcripts, ours) of the (N,) float waveforms at 16 kHz: the
     model exported to `export_dir` (with its BPE listing and the `words` as hotwords.txt) and decoded by
-    sherpa-onnx, and our searches on the features sherpa-onnx computes."""
+    sherpa-onnx, and our searches on the features sherpa-onnx computes. Only the words that sherpa-onnx spells as
+    the tokenizer does (`listing_spelling`) are boosted: the others would be other phrases to it."""
     export_onnx(model, spec, tokenizer, export_dir)
-    write_bpe_vocab(tokenizer, export_dir / "bpe.vocab")
+    listing = write_bpe_vocab(tokenizer, export_dir / "bpe.vocab")
+    words = [
+        w for w in words if listing_spelling(listing, w) == [tokenizer.id_to_piece(k) for k in tokenizer.encode(w)]
+    ]
     hotwords = write_text_atomic(export_dir / "hotwords.txt", "".join(f"{word}\n" for word in words))
     adapter = encoder_input(spec)
     encoded = []
