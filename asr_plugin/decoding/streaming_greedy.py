@@ -36,12 +36,12 @@ from asr_plugin.decoding.fusion import (
     FusionStep,
     ScorerStates,
     check_fusion,
+    chosen_states,
     final_scores,
-    fusion_step,
     initial_scorer_states,
     where_states,
 )
-from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
+from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_fusion_step, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, where_state
 from asr_plugin.decoding.validation import check_encoder_output, check_int
@@ -283,8 +283,8 @@ class StreamingGreedyDecoder:
         scorers are advanced once per label step: their states do not change until the token."""
         active = search.active()
         found_at = search.time
-        fusion = fusion_step(self.fusion, search.scorer_states)
-        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time, fusion)
+        fusion = greedy_fusion_step(self.fusion, search.scorer_states, self.decoder.blank_id)
+        token, advance, score, token_logp, duration_logp = self.read(search, search.time, fusion)
         confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
@@ -293,7 +293,6 @@ class StreamingGreedyDecoder:
             found_at = torch.where(looking, search.time, found_at)
             more = self.read(search, search.time, fusion)
             token = torch.where(looking, more.token, token)
-            after = where_states(looking, more.scorer_states, after)
             if self.confidence is not None:
                 more_confidence = self.token_confidence(more.token_logp, more.duration_logp)
                 confidence = torch.where(looking, more_confidence, confidence)
@@ -302,7 +301,8 @@ class StreamingGreedyDecoder:
             search.time = search.time + more.advance * looking
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
-        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
+        token = torch.where(active, token, self.decoder.blank_id)
+        return token, found_at, covers, confidence, chosen_states(fusion.next_states, token)
 
     def token_confidence(self, token_logp: torch.Tensor, duration_logp: torch.Tensor | None) -> torch.Tensor:
         """(B, V) token and (B, D) duration log-probabilities (None: RNN-T) -> (B,) float64 confidence by the
