@@ -743,10 +743,11 @@ def imported_transcripts(
     lm_weight: float = 0.0,
     beam: int | None = None,
     lm_final: bool = True,
+    score_norm: bool = True,
 ) -> list[str]:
     """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search`, or `beam_search`
-    with `beam` hypotheses and `lm_final` when given, with NeMo's ``max_symbols``, fused with the ARPA file `lm` at
-    `lm_weight` when given) on a manifest's audio, in order."""
+    with `beam` hypotheses, `lm_final` and `score_norm` when given, with NeMo's ``max_symbols``, fused with the ARPA
+    file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
     from asr_plugin.decoding import beam_search, greedy_search
     from asr_plugin.decoding.ngram_lm import lm_fusion
@@ -767,7 +768,14 @@ def imported_transcripts(
             hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
         else:
             hyps = beam_search(
-                imported.model, *encoded, beam, imported.tokenizer, max_symbols, fusion=fusion, lm_final=lm_final
+                imported.model,
+                *encoded,
+                beam,
+                imported.tokenizer,
+                max_symbols,
+                fusion=fusion,
+                lm_final=lm_final,
+                score_norm=score_norm,
             )
         texts += [hyp.text for hyp in hyps]
     return texts
