@@ -4,6 +4,7 @@ accuracy"; `benchmarks.decoding` says what is measured).
 
     python scripts/benchmark_decoding.py rnnt.nemo tdt.nemo --manifest test.json --nemo --threads 1
     python scripts/benchmark_decoding.py --nemo-reference /tmp/refs --nemo-example fast_conformer_tdt --nemo
+    python scripts/benchmark_decoding.py --nemo-reference /tmp/refs --reference tdt --nemo
     python scripts/benchmark_decoding.py exp/run/checkpoints --manifest data/manifests/test.jsonl --batch-size 1
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -32,8 +34,14 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--nemo-reference",
         metavar="DIR",
-        help="also the committed NeMo-trained RNN-T (tests/nemo_references/full_context), its corpus rebuilt in "
-        "DIR (reused when there), on its dev and test manifests (needs NeMo)",
+        help="also a committed NeMo-trained reference (tests/nemo_references/<--reference>), its corpus rebuilt in "
+        "DIR/<--reference> (reused when there), on its dev and test manifests (needs NeMo)",
+    )
+    parser.add_argument(
+        "--reference",
+        choices=["full_context", "tdt"],
+        default="full_context",
+        help="which one --nemo-reference adds: the RNN-T (default) or the TDT FastConformer",
     )
     parser.add_argument(
         "--nemo-example",
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.nemo_reference:
         from benchmarks.nemo_reference import EVAL_SPLITS, committed_reference
 
-        reference = committed_reference(args.nemo_reference, "full_context")
+        reference = committed_reference(Path(args.nemo_reference) / args.reference, args.reference)
         args.models.insert(0, str(reference.models["rnnt"]))
         args.manifest += [str(reference.manifests[split]) for split in EVAL_SPLITS]
     rows = []
