@@ -746,8 +746,8 @@ def imported_transcripts(
     score_norm: bool = True,
 ) -> list[str]:
     """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search`, or `beam_search`
-    with `beam` hypotheses, `lm_final` and `score_norm` when given, with NeMo's ``max_symbols``, fused with the
-    ARPA file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
+    with `beam` hypotheses, `lm_final` and `score_norm` when given, with NeMo's ``max_symbols``, fused with the ARPA
+    file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
     from asr_plugin.decoding import beam_search, greedy_search
     from asr_plugin.decoding.ngram_lm import lm_fusion
