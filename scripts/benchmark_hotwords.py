@@ -32,15 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timings of the cost, alternated (default 5)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances of each manifest")
-    parser.add_argument("--beam", type=int, default=4, help="--sherpa-onnx: the beam of both (default 4)")
+    parser.add_argument("--search", choices=("greedy", "beam"), default="greedy", help="the gains' search")
+    parser.add_argument("--beam", type=int, default=4, help="beam width (--search beam, --sherpa-onnx; default 4)")
     parser.add_argument("--sherpa-onnx", default=None, metavar="DIR", help="export here and compare with sherpa-onnx")
     args = parser.parse_args(argv)
-    if min(args.words, args.phrases, args.batch_size, args.repeats, args.threads) < 1:
-        parser.error("--words, --phrases, --batch-size, --repeats and --threads must be >= 1")
+    if min(args.words, args.phrases, args.batch_size, args.repeats, args.threads, args.beam) < 1:
+        parser.error("--words, --phrases, --batch-size, --repeats, --threads and --beam must be >= 1")
     torch.set_num_threads(args.threads)
     try:
         decoder = Decoder(args.model, args.batch_size)
-        boosted, rows = gains(decoder, args.dev, args.manifest, args.words, args.hotwords_score, args.limit)
+        boosted, rows = gains(
+            decoder, args.dev, args.manifest, args.words, args.hotwords_score, args.limit, args.search, args.beam
+        )
         count, build, ratios = cost_ratios(
             decoder, args.manifest, args.phrases, args.hotwords_score, args.repeats, args.limit
         )

@@ -25,6 +25,14 @@ sequence, predictor state and score; all B * beam of them advance together, one 
   score / (number of tokens + 1) (the +1 counts the start symbol, as NeMo's non-batched searches do), without it
   the one of the highest score.
 
+Two settings give sherpa-onnx's search for NeMo transducers (its ``modified_beam_search`` of
+``offline-transducer-modified-beam-search-nemo-decoder.cc``), which is frame-synchronous and keeps duplicates:
+``schedule="lowest_frame"`` extends only the hypotheses at their utterance's lowest frame pointer (a hypothesis
+that moved past it waits, its one candidate itself, until the others catch up; a token keeps its hypothesis at
+its frame, so every frame's tokens are found before any hypothesis reads the next one), and ``merge=False`` keeps
+hypotheses of the same tokens apart (each alignment competes alone for its slot). The default, ``"label"`` with
+merging, extends every unfinished hypothesis at every step, as NeMo's ``malsd_batch``.
+
 Scores: a candidate adds the natural-log probability of its symbol, log softmax(token scores)[k] (TDT: plus
 log softmax(duration scores)[d]); a hypothesis' score is the log of the summed probability of the alignments
 of its token sequence that survived the beam. Without fusion ``beam=1`` is greedy search with the same
@@ -84,6 +92,7 @@ from asr_plugin.decoding.validation import check_encoder_output, check_int
 from asr_plugin.models import Transducer
 
 NEG_INF = float("-inf")
+SCHEDULES = ("label", "lowest_frame")
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,9 @@ class BatchedBeamSearch:
         lm_final: whether the language models' end-of-sentence scores count in choosing the best hypothesis.
         score_norm: choose each utterance's result by score / (tokens + 1), as NeMo (the module docstring);
             False: by score.
+        schedule: "label" (every unfinished hypothesis extends at every step) or "lowest_frame" (only those at
+            their utterance's lowest frame; the module docstring).
+        merge: whether hypotheses with identical futures are merged (`merge`).
     """
 
     def __init__(
@@ -179,11 +191,18 @@ class BatchedBeamSearch:
         blank_lm_score_mode: str = "lm_weighted_full",
         lm_final: bool = True,
         score_norm: bool = True,
+        schedule: str = "label",
+        merge: bool = True,
     ) -> None:
         check_int("beam", beam, 1)
         if not isinstance(score_norm, bool):
             raise TypeError(f"score_norm must be True or False, not {score_norm!r}")
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule {schedule!r}; choose one of {SCHEDULES}")
+        if not isinstance(merge, bool):
+            raise TypeError(f"merge must be a bool, got {type(merge).__name__}")
+        self.schedule, self.merge_equal = schedule, merge
         self.decoder = decoder_joint(model)
         self.fusion = check_fusion(fusion, self.decoder.vocab_size, self.decoder.blank_id)
         weighted = check_blank_lm_score_mode(blank_lm_score_mode) == "lm_weighted_full"
@@ -208,7 +227,9 @@ class BatchedBeamSearch:
         lengths = encoder_lengths.to(device)[:, None]  # (B, 1)
         beams = self.initial_beams(encoder_out.shape[0], device)
         while bool(((beams.time < lengths) & (beams.scores > NEG_INF)).any()):
-            beams = self.merge(self.advance(beams.with_room(), frames, lengths), lengths)
+            beams = self.advance(beams.with_room(), frames, lengths)
+            if self.merge_equal:
+                beams = self.merge(beams, lengths)
         return self.best(beams)
 
     def initial_beams(self, batch: int, device: torch.device) -> _Beams:
@@ -274,6 +295,9 @@ class BatchedBeamSearch:
         """One label-synchronous step: every hypothesis' candidates, the `beam` best of each utterance, their
         tokens appended, frame pointers moved and predictors and fusion scorers advanced."""
         finished = (beams.time >= lengths) | (beams.scores == NEG_INF)
+        if self.schedule == "lowest_frame":  # the hypotheses past their utterance's lowest frame wait, as finished
+            lowest = torch.where(finished, lengths, beams.time).min(1, keepdim=True).values  # (B, 1)
+            finished = finished | (beams.time > lowest)
         scores, confidence, next_states = self.candidate_scores(beams, frames, finished)  # (B, K, C), (B, K)
         batch, beam, choices = scores.shape
         top_scores, top_index = scores.reshape(batch, beam * choices).topk(beam, dim=1)  # (B, K)
@@ -375,6 +399,8 @@ def beam_search(
     blank_lm_score_mode: str = "lm_weighted_full",
     lm_final: bool = True,
     score_norm: bool = True,
+    schedule: str = "label",
+    merge: bool = True,
 ) -> list[Hypothesis]:
     """Batched beam search of RNN-T and TDT models (`BatchedBeamSearch`; the module docstring has the algorithm
     and the score convention). Call ``model.eval()`` first.
@@ -392,10 +418,21 @@ def beam_search(
         lm_final: False: the language models' end-of-sentence scores left out of the final choice (NeMo's way).
         score_norm: choose each utterance's result by log-probability / (tokens + 1), as NeMo's ``malsd_batch``
             by default; False: by log-probability. The returned score is never normalised.
+        schedule, merge: which hypotheses extend at a step and whether equal ones merge (`BatchedBeamSearch`;
+            ``"lowest_frame"`` and ``False`` are sherpa-onnx's NeMo transducer search).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
     search = BatchedBeamSearch(
-        model, beam, max_symbols_per_frame, confidence, fusion, blank_lm_score_mode, lm_final, score_norm
+        model,
+        beam,
+        max_symbols_per_frame,
+        confidence,
+        fusion,
+        blank_lm_score_mode,
+        lm_final,
+        score_norm=score_norm,
+        schedule=schedule,
+        merge=merge,
     )
     return attach_text(search(encoder_out, encoder_lengths), tokenizer)

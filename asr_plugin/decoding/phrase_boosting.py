@@ -158,9 +158,11 @@ class PhraseGraph:
     row_landing: torch.Tensor
 
     @classmethod
-    def build(cls, phrases: Sequence[tuple[Sequence[int], float]], vocab_size: int) -> "PhraseGraph":
-        """The graph of (token ids, per-token score) phrases; ValueError for no phrases, an empty phrase or a
-        token out of [1, V)."""
+    def build(
+        cls, phrases: Sequence[tuple[Sequence[int], float]], vocab_size: int, sherpa_onnx_score: float | None = None
+    ) -> "PhraseGraph":
+        """The graph of (token ids, per-token score) phrases (`from_trie` says what `sherpa_onnx_score` does);
+        ValueError for no phrases, an empty phrase or a token out of [1, V)."""
         if not phrases:
             raise ValueError("no phrases to boost")
         children: list[dict[int, int]] = [{}]
@@ -182,7 +184,7 @@ class PhraseGraph:
                 token_score[nxt] = max(token_score[nxt], score)
                 state = nxt
             ends[state] = True
-        return cls.from_trie(children, token_score, ends, parent, token_of, vocab_size)
+        return cls.from_trie(children, token_score, ends, parent, token_of, vocab_size, sherpa_onnx_score)
 
     @classmethod
     def from_trie(
@@ -193,12 +195,22 @@ class PhraseGraph:
         parent: list[int],
         token_of: list[int],
         vocab_size: int,
+        sherpa_onnx_score: float | None = None,
     ) -> "PhraseGraph":
         """The failure links, bonuses, landing states and resolved transitions of a trie (breadth-first: a
-        state's failure is shallower, so it is complete when the state is reached)."""
+        state's failure is shallower, so it is complete when the state is reached).
+
+        With `sherpa_onnx_score`, the scores of sherpa-onnx's NeMo transducer ``modified_beam_search`` with
+        hotwords instead: arriving where a phrase ends (the state's own or a suffix's) keeps that one phrase's
+        bonus and returns to the root (its context graph in non-strict mode, so a phrase never continues past a
+        completed one), and a token that continues the current match directly (a goto arc of the state, not
+        one found through failure links; from the root, every phrase's first token) also earns
+        `sherpa_onnx_score`, which is never given back (the search adds it to the log-probabilities before
+        choosing among its candidates)."""
         num = len(children)
         failure, bonus = [0] * num, [0.0] * num
         completed = [0.0] * num  # bonuses of the phrases that end on arriving at a state (itself and suffixes)
+        nearest_end = [-1] * num  # the state itself where a phrase ends there, else the first such suffix
         landing = list(range(num))
         exceptions: list[dict[int, int]] = [{} for _ in range(num)]  # where a state's row differs from the root's
         queue = deque(children[0].values())
@@ -213,32 +225,37 @@ class PhraseGraph:
                     fallback = failure[fallback]
                 failure[state] = children[fallback].get(token, 0)
             completed[state] = (bonus[state] if ends[state] else 0.0) + completed[failure[state]]
+            nearest_end[state] = state if ends[state] else nearest_end[failure[state]]
             if ends[state] and not children[state]:
                 landing[state] = landing[failure[state]]
             exceptions[state] = {**exceptions[failure[state]], **children[state]}
             queue.extend(children[state].values())
         gain = [bonus[landing[s]] + completed[s] for s in range(num)]
+        direct = 0.0
+        if sherpa_onnx_score is not None:
+            landing = [s if nearest_end[s] < 0 else 0 for s in range(num)]
+            gain = [bonus[s] if nearest_end[s] < 0 else bonus[nearest_end[s]] for s in range(num)]
+            exceptions[0] = dict(children[0])  # the root's goto arcs earn the direct bonus too
+            direct = sherpa_onnx_score
         root_targets = [0] * vocab_size
         for token, child in children[0].items():
             root_targets[token] = child
-        row_start, row_tokens, row_targets = [0] * (num + 1), [], []
+        row_start, row_tokens, row_gain, row_landing = [0] * (num + 1), [], [], []
         for state in range(num):
-            row = sorted(exceptions[state].items())
-            row_tokens += [token for token, _ in row]
-            row_targets += [target for _, target in row]
+            for token, target in sorted(exceptions[state].items()):
+                row_tokens.append(token)
+                row_gain.append(gain[target] + (direct if parent[target] == state else 0.0))
+                row_landing.append(landing[target])
             row_start[state + 1] = len(row_tokens)
-        targets = torch.tensor(row_targets, dtype=torch.long)
-        gains, landings = torch.tensor(gain, dtype=torch.float32), torch.tensor(landing, dtype=torch.long)
-        root = torch.tensor(root_targets, dtype=torch.long)
         return cls(
             vocab_size=vocab_size,
             bonus=torch.tensor(bonus, dtype=torch.float32),
-            root_gain=gains[root],
-            root_landing=landings[root],
+            root_gain=torch.tensor([gain[t] for t in root_targets], dtype=torch.float32),
+            root_landing=torch.tensor([landing[t] for t in root_targets], dtype=torch.long),
             row_start=torch.tensor(row_start, dtype=torch.long),
             row_tokens=torch.tensor(row_tokens, dtype=torch.long),
-            row_gain=gains[targets],
-            row_landing=landings[targets],
+            row_gain=torch.tensor(row_gain, dtype=torch.float32),
+            row_landing=torch.tensor(row_landing, dtype=torch.long),
         )
 
     @property
@@ -290,22 +307,31 @@ class PhraseBoosting:
 
     @classmethod
     def from_phrases(
-        cls, phrases: Sequence[Phrase | str], tokenizer: PhraseTokenizer, hotwords_score: float = 1.5
+        cls,
+        phrases: Sequence[Phrase | str],
+        tokenizer: PhraseTokenizer,
+        hotwords_score: float = 1.5,
+        sherpa_onnx: bool = False,
     ) -> "PhraseBoosting":
         """Boosting of `phrases` (text, or `Phrase` with its own score) tokenised by `tokenizer`, each token of a
-        phrase scoring its score or `hotwords_score` (sherpa-onnx's default is 1.5); errors as `phrase_tokens`."""
-        graph = PhraseGraph.build(phrase_tokens(phrases, tokenizer, hotwords_score), tokenizer.vocab_size)
+        phrase scoring its score or `hotwords_score` (sherpa-onnx's default is 1.5); errors as `phrase_tokens`.
+        `sherpa_onnx`: score as sherpa-onnx's NeMo transducer beam search does (`PhraseGraph.from_trie`, its
+        direct bonus being `hotwords_score`), to reproduce its results with
+        ``beam_search(..., schedule="lowest_frame", merge=False)``."""
+        tokens = phrase_tokens(phrases, tokenizer, hotwords_score)
+        graph = PhraseGraph.build(tokens, tokenizer.vocab_size, hotwords_score if sherpa_onnx else None)
         return cls(graph, tokenizer.blank_id)
 
     @classmethod
     def from_file(
-        cls, path: str | os.PathLike, tokenizer: PhraseTokenizer, hotwords_score: float = 1.5
+        cls, path: str | os.PathLike, tokenizer: PhraseTokenizer, hotwords_score: float = 1.5, sherpa_onnx: bool = False
     ) -> "PhraseBoosting":
-        """Boosting of the phrases of a sherpa-onnx hotwords file (`read_hotwords`); errors name file and line."""
+        """Boosting of the phrases of a sherpa-onnx hotwords file (`read_hotwords`; `sherpa_onnx` as in
+        `from_phrases`); errors name file and line."""
         phrases = read_hotwords(path)
         if not phrases:
             raise ValueError(f"{path}: no phrases (the hotwords file has only blank lines)")
-        return cls.from_phrases(phrases, tokenizer, hotwords_score)
+        return cls.from_phrases(phrases, tokenizer, hotwords_score, sherpa_onnx)
 
     def on(self, device: torch.device) -> PhraseGraph:
         """The graph on `device` (moved once)."""

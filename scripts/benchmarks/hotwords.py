@@ -3,7 +3,7 @@
 Gains: the words the model most often misses on the dev manifest (a reference word counts as missed where the
 utterance's hypothesis has fewer of it than its reference) are boosted, each as a one-word phrase; for every
 manifest, their recall (the share of their reference occurrences that the hypotheses have, counted per
-utterance) and the WER without and with boosting, greedy search. Cost: greedy search at one batch size over the
+utterance) and the WER without and with boosting, greedy or beam search. Cost: greedy search at one batch size over the
 manifests' encoder output with and without a list of random phrases (1 to 3 words drawn from the manifests'
 references), decoding time only, the two timed alternately in one process; the ratio is the median of the
 repeats. It is measured twice: at the boosting score, where the boosted search also emits other tokens (more or
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from asr_plugin.data import read_manifest
-from asr_plugin.decoding import WeightedScorer, greedy_search
+from asr_plugin.decoding import WeightedScorer, decode
 from asr_plugin.decoding.phrase_boosting import PhraseBoosting, PhraseGraph
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.evaluation.scoring import Recognition, score
@@ -86,24 +86,34 @@ class Decoder:
             batches.append((group, *self.model.encode(*self.frontend(padded, lengths))))
         return batches, [self.tokenizer.normalize(entry.text) for entry in entries]
 
-    def texts(self, batches: Batches, count: int, fusion: Sequence[WeightedScorer] = ()) -> tuple[list[str], float]:
-        """(greedy texts in manifest order, decoding seconds)."""
+    def texts(
+        self, batches: Batches, count: int, fusion: Sequence[WeightedScorer] = (), method: str = "greedy", beam: int = 4
+    ) -> tuple[list[str], float]:
+        """(texts in manifest order by `method`, "greedy" or "beam" of width `beam`, decoding seconds)."""
 
-        def decode(encoded, lengths):
-            return [
-                h.text or ""
-                for h in greedy_search(self.model, encoded, lengths, self.cap, self.tokenizer, fusion=fusion)
-            ]
+        def run(encoded, lengths):
+            hyps = decode(self.model, encoded, lengths, method, self.tokenizer, beam, self.cap, fusion=fusion)
+            return [h.text or "" for h in hyps]
 
-        return side_by_side([(batches, decode)], count, repeats=1)[0]
+        return side_by_side([(batches, run)], count, repeats=1)[0]
 
 
 def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
     return score([Recognition(str(i), r, h) for i, (r, h) in enumerate(zip(refs, hyps))]).wer
 
 
-def gains(decoder: Decoder, dev: str, manifests: Sequence[str], words: int, hotwords_score: float, limit=None):
-    """(the boosted words, one `SetRow` per manifest)."""
+def gains(
+    decoder: Decoder,
+    dev: str,
+    manifests: Sequence[str],
+    words: int,
+    hotwords_score: float,
+    limit=None,
+    method: str = "greedy",
+    beam: int = 4,
+):
+    """(the boosted words, one `SetRow` per manifest), decoding by `method` ("greedy", or "beam" of width
+    `beam`); the boosted words are those greedy search misses most often on `dev`."""
     batches, refs = decoder.encode(dev, limit)
     hyps, _ = decoder.texts(batches, len(refs))
     boosted = [word for word, _ in missed_words(refs, hyps).most_common(words)]
@@ -111,8 +121,8 @@ def gains(decoder: Decoder, dev: str, manifests: Sequence[str], words: int, hotw
     rows = []
     for manifest in manifests:
         batches, refs = decoder.encode(manifest, limit)
-        before, _ = decoder.texts(batches, len(refs))
-        after, _ = decoder.texts(batches, len(refs), fusion)
+        before, _ = decoder.texts(batches, len(refs), (), method, beam)
+        after, _ = decoder.texts(batches, len(refs), fusion, method, beam)
         count, recall_before = recall(set(boosted), refs, before)
         _, recall_after = recall(set(boosted), refs, after)
         name = Path(manifest).stem

@@ -24,6 +24,7 @@ from asr_plugin.files import write_text_atomic
 from asr_plugin.formats import read_model
 
 SHERPA_NEMO_MAX_SYMBOLS = 10  # sherpa-onnx's NeMo transducer searches' cap
+SEARCH_BATCH = 16  # utterances our searches decode together (each encoded alone; each row's search is its own)
 
 
 def recognizer(export_dir: Path, method: str, beam: int, hotwords: Path | None = None, score: float = 1.5):
@@ -49,9 +50,16 @@ def recognizer(export_dir: Path, method: str, beam: int, hotwords: Path | None =
 
 
 def write_bpe_vocab(tokenizer, path: Path) -> Path:
-    """The tokenizer's SentencePiece listing (piece<TAB>score per line), with which sherpa-onnx spells hotwords."""
+    """A SentencePiece listing (piece<TAB>score per line) with which sherpa-onnx spells hotwords as `tokenizer`
+    does. sherpa-onnx segments each hotword into the pieces of the highest summed score (its ssentencepiece); a
+    BPE model's own scores are negative merge ranks, with which it spells ``CAT`` as ``▁C AT`` where the
+    tokenizer has ``▁CAT``; scoring each piece by its length squared makes the longest pieces win, as BPE's
+    merges do for the corpus's words (the comparison's agreement checks it)."""
     pieces = spm.SentencePieceProcessor(model_proto=tokenizer.model_bytes)
-    listing = "".join(f"{pieces.id_to_piece(i)}\t{pieces.get_score(i):g}\n" for i in range(pieces.get_piece_size()))
+    listing = "".join(
+        f"{piece}\t{0 if pieces.is_control(i) or pieces.is_unknown(i) else len(piece) ** 2}\n"
+        for i, piece in ((i, pieces.id_to_piece(i)) for i in range(pieces.get_piece_size()))
+    )
     return write_text_atomic(path, listing)
 
 
@@ -59,7 +67,65 @@ def agreement(a: Sequence[str], b: Sequence[str]) -> float:
     return sum(" ".join(x.split()) == " ".join(y.split()) for x, y in zip(a, b, strict=True)) / len(a)
 
 
+# our searches against sherpa-onnx's: (name, sherpa-onnx's decoding method, with hotwords, our beam search's
+# settings: None for greedy search, else (schedule, merge, boosting as sherpa-onnx scores))
+SEARCHES = (
+    ("greedy", "greedy_search", False, None),
+    ("beam", "modified_beam_search", False, ("label", True, False)),
+    ("beam, sherpa-onnx's schedule", "modified_beam_search", False, ("lowest_frame", False, False)),
+    ("beam + hotwords", "modified_beam_search", True, ("label", True, False)),
+    ("beam + hotwords, sherpa-onnx's schedule", "modified_beam_search", True, ("lowest_frame", False, False)),
+    ("beam + hotwords, sherpa-onnx's schedule and scores", "modified_beam_search", True, ("lowest_frame", False, True)),
+)
+
+
 @torch.no_grad()
+def sherpa_and_ours(
+    model, spec, tokenizer, waveforms: Sequence, words: Sequence[str], score: float, beam: int, export_dir: Path
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Per search of `SEARCHES`, (sherpa-onnx's transcripts, ours) of the (N,) float waveforms at 16 kHz: the
+    model exported to `export_dir` (with its BPE listing and the `words` as hotwords.txt) and decoded by
+    sherpa-onnx, and our searches on the features sherpa-onnx computes."""
+    export_onnx(model, spec, tokenizer, export_dir)
+    write_bpe_vocab(tokenizer, export_dir / "bpe.vocab")
+    hotwords = write_text_atomic(export_dir / "hotwords.txt", "".join(f"{word}\n" for word in words))
+    adapter = encoder_input(spec)
+    encoded = []
+    for waveform in waveforms:
+        features = sherpa_features(waveform, adapter.sherpa_bins)
+        lengths = torch.tensor([features.shape[0]])
+        frames, frame_lengths = model.encode(adapter(features.T[None], lengths), lengths)
+        encoded.append(frames[0, : int(frame_lengths[0])])  # (T, H_e) each, encoded alone as sherpa-onnx does
+    batches = [
+        (torch.nn.utils.rnn.pad_sequence(group, batch_first=True), torch.tensor([len(e) for e in group]))
+        for group in (encoded[i : i + SEARCH_BATCH] for i in range(0, len(encoded), SEARCH_BATCH))
+    ]
+    boosting = {
+        rule: [WeightedScorer(PhraseBoosting.from_phrases(list(words), tokenizer, score, sherpa_onnx=rule), 1.0)]
+        for rule in (False, True)
+    }
+    theirs: dict[tuple[str, bool], list[str]] = {}
+    results = {}
+    for name, method, with_hotwords, settings in SEARCHES:
+        if (method, with_hotwords) not in theirs:
+            recognizer_ = recognizer(export_dir, method, beam, hotwords if with_hotwords else None, score)
+            theirs[method, with_hotwords] = sherpa_transcribe(recognizer_, waveforms)
+        if settings is None:
+            hyps = [h for b in batches for h in greedy_search(model, *b, SHERPA_NEMO_MAX_SYMBOLS, tokenizer)]
+        else:
+            schedule, merge, rule = settings
+            fusion = boosting[rule] if with_hotwords else ()
+            hyps = [
+                h
+                for b in batches
+                for h in beam_search(
+                    model, *b, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS, fusion=fusion, schedule=schedule, merge=merge
+                )
+            ]
+        results[name] = (theirs[method, with_hotwords], [h.text or "" for h in hyps])
+    return results
+
+
 def sherpa_agreement(
     path: str | os.PathLike,
     manifest: str | os.PathLike,
@@ -69,34 +135,18 @@ def sherpa_agreement(
     export_dir: str | os.PathLike,
     limit: int | None = None,
 ) -> dict[str, float]:
-    """The share of the manifest's utterances whose transcripts sherpa-onnx and we agree on: greedy, beam, beam
-    with `words` boosted at `score`."""
+    """Per search of `SEARCHES`, the share of the manifest's utterances whose transcripts sherpa-onnx and we agree
+    on, `words` boosted at `score` where the search has hotwords."""
     loaded = read_model(path)
-    model, tokenizer, spec = loaded.model.eval(), model_tokenizer(loaded), loaded.require_frontend_spec()
-    export_dir = Path(export_dir)
-    export_onnx(model, spec, tokenizer, export_dir)
-    write_bpe_vocab(tokenizer, export_dir / "bpe.vocab")
-    hotwords = write_text_atomic(export_dir / "hotwords.txt", "".join(f"{word}\n" for word in words))
     waveforms = [entry.load_audio(16000).numpy() for entry in read_manifest(manifest)[:limit]]
-    adapter = encoder_input(spec)
-    encoded = []
-    for waveform in waveforms:
-        features = sherpa_features(waveform, adapter.sherpa_bins)
-        lengths = torch.tensor([features.shape[0]])
-        encoded.append(model.encode(adapter(features.T[None], lengths), lengths))
-    fusion = [WeightedScorer(PhraseBoosting.from_phrases(list(words), tokenizer, score), 1.0)]
-    ours = {
-        "greedy": [greedy_search(model, *e, SHERPA_NEMO_MAX_SYMBOLS, tokenizer)[0].text for e in encoded],
-        "beam": [beam_search(model, *e, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS)[0].text for e in encoded],
-        "beam + hotwords": [
-            beam_search(model, *e, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS, fusion=fusion)[0].text for e in encoded
-        ],
-    }
-    theirs = {
-        "greedy": sherpa_transcribe(recognizer(export_dir, "greedy_search", beam), waveforms),
-        "beam": sherpa_transcribe(recognizer(export_dir, "modified_beam_search", beam), waveforms),
-        "beam + hotwords": sherpa_transcribe(
-            recognizer(export_dir, "modified_beam_search", beam, hotwords, score), waveforms
-        ),
-    }
-    return {name: agreement([t or "" for t in ours[name]], theirs[name]) for name in ours}
+    pairs = sherpa_and_ours(
+        loaded.model.eval(),
+        loaded.require_frontend_spec(),
+        model_tokenizer(loaded),
+        waveforms,
+        words,
+        score,
+        beam,
+        Path(export_dir),
+    )
+    return {name: agreement(*pair) for name, pair in pairs.items()}
