@@ -4,6 +4,7 @@ accuracy"; `benchmarks.decoding` says what is measured).
 
     python scripts/benchmark_decoding.py rnnt.nemo tdt.nemo --manifest test.json --nemo --threads 1
     python scripts/benchmark_decoding.py --nemo-reference /tmp/refs --nemo-example fast_conformer_tdt --nemo
+    python scripts/benchmark_decoding.py --nemo-reference /tmp/refs --reference tdt --nemo
     python scripts/benchmark_decoding.py exp/run/checkpoints --manifest data/manifests/test.jsonl --batch-size 1
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -32,8 +34,14 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--nemo-reference",
         metavar="DIR",
-        help="also the committed NeMo-trained RNN-T (tests/nemo_references/full_context), its corpus rebuilt in "
-        "DIR (reused when there), on its dev and test manifests (needs NeMo)",
+        help="also a committed NeMo-trained reference (tests/nemo_references/<--reference>), its corpus rebuilt in "
+        "DIR/<--reference> (reused when there), on its dev and test manifests (needs NeMo)",
+    )
+    parser.add_argument(
+        "--reference",
+        choices=["full_context", "tdt"],
+        default="full_context",
+        help="which one --nemo-reference adds: the RNN-T (default) or the TDT FastConformer",
     )
     parser.add_argument(
         "--nemo-example",
@@ -47,9 +55,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     parser.add_argument("--nemo", action="store_true", help="NeMo's greedy_batch and malsd_batch beside ours")
     parser.add_argument(
-        "--nemo-score-norm",
-        action="store_true",
-        help="NeMo's beam search with its default score_norm (the final choice by score / (tokens + 1)); ours has none",
+        "--score-norm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="beam search on both sides chooses by score / (tokens + 1), NeMo's and our default (default: on)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="runs of each method; the fastest counts (default 3)")
     args = parser.parse_args(argv)
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.nemo_reference:
         from benchmarks.nemo_reference import EVAL_SPLITS, committed_reference
 
-        reference = committed_reference(args.nemo_reference, "full_context")
+        reference = committed_reference(Path(args.nemo_reference) / args.reference, args.reference)
         args.models.insert(0, str(reference.models["rnnt"]))
         args.manifest += [str(reference.manifests[split]) for split in EVAL_SPLITS]
     rows = []
@@ -86,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.models:
             try:
                 rows += benchmark_model(
-                    path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats, args.nemo_score_norm
+                    path, args.manifest, args.batch_size, args.limit, args.nemo, args.repeats, args.score_norm
                 )
             except (FileNotFoundError, ValueError) as err:
                 args.error(str(err))

@@ -4,7 +4,6 @@ measured).
 
     python scripts/benchmark_lm_fusion.py <run>/checkpoints --manifest data/manifests/mini_librispeech/test-espeak.jsonl --lm lm.arpa --lm-weight 0.3
     python scripts/benchmark_lm_fusion.py <run>/checkpoints --manifest data/manifests/mini_librispeech/dev.jsonl --lm lm.arpa --lm-weight 0.1 0.2 0.4 --methods beam --rounds 1
-    python scripts/benchmark_lm_fusion.py <run>/checkpoints --manifest data/manifests/mini_librispeech/test-espeak.jsonl --lm lm.arpa --methods greedy --phrases 10000
 """
 
 from __future__ import annotations
@@ -29,16 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--blank-lm-score-mode", choices=BLANK_LM_SCORE_MODES, default="lm_weighted_full", help="beam search's"
     )
-    parser.add_argument("--phrases", type=int, default=0, help="also boost N random phrases (the cost of both)")
-    parser.add_argument("--hotwords-score", type=float, default=1.5, help="--phrases' per-token score (default 1.5)")
     parser.add_argument("--batch-size", type=int, default=16, help="utterances decoded together (default 16)")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds; the fastest counts (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     args = parser.parse_args(argv)
-    if min(args.batch_size, args.beam, args.rounds, args.threads) < 1 or args.phrases < 0:
-        parser.error("--batch-size, --beam, --rounds and --threads must be >= 1, --phrases >= 0")
+    if min(args.batch_size, args.beam, args.rounds, args.threads) < 1:
+        parser.error("--batch-size, --beam, --rounds and --threads must be >= 1")
     torch.set_num_threads(args.threads)
     rows = benchmark_fusion(
         args.model,
@@ -51,8 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         args.limit,
         args.methods,
         args.blank_lm_score_mode,
-        args.phrases,
-        args.hotwords_score,
     )
     print(table(rows))
     return 0

@@ -55,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", choices=("greedy", "beam"), default=None, help="default beam (greedy streaming)")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument(
+        "--score-norm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="beam: choose the result by log-probability / (tokens + 1), as NeMo's malsd_batch (default: on)",
+    )
+    parser.add_argument(
         "--max-symbols-per-frame",
         type=int,
         default=None,
@@ -187,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             chunk_seconds=chunk_seconds,
             segment_pause=args.segment_pause,
             fusion=fusion,
+            score_norm=args.score_norm,
         )
     else:
         try:

@@ -49,7 +49,24 @@ def copy_of(source: Path, destination: Path) -> Path:
 
 def committed_nemo_reference(tmp_path_factory, name: str):
     """The committed NeMo-trained reference `name` (tests/nemo_references, `benchmarks.nemo_reference`) with its
-    corpus, manifests and NeMo's transcripts rebuilt once per test run (needs NeMo)."""
-    from benchmarks.nemo_reference import committed_reference, load_reference
+    corpus, manifests and NeMo's transcripts rebuilt once per test run (needs NeMo). References of the same corpus
+    settings share one corpus, synthesised once (a minute of espeak-ng and Piper)."""
+    from benchmarks.nemo_reference import (
+        COMMITTED_REFERENCES,
+        committed_reference,
+        corpus_key,
+        load_reference,
+        reference_corpus,
+    )
 
-    return load_reference(built_once(tmp_path_factory, name, lambda directory: committed_reference(directory, name)))
+    settings = COMMITTED_REFERENCES[name]
+    shared = built_once(
+        tmp_path_factory,
+        f"nemo_reference_corpus_{corpus_key(settings)}",
+        lambda directory: reference_corpus(directory / "corpus", settings),
+    )
+    return load_reference(
+        built_once(
+            tmp_path_factory, name, lambda directory: committed_reference(directory, name, corpus=shared / "corpus")
+        )
+    )

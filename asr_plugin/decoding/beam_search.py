@@ -11,10 +11,19 @@ sequence, predictor state and score; all B * beam of them advance together, one 
   and t is still there, t moves on by one with no blank scored (the convention of `greedy_search`).
 - A hypothesis with t >= T_b is finished: its one candidate is itself, unchanged.
 - The `beam` best candidates of each utterance survive (one ``topk`` over beam x symbols per utterance); then
-  survivors with the same token sequence, the same frame pointer and the same token count at that frame
-  (finished ones: the same token sequence) are merged into the best of them by adding their probabilities
-  (log-add): their futures are identical.
-- The search ends when every hypothesis is finished; the best-scoring one of each utterance is its result.
+  survivors with the same token sequence and the same frame pointer (finished ones: the same token sequence)
+  are merged into the best of them by adding their probabilities (log-add), as NeMo's ``malsd_batch``
+  recombines its hypotheses. Their futures are the same except for the `max_symbols_per_frame` cap: two
+  alignments of the same tokens can have emitted different numbers of them at the current frame, and the merged
+  hypothesis keeps its best member's count, as NeMo's does. Keeping such near-twins apart instead (exact while
+  the cap binds) fills the beam with them: on the NeMo-trained RNN-T of docs/decoding.md, with NeMo's cap of
+  10, that made beam 4 keep fewer distinct hypotheses than NeMo's and lose to it, while this rule gives
+  ``malsd_batch``'s transcripts. With a cap of 1 the count is always 0 when hypotheses merge, so nothing is
+  approximate.
+- The search ends when every hypothesis is finished; the best one of each utterance is its result: with
+  `score_norm` (the default, as NeMo's ``malsd_batch`` with its default ``score_norm=True``) the one of the highest
+  score / (number of tokens + 1) (the +1 counts the start symbol, as NeMo's non-batched searches do), without it
+  the one of the highest score.
 
 Two settings give sherpa-onnx's search for NeMo transducers (its ``modified_beam_search`` of
 ``offline-transducer-modified-beam-search-nemo-decoder.cc``), which is frame-synchronous and keeps duplicates:
@@ -29,8 +38,12 @@ log softmax(duration scores)[d]); a hypothesis' score is the log of the summed p
 of its token sequence that survived the beam. Without fusion ``beam=1`` is greedy search with the same
 `max_symbols_per_frame` (same tokens, timestamps and score: RNN-T always; TDT wherever greedy's best choice is a
 candidate, i.e. it never meets a blank whose best duration is 0, which greedy moves on by 1); with a beam too
-large to prune anything, the result is the token sequence of the highest total probability under this topology.
-No length normalisation.
+large to prune anything, the result is the token sequence of the highest total probability under this topology
+(with `score_norm`: of the highest log-probability / (tokens + 1)) where the cap never binds differently for
+merged hypotheses: always with ``max_symbols_per_frame=1``. The normalisation only chooses: a
+hypothesis' `score` is its log-probability, never divided (NeMo's hypotheses keep the raw score too). It
+favours longer outputs, whose summed log-probability is lower only because they have more terms; `beam=1` has
+one hypothesis to choose from, so it does not change greedy's equality.
 
 Shallow fusion (`fusion`: an n-gram LM, phrase boosting; `asr_plugin.decoding.fusion`): a token candidate adds
 the weighted scores of every scorer from its hypothesis' scorer states (`fused_token_scores`: TDT's durations
@@ -49,7 +62,8 @@ models' (their end-of-sentence scores), as NeMo's ``malsd_batch`` does. The blan
 So with fusion ``beam=1`` is not `greedy_search` (which keeps NeMo's greedy rule: the joint alone decides blank or
 token) but the greedy search whose argmax is over these scores, blank included. With a beam too large to prune,
 the result maximises the log-sum over a sequence's alignments of these per-symbol scores, plus the scorers'
-weighted final scores.
+weighted final scores (with `score_norm`: that total divided by tokens + 1; NeMo normalises its fused scores the
+same way).
 """
 
 from __future__ import annotations
@@ -160,6 +174,8 @@ class BatchedBeamSearch:
         blank_lm_score_mode: "lm_weighted_full" or "no_score": how the blank is scored with a language model
             among the scorers (the module docstring).
         lm_final: whether the language models' end-of-sentence scores count in choosing the best hypothesis.
+        score_norm: choose each utterance's result by score / (tokens + 1), as NeMo (the module docstring);
+            False: by score.
         schedule: "label" (every unfinished hypothesis extends at every step) or "lowest_frame" (only those at
             their utterance's lowest frame; the module docstring).
         merge: whether hypotheses with identical futures are merged (`merge`).
@@ -174,10 +190,13 @@ class BatchedBeamSearch:
         fusion: Fusion = (),
         blank_lm_score_mode: str = "lm_weighted_full",
         lm_final: bool = True,
+        score_norm: bool = True,
         schedule: str = "label",
         merge: bool = True,
     ) -> None:
         check_int("beam", beam, 1)
+        if not isinstance(score_norm, bool):
+            raise TypeError(f"score_norm must be True or False, not {score_norm!r}")
         check_int("max_symbols_per_frame", max_symbols_per_frame, 1)
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule {schedule!r}; choose one of {SCHEDULES}")
@@ -192,6 +211,7 @@ class BatchedBeamSearch:
         self.confidence = confidence
         self.beam = beam
         self.max_symbols_per_frame = max_symbols_per_frame
+        self.score_norm = score_norm
         durations = self.decoder.durations
         self.durations = None if durations is None else torch.tensor(durations, dtype=torch.long)
 
@@ -327,16 +347,14 @@ class BatchedBeamSearch:
         )
 
     def merge(self, beams: _Beams, lengths: torch.Tensor) -> _Beams:
-        """Hypotheses with identical futures (same tokens, frame pointer and tokens at that frame; finished: same
-        tokens; and the same fusion scorer states) merged into the best of them by log-add; the others' slots
-        emptied."""
+        """Hypotheses with the same future up to the cap (same tokens and frame pointer, their tokens at that frame
+        not compared, as NeMo's recombination; finished: same tokens; and the same fusion scorer states) merged
+        into the best of them by log-add, which keeps its own count; the others' slots emptied."""
         valid = beams.scores > NEG_INF
-        finished = beams.time >= lengths
-        time = torch.where(finished, lengths, beams.time)
-        count = torch.where(finished, 0, beams.tokens_at_frame)
+        time = torch.where(beams.time >= lengths, lengths, beams.time)
         same = (beams.labels[:, :, None] == beams.labels[:, None]).all(-1)  # (B, K, K); buffers are 0 past lengths
         same &= beams.lengths[:, :, None] == beams.lengths[:, None]
-        same &= (time[:, :, None] == time[:, None]) & (count[:, :, None] == count[:, None])
+        same &= time[:, :, None] == time[:, None]
         same &= valid[:, :, None] & valid[:, None]
         for states in beams.scorer_states:
             same &= states[:, :, None] == states[:, None]
@@ -347,10 +365,12 @@ class BatchedBeamSearch:
         return replace(beams, scores=torch.where(keeps, merged, NEG_INF))
 
     def best(self, beams: _Beams) -> list[Hypothesis]:
-        """The highest-scoring hypothesis of each utterance, its score with the fusion scorers' final scores."""
+        """The best hypothesis of each utterance (by score / (tokens + 1) with `score_norm`, else by score), its
+        score with the fusion scorers' final scores, not normalised."""
         final = final_scores(self.fusion, beams.scorer_states, self.lm_final)
-        totals = beams.scores if final is None else beams.scores + final  # (B, K)
-        index = totals.argmax(1)  # (B,)
+        totals = beams.scores if final is None else beams.scores + final  # (B, K); -inf: an empty slot
+        ranks = totals / (beams.lengths + 1) if self.score_norm else totals
+        index = ranks.argmax(1)  # (B,)
         rows = torch.arange(len(index), device=index.device)
         scores, lengths = totals[rows, index].tolist(), beams.lengths[rows, index].tolist()
         labels, frames = beams.labels[rows, index].tolist(), beams.frames[rows, index].tolist()
@@ -378,6 +398,7 @@ def beam_search(
     fusion: Fusion = (),
     blank_lm_score_mode: str = "lm_weighted_full",
     lm_final: bool = True,
+    score_norm: bool = True,
     schedule: str = "label",
     merge: bool = True,
 ) -> list[Hypothesis]:
@@ -395,12 +416,23 @@ def beam_search(
         fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`); empty: none.
         blank_lm_score_mode: "lm_weighted_full" (NeMo's default with an LM) or "no_score" (`BatchedBeamSearch`).
         lm_final: False: the language models' end-of-sentence scores left out of the final choice (NeMo's way).
+        score_norm: choose each utterance's result by log-probability / (tokens + 1), as NeMo's ``malsd_batch``
+            by default; False: by log-probability. The returned score is never normalised.
         schedule, merge: which hypotheses extend at a step and whether equal ones merge (`BatchedBeamSearch`;
             ``"lowest_frame"`` and ``False`` are sherpa-onnx's NeMo transducer search).
     Returns:
         the best hypothesis of each utterance, in batch order.
     """
     search = BatchedBeamSearch(
-        model, beam, max_symbols_per_frame, confidence, fusion, blank_lm_score_mode, lm_final, schedule, merge
+        model,
+        beam,
+        max_symbols_per_frame,
+        confidence,
+        fusion,
+        blank_lm_score_mode,
+        lm_final,
+        score_norm=score_norm,
+        schedule=schedule,
+        merge=merge,
     )
     return attach_text(search(encoder_out, encoder_lengths), tokenizer)

@@ -148,9 +148,10 @@ def fusion_step(fusion: Fusion, states: ScorerStates) -> FusionStep:
 
 
 def fused_scores(token_logp: torch.Tensor, step: FusionStep, blank_id: int) -> torch.Tensor:
-    """The one combiner every search uses: (..., V) the joint's token log-probabilities plus the step's bonus over
-    the non-blank tokens; the blank's column is the joint's alone. Without fusion the log-probabilities come back
-    as they are (the searches' results are then exactly those without fusion)."""
+    """Beam search's combiner (greedy search's steps mask the blank instead: `greedy_steps.greedy_fusion_step`):
+    (..., V) the joint's token log-probabilities plus the step's bonus over the non-blank tokens; the blank's
+    column is the joint's alone. Without fusion the log-probabilities come back as they are (the searches' results
+    are then exactly those without fusion)."""
     if step.bonus is None:
         return token_logp
     fused = token_logp + step.bonus.to(token_logp.dtype)

@@ -1,15 +1,17 @@
 """The greedy step of each lattice: what the search does with the joint's output at one (frame, predictor state).
 
 A step reads the joint's raw scores of a batch of hypotheses (and what its shallow-fusion scorers say about the
-next token, a `FusionStep`) and returns the best token, how many frames the search moves on, the step's score and
-the scorers' states after it. With fusion (`asr_plugin.decoding.fusion`) the step keeps NeMo's rule of its
-label-looping greedy searches with an NGPU-LM or boosting tree ("preserve blank / non-blank category"): the joint
-alone decides blank or token (its argmax), and where it says token, the token is the argmax over the non-blank
-tokens of the joint's log-probabilities plus the weighted scorer scores (`fused_scores`) and is scored with that
-fused value; the blank's score and TDT's durations are the joint's alone. So an LM's negative scores never turn
-a token into a blank, nor a boosting bonus a blank into a token. `asr_plugin.decoding.streaming_greedy` runs the
-one search loop over these steps (offline `greedy_search` is that loop over a single chunk), so a lattice adds
-only its step (and its durations to `asr_plugin.decoding.interface.lattice_durations`).
+next token, a `FusionStep` made by `greedy_fusion_step`) and returns the best token, how many frames the search
+moves on and the step's score; the search takes the scorers' states after the token that ends its label step
+from that same `FusionStep` (`chosen_states`), once per label step rather than once per frame read. With fusion
+(`asr_plugin.decoding.fusion`) the step keeps NeMo's rule of its label-looping greedy searches with an NGPU-LM or
+boosting tree ("preserve blank / non-blank category"): the joint alone decides blank or token (its argmax), and
+where it says token, the token is the argmax over the non-blank tokens of the joint's log-probabilities plus the
+weighted scorer scores and is scored with that fused value; the blank's score and TDT's durations are the joint's
+alone. So an LM's negative scores never turn a token into a blank, nor a boosting bonus a blank into a token.
+`asr_plugin.decoding.streaming_greedy` runs the one search loop over these steps (offline `greedy_search` is that
+loop over a single chunk), so a lattice adds only its step (and its durations to
+`asr_plugin.decoding.interface.lattice_durations`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from asr_plugin.decoding.fusion import FusionStep, ScorerStates, chosen_states, fused_scores
+from asr_plugin.decoding.fusion import Fusion, FusionStep, ScorerStates, fusion_step
 from asr_plugin.decoding.interface import DecoderJoint
 
 
@@ -31,7 +33,6 @@ class GreedyChoice(NamedTuple):
         advance: int64 frames the search moves on after this step (0: the next step reads the same frame).
         score: float64 log-probability of the choice, plus its weighted fusion scores.
         token_logp: (B, V) float the joint's log-probabilities of the V tokens (confidence: without fusion).
-        scorer_states: each fusion scorer's (B,) states after the choice (a blank keeps them).
         duration_logp: (B, D) float TDT's duration log-probabilities at the step (duration confidence); None
             for RNN-T.
     """
@@ -40,7 +41,6 @@ class GreedyChoice(NamedTuple):
     advance: torch.Tensor
     score: torch.Tensor
     token_logp: torch.Tensor
-    scorer_states: ScorerStates
     duration_logp: torch.Tensor | None = None
 
 
@@ -53,16 +53,24 @@ class GreedyStep(Protocol):
     def __call__(self, logits: torch.Tensor, fusion: FusionStep = NO_FUSION) -> GreedyChoice: ...
 
 
+def greedy_fusion_step(fusion: Fusion, states: ScorerStates, blank: int) -> FusionStep:
+    """`fusion_step` of the scorers from their (B,) states with the blank's bonus -inf: the step every frame a
+    greedy label step reads uses (the states do not change on a blank), so that the fused choice among the
+    non-blank tokens is one add and one max a frame."""
+    step = fusion_step(fusion, states)
+    if step.bonus is not None:
+        step.bonus[..., blank] = -math.inf
+    return step
+
+
 def fused_greedy_token(token_logp: torch.Tensor, fusion: FusionStep, blank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, V) the joint's token log-probabilities -> (B,) score, (B,) token by NeMo's rule: the blank where the
-    joint's argmax is the blank (its log-probability), else the best non-blank token by the fused scores (its
-    fused score). Without fusion: the joint's argmax."""
+    """(B, V) the joint's token log-probabilities, the scorers' `greedy_fusion_step` -> (B,) score, (B,) token by
+    NeMo's rule: the blank where the joint's argmax is the blank (its log-probability), else the best non-blank
+    token by the fused scores (its fused score). Without fusion: the joint's argmax."""
     score, token = token_logp.max(dim=-1)
     if fusion.bonus is None:
         return score, token
-    fused = fused_scores(token_logp, fusion, blank)
-    fused[:, blank] = -math.inf
-    fused_score, fused_token = fused.max(dim=-1)
+    fused_score, fused_token = (token_logp + fusion.bonus.to(token_logp.dtype)).max(dim=-1)
     is_blank = token == blank
     return torch.where(is_blank, score, fused_score), torch.where(is_blank, token, fused_token)
 
@@ -79,7 +87,7 @@ class RnntGreedyStep:
         token_logp = logits.float().log_softmax(dim=-1)  # (B, V)
         score, token = fused_greedy_token(token_logp, fusion, self.blank)  # (B,), (B,)
         advance = (token == self.blank).long()
-        return GreedyChoice(token, advance, score.double(), token_logp, chosen_states(fusion.next_states, token))
+        return GreedyChoice(token, advance, score.double(), token_logp)
 
 
 class TdtGreedyStep:
@@ -104,14 +112,7 @@ class TdtGreedyStep:
         stays = (token == self.blank) & (durations[index] == 0)
         index = torch.where(stays, self.durations.index(1), index)
         score = token_logp + duration_logp.gather(1, index[:, None]).squeeze(1)
-        return GreedyChoice(
-            token,
-            durations[index],
-            score.double(),
-            all_token_logp,
-            chosen_states(fusion.next_states, token),
-            duration_logp,
-        )
+        return GreedyChoice(token, durations[index], score.double(), all_token_logp, duration_logp)
 
 
 def greedy_step(decoder: DecoderJoint) -> GreedyStep:

@@ -25,6 +25,7 @@ def decode(
     max_symbols_per_frame: int = 10,
     confidence: ConfidenceMethod | None = None,
     fusion: Fusion = (),
+    score_norm: bool = True,
 ) -> list[Hypothesis]:
     """Runs `method` on (B, T, H_e) encoder frames and (B,) lengths.
 
@@ -33,11 +34,21 @@ def decode(
             (`beam_search` with `beam` and `max_symbols_per_frame`); both decode RNN-T and TDT models.
         confidence: when given, each token's confidence by this method (`Hypothesis.token_confidence`).
         fusion: shallow-fusion scorers and their weights (`asr_plugin.decoding.fusion`), for either method.
+        score_norm: "beam": choose the result by log-probability / (tokens + 1), as NeMo's ``malsd_batch`` does
+            by default (`beam_search`); "greedy" has one hypothesis and ignores it.
     """
     if method == "greedy":
         return greedy_search(model, encoder_out, encoder_lengths, max_symbols_per_frame, tokenizer, confidence, fusion)
     if method == "beam":
         return beam_search(
-            model, encoder_out, encoder_lengths, beam, tokenizer, max_symbols_per_frame, confidence, fusion
+            model,
+            encoder_out,
+            encoder_lengths,
+            beam,
+            tokenizer,
+            max_symbols_per_frame,
+            confidence,
+            fusion,
+            score_norm=score_norm,
         )
     raise ValueError(f"decoding method {method!r}; choose one of {METHODS}")

@@ -36,12 +36,12 @@ from asr_plugin.decoding.fusion import (
     FusionStep,
     ScorerStates,
     check_fusion,
+    chosen_states,
     final_scores,
-    fusion_step,
     initial_scorer_states,
     where_states,
 )
-from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_step
+from asr_plugin.decoding.greedy_steps import GreedyChoice, greedy_fusion_step, greedy_step
 from asr_plugin.decoding.hypothesis import Hypothesis, TokenDecoder, attach_text
 from asr_plugin.decoding.interface import DecoderJoint, PredictorState, decoder_joint, where_state
 from asr_plugin.decoding.validation import check_encoder_output, check_int
@@ -114,9 +114,13 @@ class _Search:
     """The loop variables of one chunk's search, (B,) each unless said (updated in place by the named steps).
 
     Attributes:
-        frames: (B, T_chunk, H_j) the chunk's projected frames; start, end: its global frames [start, end).
-        rows: (B,) 0 .. B-1; last_local: (B,) each stream's last valid local frame (0 for none): what every
-            read of the chunk indexes with (made once per chunk, not once per read).
+        frames: (B * T_chunk, H_j) the chunk's projected frames, stream-major; end: (B,) the global frame after
+            each stream's last.
+        first_row, last_row, row_offset: (B,) each stream's first and last valid row of ``frames`` (its first
+            row for none) and its first row minus its frames received before the chunk: global frame t of
+            stream b is row ``t + row_offset[b]``, clamped to the stream's rows. Made once per chunk, so a read
+            is an add, a clamp and one ``index_select`` of the flat frames (cheaper than indexing
+            (B, T_chunk) with two index tensors).
         time, last_token, last_token_frame, tokens_at_frame, silence_start, scores, scorer_states: as in
             `GreedyState`.
         predictor_proj, predictor_state: the predictor after each stream's last token.
@@ -125,10 +129,10 @@ class _Search:
     """
 
     frames: torch.Tensor
-    start: torch.Tensor
     end: torch.Tensor
-    rows: torch.Tensor
-    last_local: torch.Tensor
+    first_row: torch.Tensor
+    last_row: torch.Tensor
+    row_offset: torch.Tensor
     time: torch.Tensor
     last_token: torch.Tensor
     last_token_frame: torch.Tensor
@@ -241,12 +245,15 @@ class StreamingGreedyDecoder:
 
     def begin_chunk(self, encoder_frames: torch.Tensor, end: torch.Tensor, state: GreedyState) -> _Search:
         """The loop variables at the chunk's start: its frames projected once, the state's values."""
+        batch, chunk = encoder_frames.shape[:2]
+        first_row = torch.arange(batch, device=state.time.device) * chunk
+        frames = self.decoder.project_frames(encoder_frames.to(state.time.device))  # (B, T_chunk, H_j)
         return _Search(
-            frames=self.decoder.project_frames(encoder_frames.to(state.time.device)),
-            start=state.frames_done,
+            frames=frames.reshape(batch * chunk, frames.shape[2]),
             end=end,
-            rows=torch.arange(state.batch_size, device=state.time.device),
-            last_local=(end - state.frames_done - 1).clamp(min=0),
+            first_row=first_row,
+            last_row=first_row + (end - state.frames_done - 1).clamp(min=0),
+            row_offset=first_row - state.frames_done,
             time=state.time,
             last_token=state.last_token,
             last_token_frame=state.last_token_frame,
@@ -262,8 +269,8 @@ class StreamingGreedyDecoder:
     def read(self, search: _Search, at: torch.Tensor, fusion: FusionStep) -> GreedyChoice:
         """(B,) global frames -> the greedy choice there with the scorers' `fusion` step (rows past their frames
         read a valid dummy frame)."""
-        local = torch.minimum((at - search.start).clamp(min=0), search.last_local)
-        logits = self.decoder.joint(search.frames[search.rows, local], search.predictor_proj)
+        rows = torch.clamp(at + search.row_offset, search.first_row, search.last_row)
+        logits = self.decoder.joint(search.frames.index_select(0, rows), search.predictor_proj)
         return self.greedy_step(logits, fusion)
 
     def find_tokens(
@@ -276,8 +283,8 @@ class StreamingGreedyDecoder:
         scorers are advanced once per label step: their states do not change until the token."""
         active = search.active()
         found_at = search.time
-        fusion = fusion_step(self.fusion, search.scorer_states)
-        token, advance, score, token_logp, after, duration_logp = self.read(search, search.time, fusion)
+        fusion = greedy_fusion_step(self.fusion, search.scorer_states, self.decoder.blank_id)
+        token, advance, score, token_logp, duration_logp = self.read(search, search.time, fusion)
         confidence = self.token_confidence(token_logp, duration_logp)
         search.scores = search.scores + torch.where(active, score, 0.0)
         search.time = search.time + advance * active
@@ -286,7 +293,6 @@ class StreamingGreedyDecoder:
             found_at = torch.where(looking, search.time, found_at)
             more = self.read(search, search.time, fusion)
             token = torch.where(looking, more.token, token)
-            after = where_states(looking, more.scorer_states, after)
             if self.confidence is not None:
                 more_confidence = self.token_confidence(more.token_logp, more.duration_logp)
                 confidence = torch.where(looking, more_confidence, confidence)
@@ -295,7 +301,8 @@ class StreamingGreedyDecoder:
             search.time = search.time + more.advance * looking
             looking = looking & (token == self.decoder.blank_id) & search.active()
         covers = advance if self.decoder.durations is not None else torch.ones_like(advance)
-        return torch.where(active, token, self.decoder.blank_id), found_at, covers, confidence, after
+        token = torch.where(active, token, self.decoder.blank_id)
+        return token, found_at, covers, confidence, chosen_states(fusion.next_states, token)
 
     def token_confidence(self, token_logp: torch.Tensor, duration_logp: torch.Tensor | None) -> torch.Tensor:
         """(B, V) token and (B, D) duration log-probabilities (None: RNN-T) -> (B,) float64 confidence by the

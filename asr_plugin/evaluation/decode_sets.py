@@ -66,6 +66,7 @@ def decode_batches(
     att_context_size: tuple[int, int] | None = None,
     timestamps: bool = False,
     fusion: Fusion = (),
+    score_norm: bool = True,
 ) -> dict[str, SetResult]:
     """Encodes every batch once and decodes it with each method; returns {method: SetResult}.
 
@@ -74,6 +75,7 @@ def decode_batches(
         att_context_size: the encoder's attention context, one of the model's (None: its default).
         timestamps: also time every hypothesis' tokens, words and segments (`asr_plugin.decoding.timestamps`).
         fusion: shallow-fusion scorers of every method (`asr_plugin.decoding.fusion`; phrase boosting).
+        score_norm: beam search chooses by log-probability / (tokens + 1) (`asr_plugin.decoding.beam_search`).
     """
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
@@ -90,7 +92,15 @@ def decode_batches(
         for method in methods:
             start = time.perf_counter()
             hyps = decode(
-                model, encoder_out, encoder_lengths, method, tokenizer, beam, max_symbols_per_frame, fusion=fusion
+                model,
+                encoder_out,
+                encoder_lengths,
+                method,
+                tokenizer,
+                beam,
+                max_symbols_per_frame,
+                fusion=fusion,
+                score_norm=score_norm,
             )
             result = results[method]
             result.decode_seconds += encode_seconds + time.perf_counter() - start

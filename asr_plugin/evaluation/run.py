@@ -175,6 +175,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 max_symbols_per_frame=max_symbols,
                 timestamps=bool(decoding.get("timestamps", False)),
                 fusion=scorers,
+                score_norm=decoding.score_norm,
             )
             rows += write_set_results(results, name, out_dir)
             log.info(
@@ -192,6 +193,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             "checkpoints": [str(p) for p in paths],
             "weights": weights,
             "beam": int(decoding.beam),
+            "score_norm": decoding.score_norm,
             "max_symbols_per_frame": max_symbols,
             **fusion.record(),
             **extra,

@@ -40,8 +40,9 @@ class Transcriber:
     Args:
         checkpoints: the model file(s) `asr_plugin.formats.read_model` reads: one (a checkpoint, a ``.nemo``),
             or several checkpoints to average (of one run: same tokenizer and front end).
-        method, beam, max_symbols_per_frame: see `asr_plugin.decoding.decode`; ``max_symbols_per_frame=None``
-            (the default) is the file's own (its validation's), another value is logged as an override.
+        method, beam, max_symbols_per_frame, score_norm: see `asr_plugin.decoding.decode`;
+            ``max_symbols_per_frame=None`` (the default) is the file's own (its validation's), another value is
+            logged as an override.
         chunk_seconds: audio longer than this is decoded in chunks of at most this many seconds, cut at the
             quietest moment near each chunk's end (`asr_plugin.evaluation.chunking`), with its progress on
             stderr (`asr_plugin.progress`); the default is about LibriSpeech's longest training utterance.
@@ -62,6 +63,7 @@ class Transcriber:
         chunks_per_batch: int = 4,
         segment_pause: float | None = None,
         fusion: FusionSpec = NO_FUSION,
+        score_norm: bool = True,
     ) -> None:
         if chunk_seconds <= 0 or chunks_per_batch < 1:
             raise ValueError(
@@ -71,7 +73,8 @@ class Transcriber:
         self.model, self.tokenizer = loaded.model, model_tokenizer(loaded)
         self.frontend = build_frontend(loaded.require_frontend_spec()).eval().to(device)  # eval: no dither
         decoding = decoding_settings(loaded, {"max_symbols_per_frame": max_symbols_per_frame})
-        self.options = {"method": method, "beam": beam, **decoding, "fusion": fusion.scorers(self.tokenizer)}
+        scorers = fusion.scorers(self.tokenizer)
+        self.options = {"method": method, "beam": beam, **decoding, "fusion": scorers, "score_norm": score_norm}
         self.chunk_seconds, self.chunks_per_batch = chunk_seconds, chunks_per_batch
         self.device = device
         self.segment_pause = segment_pause

@@ -5,8 +5,8 @@ For a model file (a checkpoint, or a ``.nemo``, which NeMo restores too): the ut
 `batch_size` at a time) are encoded once, by our front end and encoder for our searches and by NeMo's
 preprocessor and encoder for NeMo's, and only the decoding of those encoder outputs is timed: our `greedy_search`
 and `beam_search` at beams 1, 4 and 8 (the model's own ``max_symbols_per_frame``), NeMo's ``greedy_batch`` (label
-looping) and ``malsd_batch`` at the same beams and cap (``score_norm`` off, as ours has no length normalisation,
-unless `nemo_score_norm`: NeMo's default, the final choice by score / (tokens + 1)).
+looping) and ``malsd_batch`` at the same beams and cap, both sides with the same `score_norm` (on: the final
+choice by score / (tokens + 1), both sides' default; off: by score).
 Each method runs `repeats` times; within a repeat every batch is decoded by ours, then by NeMo, so that the
 machine's load falls on both alike, and a side's speed is its fastest repeat. WER is against the manifest's
 transcripts, both sides normalised by the model's tokenizer. The manifest is ours (JSON lines with ``path``) or
@@ -115,7 +115,7 @@ def benchmark_model(
     limit: int | None = None,
     nemo: bool = False,
     repeats: int = 3,
-    nemo_score_norm: bool = False,
+    score_norm: bool = True,
 ) -> list[Row]:
     """The rows of one model file on the utterances of `manifests` (module docstring); `nemo`: NeMo's too (the
     file must be a ``.nemo``)."""
@@ -137,11 +137,13 @@ def benchmark_model(
     our_methods: dict[str, Decode] = {
         "greedy": lambda e, n: [h.text for h in greedy_search(model, e, n, cap, tokenizer)],
         **{
-            f"beam {k}": (lambda e, n, k=k: [h.text for h in beam_search(model, e, n, k, tokenizer, cap)])
+            f"beam {k}": (
+                lambda e, n, k=k: [h.text for h in beam_search(model, e, n, k, tokenizer, cap, score_norm=score_norm)]
+            )
             for k in BEAMS
         },
     }
-    nemo_side = NemoSide(path, groups, padded, cap, nemo_score_norm) if nemo else None
+    nemo_side = NemoSide(path, groups, padded, cap, score_norm) if nemo else None
     lattice = "tdt" if model.lattice.num_extra_outputs else "rnnt"
     rows = []
     for method in METHODS:
@@ -163,7 +165,7 @@ def word_error_rate(texts: Sequence[str], refs: Sequence[str], tokenizer) -> flo
 class NemoSide:
     """NeMo's restore of the ``.nemo`` file, its encoder output of the same batches, and its decoding per method."""
 
-    def __init__(self, path, groups: list[list[int]], padded, cap: int, score_norm: bool = False) -> None:
+    def __init__(self, path, groups: list[list[int]], padded, cap: int, score_norm: bool = True) -> None:
         from nemo.collections.asr.models import ASRModel
         from omegaconf import OmegaConf
 

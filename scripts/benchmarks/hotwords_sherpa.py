@@ -86,14 +86,20 @@ def agreement(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 # our searches against sherpa-onnx's: (name, sherpa-onnx's decoding method, with hotwords, our beam search's
-# settings: None for greedy search, else (schedule, merge, boosting as sherpa-onnx scores))
+# settings: None for greedy search, else (schedule, merge, boosting as sherpa-onnx scores, score_norm)). sherpa-onnx
+# picks its final hypothesis by the unnormalised score, NeMo's malsd_batch (our default) by score / (tokens + 1).
 SEARCHES = (
     ("greedy", "greedy_search", False, None),
-    ("beam", "modified_beam_search", False, ("label", True, False)),
-    ("beam, sherpa-onnx's schedule", "modified_beam_search", False, ("lowest_frame", False, False)),
-    ("beam + hotwords", "modified_beam_search", True, ("label", True, False)),
-    ("beam + hotwords, sherpa-onnx's schedule", "modified_beam_search", True, ("lowest_frame", False, False)),
-    ("beam + hotwords, sherpa-onnx's schedule and scores", "modified_beam_search", True, ("lowest_frame", False, True)),
+    ("beam", "modified_beam_search", False, ("label", True, False, True)),
+    ("beam, sherpa-onnx's schedule", "modified_beam_search", False, ("lowest_frame", False, False, False)),
+    ("beam + hotwords", "modified_beam_search", True, ("label", True, False, True)),
+    ("beam + hotwords, sherpa-onnx's schedule", "modified_beam_search", True, ("lowest_frame", False, False, False)),
+    (
+        "beam + hotwords, sherpa-onnx's schedule and scores",
+        "modified_beam_search",
+        True,
+        ("lowest_frame", False, True, False),
+    ),
 )
 
 
@@ -135,13 +141,21 @@ def sherpa_and_ours(
         if settings is None:
             hyps = [h for b in batches for h in greedy_search(model, *b, SHERPA_NEMO_MAX_SYMBOLS, tokenizer)]
         else:
-            schedule, merge, rule = settings
+            schedule, merge, rule, score_norm = settings
             fusion = boosting[rule] if with_hotwords else ()
             hyps = [
                 h
                 for b in batches
                 for h in beam_search(
-                    model, *b, beam, tokenizer, SHERPA_NEMO_MAX_SYMBOLS, fusion=fusion, schedule=schedule, merge=merge
+                    model,
+                    *b,
+                    beam,
+                    tokenizer,
+                    SHERPA_NEMO_MAX_SYMBOLS,
+                    fusion=fusion,
+                    schedule=schedule,
+                    merge=merge,
+                    score_norm=score_norm,
                 )
             ]
         results[name] = (theirs[method, with_hotwords], [h.text or "" for h in hyps])

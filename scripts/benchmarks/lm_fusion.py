@@ -3,10 +3,8 @@ the LM, at one or more weights, on the same encoder outputs, side by side in one
 
 Each batch (`batch_size` utterances sorted by length) is encoded once; each search decodes every batch without the
 LM and with it at each weight in turn (`benchmarks.decoding.side_by_side`), `rounds` times, and the fastest round of
-each counts (the machine's load moves all alike: their ratio is what the table reports). With `phrases`, the fused
-side also boosts that many random phrases of the manifest's words (`benchmarks.hotwords.random_boosting`) at
-`hotwords_score`: the cost of both together. WER is against the manifest's transcripts, normalised by the model's
-tokenizer.
+each counts (the machine's load moves all alike: their ratio is what the table reports). WER is against the manifest's
+transcripts, normalised by the model's tokenizer.
 """
 
 from __future__ import annotations
@@ -20,12 +18,10 @@ import torch
 from asr_plugin.decoding import beam_search, greedy_search
 from asr_plugin.decoding.fusion import Fusion, WeightedScorer
 from asr_plugin.decoding.ngram_lm import check_lm_options, lm_fusion
-from asr_plugin.decoding.phrase_boosting import PhraseBoosting
 from asr_plugin.evaluation.decoding_settings import decoding_settings, model_tokenizer
 from asr_plugin.formats import read_model
 from asr_plugin.frontend.spec import build_frontend
 from benchmarks.decoding import Batches, Decode, batched, manifest_utterances, side_by_side, word_error_rate
-from benchmarks.hotwords import random_boosting
 
 
 @dataclass(frozen=True)
@@ -52,11 +48,9 @@ def benchmark_fusion(
     limit: int | None = None,
     methods: Sequence[str] = ("greedy", "beam"),
     blank_lm_score_mode: str = "lm_weighted_full",
-    phrases: int = 0,
-    hotwords_score: float = 1.5,
 ) -> list[FusionRow]:
     """A row per method ("greedy", "beam") and weight (module docstring); beam search scores the blank by
-    `blank_lm_score_mode`; `phrases` > 0: that many random phrases boosted beside the LM."""
+    `blank_lm_score_mode`."""
     loaded = read_model(model_path)
     model, tokenizer = loaded.model.eval(), model_tokenizer(loaded)
     cap = decoding_settings(loaded, {})["max_symbols_per_frame"]
@@ -88,11 +82,7 @@ def benchmark_fusion(
     unknown = [m for m in methods if m not in searches]
     if unknown:
         raise ValueError(f"methods {unknown}: expected some of {list(searches)}")
-    boosting = []
-    if phrases > 0:
-        graph = random_boosting(tokenizer, refs, phrases)[2]
-        boosting = [WeightedScorer(PhraseBoosting(graph, tokenizer.blank_id), hotwords_score)]
-    fusions = [[WeightedScorer(lm.scorer, float(w)), *boosting] for w in weights]
+    fusions = [[WeightedScorer(lm.scorer, float(w))] for w in weights]
     rows = []
     for method in methods:
         search = searches[method]

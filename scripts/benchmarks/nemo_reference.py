@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -483,6 +484,29 @@ def word_error_rate(hypotheses: list[str], references: list[str]) -> float:
     return float(wer(hypotheses, references))
 
 
+CORPUS_FIELDS = ("n_train", "n_dev", "n_test", "corpus_seed", "corpus_version", "train_engines")
+
+
+def corpus_key(settings: ReferenceSettings) -> str:
+    """16 hex digits of the sha256 of the settings the mini corpus is made of (`CORPUS_FIELDS`): references
+    with the same key speak the same corpus."""
+    fields = {name: getattr(settings, name) for name in CORPUS_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def reference_corpus(root: str | os.PathLike, settings: ReferenceSettings) -> Path:
+    """The mini corpus of `settings` at `root`, synthesised where it is not complete (`make_mini_librispeech`
+    refuses a root made with other settings)."""
+    return make_mini_librispeech(
+        root,
+        settings.n_train,
+        settings.n_dev,
+        settings.n_test,
+        settings.corpus_seed,
+        list(settings.train_engines),
+    )
+
+
 def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = ReferenceSettings()) -> NemoReference:
     """Trains the reference model into `directory` (see the module docstring) and returns what it made.
 
@@ -494,14 +518,7 @@ def train_reference(directory: str | os.PathLike, settings: ReferenceSettings = 
     from omegaconf import OmegaConf
 
     directory = Path(directory)
-    corpus = make_mini_librispeech(
-        directory / "mini_librispeech",
-        settings.n_train,
-        settings.n_dev,
-        settings.n_test,
-        settings.corpus_seed,
-        list(settings.train_engines),
-    )
+    corpus = reference_corpus(directory / "mini_librispeech", settings)
     manifests = write_nemo_manifests(
         corpus, directory / "manifests", settings.pretrain_utterances, settings.silence_margin
     )
@@ -726,10 +743,11 @@ def imported_transcripts(
     lm_weight: float = 0.0,
     beam: int | None = None,
     lm_final: bool = True,
+    score_norm: bool = True,
 ) -> list[str]:
     """`import_nemo` of the ``.nemo`` `path` (its front end, tokenizer and our `greedy_search`, or `beam_search`
-    with `beam` hypotheses and `lm_final` when given, with NeMo's ``max_symbols``, fused with the ARPA file `lm` at
-    `lm_weight` when given) on a manifest's audio, in order."""
+    with `beam` hypotheses, `lm_final` and `score_norm` when given, with NeMo's ``max_symbols``, fused with the ARPA
+    file `lm` at `lm_weight` when given) on a manifest's audio, in order."""
     from asr_plugin.audio import load_audio
     from asr_plugin.decoding import beam_search, greedy_search
     from asr_plugin.decoding.ngram_lm import lm_fusion
@@ -750,7 +768,14 @@ def imported_transcripts(
             hyps = greedy_search(imported.model, *encoded, max_symbols, imported.tokenizer, fusion=fusion)
         else:
             hyps = beam_search(
-                imported.model, *encoded, beam, imported.tokenizer, max_symbols, fusion=fusion, lm_final=lm_final
+                imported.model,
+                *encoded,
+                beam,
+                imported.tokenizer,
+                max_symbols,
+                fusion=fusion,
+                lm_final=lm_final,
+                score_norm=score_norm,
             )
         texts += [hyp.text for hyp in hyps]
     return texts
@@ -838,10 +863,15 @@ def commit_reference(reference: NemoReference, name: str, references_dir: Path =
 
 
 def committed_reference(
-    directory: str | os.PathLike, name: str, references_dir: Path = REFERENCES_DIR
+    directory: str | os.PathLike,
+    name: str,
+    references_dir: Path = REFERENCES_DIR,
+    corpus: str | os.PathLike | None = None,
 ) -> NemoReference:
     """The committed reference `name` in `directory`: its ``.nemo`` files copied in, the corpus, manifests and
     NeMo's transcripts, WER and loss rebuilt by `train_reference` (which finds the models and trains nothing).
+    `corpus`: a complete `reference_corpus` of the reference's corpus settings made before (the references share
+    one: `corpus_key`), copied in, so that nothing is synthesised again.
 
     Raises ValueError naming scripts/make_nemo_references.py when the committed models were trained with other
     settings than `COMMITTED_REFERENCES[name]` (the code changed what the reference is) or are missing."""
@@ -865,4 +895,6 @@ def committed_reference(
     directory.mkdir(parents=True, exist_ok=True)
     for form in FORMS:
         write_bytes_atomic(directory / f"{form}.nemo", (source / f"{form}.nemo").read_bytes())
+    if corpus is not None:
+        shutil.copytree(corpus, directory / "mini_librispeech", dirs_exist_ok=True)
     return train_reference(directory, settings)

@@ -58,6 +58,8 @@ def run_in_subprocess(script: str, run: dict) -> dict:
             text=True,
             env=environment,
         )
+        if process.returncode < 0:  # its stderr's last line is whatever it printed before (the OOM killer's signal)
+            return dict(error=f"killed by signal {-process.returncode}")
         if process.returncode != 0 or not result.exists():
             lines = process.stderr.strip().splitlines()
             return dict(error=lines[-1] if lines else f"exit status {process.returncode}")

@@ -75,10 +75,11 @@ def build_model(kind: str, vocab_size: int, seed: int):
     )
     torch.manual_seed(seed)
     model = model_class(config)
-    # transformers initialises every convolution and linear layer with N(0, 0.02), made for fine-tuning trained
-    # weights: the dw_striding subsampling's three convolutions then shrink the features ~500-fold, and a model
-    # trained from scratch sees next to nothing of its input for hundreds of steps. PyTorch's own initialisation
-    # of each layer (NeMo's) keeps the features' scale; the relative-position biases keep transformers' values.
+    # transformers initialises every convolution and linear layer with N(0, 0.02), made for loading trained
+    # weights over: the dw_striding subsampling's convolutions then shrink the normalised features (std 1) to a
+    # std of ~6e-5, and a model trained from scratch sees next to nothing of its input for hundreds of steps.
+    # PyTorch's own initialisation of each layer gives ~7e-2; the relative-position biases keep
+    # transformers' values.
     for module in model.modules():
         if isinstance(module, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.LSTM)):
             module.reset_parameters()
@@ -134,7 +135,6 @@ def fine_tune(kind: str, loss: str, seed: int, train, dev, processor, settings: 
     steps = settings["steps"]
     model = build_model(kind, len(processor.tokenizer), seed).train()
     curve = [(0, dev_wer(model, processor, dev, output_dir / "dev"))]
-    model.train()
     if loss == "samplewise":
         use_samplewise(model, memory_budget="256MiB")
     args = TrainingArguments(

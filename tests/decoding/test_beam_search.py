@@ -1,5 +1,6 @@
 """RNN-T beam search with one symbol per frame (the topology of icefall's modified beam search): exhaustive beams
-find the exact best sequence, hand-built model, batching (beam-1 equals greedy: test_beam_symbols_per_frame.py)."""
+find the exact best sequence, with and without length normalisation, hand-built model, batching (beam-1 equals
+greedy: test_beam_symbols_per_frame.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 
 import pytest
 import torch
+from beam_references import unpruned_choice
 from tiny_models import random_encoder_out, tiny_transducer
 
 from asr_plugin.decoding import beam_search, greedy_search
@@ -32,17 +34,33 @@ def sequence_log_probs(model, frames: torch.Tensor, step_scores=None) -> dict[tu
     return totals
 
 
+@pytest.mark.parametrize("score_norm", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_unpruned_beam_finds_the_exact_best_sequence(seed: int) -> None:
+def test_unpruned_beam_finds_the_exact_best_sequence(seed: int, score_norm: bool) -> None:
     model = tiny_transducer(vocab_size=3, seed=seed)
     encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=seed)
     # 1 + 2 + 4 + 8 + 16 prefixes: no pruning
-    hyps = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
+    hyps = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=score_norm)
     for b, hyp in enumerate(hyps):
         totals = sequence_log_probs(model, encoder_out[b, : lengths[b]])
-        best = max(totals, key=totals.get)
+        best = unpruned_choice(totals, score_norm)
         assert tuple(hyp.tokens) == best
-        assert hyp.score == pytest.approx(totals[best], abs=1e-5)
+        assert hyp.score == pytest.approx(totals[best], abs=1e-5)  # the raw log-probability, never normalised
+
+
+def test_score_norm_is_the_default_and_picks_a_longer_sequence_here() -> None:
+    # seed 1's first utterance: the most probable sequence is not the best per token (+1)
+    model = tiny_transducer(vocab_size=3, seed=1)
+    encoder_out, lengths = random_encoder_out(model, batch=2, frames=4, seed=1)
+    plain = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=False)
+    normalised = beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1)
+    assert [h.tokens for h in normalised] == [
+        h.tokens for h in beam_search(model, encoder_out, lengths, beam=31, max_symbols_per_frame=1, score_norm=True)
+    ]
+    changed = [(p, n) for p, n in zip(plain, normalised) if p.tokens != n.tokens]
+    assert changed and all(len(n.tokens) > len(p.tokens) and n.score < p.score for p, n in changed)
+    with pytest.raises(TypeError, match="score_norm"):
+        beam_search(model, encoder_out, lengths, score_norm="false")
 
 
 def table_model(table: dict[tuple[int, int], list[float]], frames: int, vocab: int):

@@ -5,7 +5,8 @@ RNN-T FastConformer.
 On all dev and test utterances of the full-context references (80 of the RNN-T's, 200 of the TDT's), the same
 ``.nemo`` read by both (our import with our front end and encoder; NeMo's restore with its preprocessor and
 encoder): greedy transcripts equal NeMo's ``greedy_batch`` on >= 99.5 %, beam 4's WER is no worse than NeMo's
-``malsd_batch`` at beam 4, and word start and end equal NeMo's (``compute_timestamps``) within one encoder frame
+``malsd_batch`` at beam 4 (both without length normalisation, and both with NeMo's default ``score_norm``, where
+the transcripts agree too), and word start and end equal NeMo's (``compute_timestamps``) within one encoder frame
 for >= 99 % of the words. On the streaming reference, cache-aware streaming (no endpoints) times every word as the
 offline search under the same context does, within one encoder frame. (Confidence against NeMo's, on the same
 references: tests/decoding/test_nemo_decoding.py.)"""
@@ -46,7 +47,9 @@ class Decoded:
     greedy: list
     beam: list
     nemo_greedy: list  # greedy_batch with compute_timestamps
-    nemo_beam: list  # malsd_batch, beam 4, score_norm off (ours has no length normalisation)
+    nemo_beam: list  # malsd_batch, beam 4, score_norm off (as `beam`)
+    beam_norm: list  # beam 4 with score_norm (our default)
+    nemo_beam_norm: list  # malsd_batch, beam 4, score_norm on (NeMo's default)
 
 
 @pytest.fixture(scope="module", params=["full_context", "tdt"])
@@ -62,7 +65,7 @@ def decoded(request, tmp_path_factory) -> Decoded:
     frontend = build_frontend(loaded.require_frontend_spec()).eval()
     nemo = ASRModel.restore_from(str(ref.models["rnnt"]), map_location="cpu").eval()
     saved = OmegaConf.to_container(nemo.cfg.decoding, resolve=True)
-    greedy, beam, ours, theirs = [], [], [], []
+    greedy, beam, beam_norm, ours, theirs = [], [], [], [], []
     with torch.no_grad():
         for start in range(0, len(waves), BATCH):
             chunk = waves[start : start + BATCH]
@@ -72,13 +75,16 @@ def decoded(request, tmp_path_factory) -> Decoded:
             theirs.append(nemo_encode(nemo, audio, lengths))
         for encoded, encoded_lengths in ours:
             greedy += greedy_search(model, encoded, encoded_lengths, cap, tokenizer)
-            beam += beam_search(model, encoded, encoded_lengths, 4, tokenizer, cap)
+            beam += beam_search(model, encoded, encoded_lengths, 4, tokenizer, cap, score_norm=False)
+            beam_norm += beam_search(model, encoded, encoded_lengths, 4, tokenizer, cap, score_norm=True)
         set_strategy(nemo, saved, "greedy_batch", cap, compute_timestamps=True)
         nemo_greedy = [hyp for batch in theirs for hyp in nemo_hypotheses(nemo, *batch)]
         set_strategy(nemo, saved, "malsd_batch", cap, 4, **{"beam.score_norm": False})
         nemo_beam = [hyp for batch in theirs for hyp in nemo_hypotheses(nemo, *batch)]
+        set_strategy(nemo, saved, "malsd_batch", cap, 4, **{"beam.score_norm": True})
+        nemo_beam_norm = [hyp for batch in theirs for hyp in nemo_hypotheses(nemo, *batch)]
     texts = [entry["text"] for entry in entries]
-    return Decoded(request.param, texts, tokenizer, greedy, beam, nemo_greedy, nemo_beam)
+    return Decoded(request.param, texts, tokenizer, greedy, beam, nemo_greedy, nemo_beam, beam_norm, nemo_beam_norm)
 
 
 def same_tokens(mine, theirs) -> bool:
@@ -101,6 +107,21 @@ def test_beam_four_wer_is_no_worse_than_nemo_malsd_batch(decoded: Decoded) -> No
     print(f"{decoded.name} WER: greedy {greedy:.4f}, beam 4 ours {ours:.4f}, NeMo malsd_batch {theirs:.4f}")
     assert ours <= theirs + 1e-9, (ours, theirs)
     assert ours < greedy, (ours, greedy)
+
+
+def test_beam_four_with_score_norm_equals_nemo_malsd_batch_with_its_default(decoded: Decoded) -> None:
+    """NeMo's default ``score_norm=True`` on both sides (the result chosen by log-probability / (tokens + 1)): the
+    same transcripts on nearly every utterance, a WER no worse, and below the unnormalised beam's here."""
+    ours = word_error_rate([h.text for h in decoded.beam_norm], decoded.texts)
+    theirs = word_error_rate([h.text for h in decoded.nemo_beam_norm], decoded.texts)
+    plain = word_error_rate([h.text for h in decoded.beam], decoded.texts)
+    same = sum(same_tokens(m, h) for m, h in zip(decoded.beam_norm, decoded.nemo_beam_norm, strict=True))
+    print(
+        f"{decoded.name} WER with score_norm: beam 4 ours {ours:.4f}, NeMo {theirs:.4f} ({same} of {len(decoded.texts)} the same)"
+    )
+    assert ours <= theirs + 1e-9, (ours, theirs)
+    assert same >= 0.95 * len(decoded.texts), f"{same} of {len(decoded.texts)} transcripts equal NeMo's"
+    assert ours < plain, (ours, plain)
 
 
 def test_word_timestamps_equal_nemo_within_one_encoder_frame(decoded: Decoded) -> None:

@@ -2,7 +2,7 @@
 tests/finetune/conftest.py): one token-level ARPA of its training transcripts in NeMo's words (IRSTLM), fused at
 the same weight into NeMo's ``greedy_batch`` and into our greedy search of the imported model, and into NeMo's
 ``malsd_batch`` (beam 4, its default ``blank_lm_score_mode=lm_weighted_full`` and ``pruning_mode=late``,
-``score_norm`` off: ours has no length normalisation) and our beam search (its default blank scoring, the same;
+``score_norm`` off) and our beam search (its default blank scoring, the same; ``score_norm`` off;
 ``lm_final=False``: NeMo adds no end-of-sentence score); the dev transcripts are identical on at least 95 % of the
 utterances and the WERs within 0.2 points."""
 
@@ -71,9 +71,10 @@ def reference_arpa(nemo_reference, tmp_path_factory):
 @pytest.mark.parametrize("beam", [None, BEAM], ids=["greedy_batch", "malsd_batch"])
 def test_fused_transcripts_match_nemo(nemo_reference, reference_arpa, beam):
     model, dev = nemo_reference.models["rnnt"], nemo_reference.manifests["dev"]
-    ours = imported_transcripts(model, dev, lm=reference_arpa, lm_weight=LM_WEIGHT, beam=beam, lm_final=False)
+    fused = {"lm": reference_arpa, "lm_weight": LM_WEIGHT}
+    ours = imported_transcripts(model, dev, **fused, beam=beam, lm_final=False, score_norm=False)
     theirs = nemo_fused_transcripts(model, dev, reference_arpa, LM_WEIGHT, beam)
-    plain = imported_transcripts(model, dev, beam=beam)
+    plain = imported_transcripts(model, dev, beam=beam, score_norm=False)
     assert ours != plain  # the LM changed something, or the comparison says nothing
     same = sum(a == b for a, b in zip(ours, theirs))
     assert same >= 0.95 * len(theirs), [(a, b) for a, b in zip(ours, theirs) if a != b]

@@ -5,11 +5,20 @@ the NeMo stage would. Needs no NeMo."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from benchmarks.nemo_reference import COMMITTED_REFERENCES, FORMS, REFERENCES_DIR, SETTINGS_NAME, committed_reference
+from benchmarks.nemo_reference import (
+    COMMITTED_REFERENCES,
+    FORMS,
+    REFERENCES_DIR,
+    SETTINGS_NAME,
+    StreamingReferenceSettings,
+    committed_reference,
+    corpus_key,
+)
 
 
 @pytest.mark.parametrize("name", sorted(COMMITTED_REFERENCES))
@@ -36,3 +45,16 @@ def test_a_reference_of_other_settings_is_refused_naming_the_script(tmp_path):
         committed_reference(tmp_path / "work", name, references_dir=tmp_path)
     with pytest.raises(ValueError, match=r"holds no committed NeMo reference.*make_nemo_references\.py"):
         committed_reference(tmp_path / "work", name, references_dir=tmp_path / "absent")
+
+
+def test_the_committed_references_share_corpora_and_the_key_is_the_corpus_settings():
+    """The NeMo stage synthesises one corpus per corpus key (tests/built_once.py): the full-context and streaming
+    references speak one, the TDT reference its own of 200 dev and test utterances (the decoding comparisons'
+    count); a change that gives any of them another corpus is a minute more of synthesis in every run."""
+    keys = {name: corpus_key(settings) for name, settings in COMMITTED_REFERENCES.items()}
+    assert keys["full_context"] == keys["streaming"]
+    assert len(set(keys.values())) == 2, keys
+    streaming = StreamingReferenceSettings()
+    assert corpus_key(dataclasses.replace(streaming, steps=1, silence_margin=0.0)) == corpus_key(streaming)
+    for change in ({"n_dev": 41}, {"corpus_seed": 1}, {"train_engines": ("espeak", "piper")}):
+        assert corpus_key(dataclasses.replace(streaming, **change)) != corpus_key(streaming), change

@@ -102,10 +102,21 @@ def test_the_export_restores_in_nemo_with_its_lookaheads(random_streaming, tmp_p
 # ---------------------------------------------------------------- the NeMo-trained streaming model (slow)
 
 
-def _audio(reference) -> list[str]:
+# The NeMo-trained model is streamed on the first this many utterances of each evaluation split (dev,
+# test-espeak). Every comparison below is per utterance, and on all 40 + 40 each held on every utterance at every
+# lookahead, NeMo's streaming departing from its own whole-utterance decoding on none (2026-12-06): half of them
+# keep every assertion at half the NeMo stage's time of NeMo's, ours and transcribe.py's streaming.
+STREAMED_PER_SPLIT = 20
+
+
+def _entries(reference) -> list[dict]:
     return [
-        entry["audio_filepath"] for split in EVAL_SPLITS for entry in read_nemo_manifest(reference.manifests[split])
+        entry for split in EVAL_SPLITS for entry in read_nemo_manifest(reference.manifests[split])[:STREAMED_PER_SPLIT]
     ]
+
+
+def _audio(reference) -> list[str]:
+    return [entry["audio_filepath"] for entry in _entries(reference)]
 
 
 def _contexts(reference) -> list[tuple[int, int]]:
@@ -114,7 +125,8 @@ def _contexts(reference) -> list[tuple[int, int]]:
 
 @dataclass
 class Streamed:
-    """One lookahead's transcripts of the reference's dev and test utterances, in order.
+    """One lookahead's transcripts of the reference's dev and test utterances streamed (`STREAMED_PER_SPLIT` of
+    each), in order.
 
     Attributes:
         nemo: NeMo's (``conformer_stream_step`` fed by its buffer, and its whole-utterance decodings).
@@ -148,7 +160,7 @@ def streamed(nemo_streaming_reference) -> dict[tuple[int, int], Streamed]:
 
 @pytest.mark.slow
 def test_nemo_trained_a_streaming_model_that_transcribes(nemo_streaming_reference, streamed):
-    references = [text for split in EVAL_SPLITS for text in nemo_streaming_reference.references(split)]
+    references = [entry["text"] for entry in _entries(nemo_streaming_reference)]
     print(f"NeMo's transcribe: WER {nemo_streaming_reference.wer['hybrid']} (the default lookahead)")
     for context, result in streamed.items():
         wer = word_error_rate(result.nemo.streaming, references)
