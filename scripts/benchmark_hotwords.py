@@ -16,6 +16,8 @@ import sys
 
 import torch
 
+from asr_plugin.decoding import WeightedScorer
+from asr_plugin.decoding.ngram_lm import NgramLM
 from benchmarks.hotwords import Decoder, cost_ratios, gains, table
 from benchmarks.hotwords_sherpa import sherpa_agreement
 
@@ -34,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N utterances of each manifest")
     parser.add_argument("--search", choices=("greedy", "beam"), default="greedy", help="the gains' search")
     parser.add_argument("--beam", type=int, default=4, help="beam width (--search beam, --sherpa-onnx; default 4)")
+    parser.add_argument("--lm", default=None, help="an ARPA n-gram LM: the cost also with it fused")
+    parser.add_argument("--lm-weight", type=float, default=0.3, help="--lm: its weight (default 0.3)")
     parser.add_argument("--sherpa-onnx", default=None, metavar="DIR", help="export here and compare with sherpa-onnx")
     args = parser.parse_args(argv)
     if min(args.words, args.phrases, args.batch_size, args.repeats, args.threads, args.beam) < 1:
@@ -44,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         boosted, rows = gains(
             decoder, args.dev, args.manifest, args.words, args.hotwords_score, args.limit, args.search, args.beam
         )
+        lm = None
+        if args.lm is not None:
+            pieces = [decoder.tokenizer.id_to_piece(k) for k in range(decoder.tokenizer.vocab_size)]
+            lm = WeightedScorer(NgramLM.from_arpa(args.lm, pieces, decoder.tokenizer.blank_id), args.lm_weight)
         count, build, ratios = cost_ratios(
-            decoder, args.manifest, args.phrases, args.hotwords_score, args.repeats, args.limit
+            decoder, args.manifest, args.phrases, args.hotwords_score, args.repeats, args.limit, lm
         )
         agreed = {}
         if args.sherpa_onnx is not None:
@@ -58,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, share in agreed.items():
         print(f"sherpa-onnx and ours agree ({name}, beam {args.beam}): {100 * share:.1f} % of the utterances")
     print(f"\n{count} random phrases: tokenised and built in {build:.2f} s")
-    for score, ratio in ratios.items():
+    for setting, ratio in ratios.items():
         print(
-            f"greedy search at batch {args.batch_size} with them at score {score:g}: {ratio:.2f} x its time without "
+            f"greedy search at batch {args.batch_size} with them at {setting}: {ratio:.2f} x its time without "
             f"(median of {args.repeats})"
         )
     return 0

@@ -8,7 +8,7 @@ manifests' encoder output with and without a list of random phrases (1 to 3 word
 references), decoding time only, the two timed alternately in one process; the ratio is the median of the
 repeats. It is measured twice: at the boosting score, where the boosted search also emits other tokens (more or
 fewer label steps), and at a score of 0.001, where it emits what the plain search does, so that the ratio is the
-scorer's own work.
+scorer's own work; with an n-gram LM, also at 0.001 fused with the LM (both scorers' work together).
 """
 
 from __future__ import annotations
@@ -151,23 +151,32 @@ def random_boosting(tokenizer, references: Sequence[str], count: int) -> tuple[i
 
 
 def cost_ratios(
-    decoder: Decoder, manifests: Sequence[str], phrases: int, hotwords_score: float, repeats: int, limit=None
-) -> tuple[int, float, dict[float, float]]:
-    """(phrases, graph build seconds, {score: median ratio of greedy decoding time with the phrases to without})
-    at `hotwords_score` and at 0.001."""
+    decoder: Decoder,
+    manifests: Sequence[str],
+    phrases: int,
+    hotwords_score: float,
+    repeats: int,
+    limit=None,
+    lm: WeightedScorer | None = None,
+) -> tuple[int, float, dict[str, float]]:
+    """(phrases, graph build seconds, {setting: median ratio of greedy decoding time with the phrases to without})
+    at `hotwords_score`, at 0.001 and, with `lm` (an n-gram LM and its weight), at 0.001 fused with the LM."""
     encoded = [decoder.encode(m, limit) for m in manifests]
     count, build_seconds, graph = random_boosting(
         decoder.tokenizer, [ref for _, refs in encoded for ref in refs], phrases
     )
+    boosting = PhraseBoosting(graph, decoder.tokenizer.blank_id)
+    settings = {f"score {weight:g}": [WeightedScorer(boosting, weight)] for weight in (hotwords_score, 0.001)}
+    if lm is not None:
+        settings[f"score 0.001 and the LM at weight {lm.weight:g}"] = [WeightedScorer(boosting, 0.001), lm]
     ratios = {}
-    for weight in (hotwords_score, 0.001):
-        fusion = [WeightedScorer(PhraseBoosting(graph, decoder.tokenizer.blank_id), weight)]
+    for name, fusion in settings.items():
         measured = []
         for _ in range(repeats):
             plain = sum(decoder.texts(batches, len(refs))[1] for batches, refs in encoded)
             boosted = sum(decoder.texts(batches, len(refs), fusion)[1] for batches, refs in encoded)
             measured.append(boosted / plain)
-        ratios[weight] = statistics.median(measured)
+        ratios[name] = statistics.median(measured)
     return count, build_seconds, ratios
 
 
